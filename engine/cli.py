@@ -1,0 +1,120 @@
+"""Command line: ``generate``, ``models ...`` and ``bench``. Errors are one line on stderr, exit 2."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import sys
+import threading
+from collections.abc import Sequence
+
+from . import models_cli
+from .errors import EngineError
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> None:  # type: ignore[override]
+        self.print_usage(sys.stderr)
+        print(f"error: {message}", file=sys.stderr)
+        raise SystemExit(2)
+
+
+def _add_generate(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    p = sub.add_parser("generate", help="generate text with ar, sd, ssd or auto")
+    p.add_argument("--target", required=True, help="target GGUF file")
+    p.add_argument("--draft", help="draft GGUF file (needed for sd, ssd, auto)")
+    p.add_argument("--mode", choices=["ar", "sd", "ssd", "auto"], default="ssd")
+    p.add_argument("--prompt", required=True)
+    p.add_argument("--chat", action="store_true", help="wrap the prompt in the target's chat template")
+    p.add_argument("--system", help="system prompt (with --chat)")
+    p.add_argument("--max-tokens", type=int, default=128)
+    p.add_argument("--temperature", type=float, default=0.0)
+    p.add_argument("--top-k", type=int, default=0)
+    p.add_argument("--top-p", type=float, default=1.0)
+    p.add_argument("--min-p", type=float, default=0.0)
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--k", type=int, default=4, help="draft length K")
+    p.add_argument("--fanout", type=int, default=2, help="pre-speculated candidates per outcome position")
+    p.add_argument("--geometric", action="store_true", help="geometric (Saguaro) fan-out allocation")
+    p.add_argument("--backup", choices=["jit", "ngram"], default="jit", help="speculator used on a cache miss")
+    p.add_argument("--miss-limit", type=int, default=3, help="consecutive misses before rolling back to sd")
+    p.add_argument("--ctx", type=int, default=4096, help="context length")
+    p.add_argument("--threads", type=int, default=0, help="target CPU threads (0 = all cores)")
+    p.add_argument("--draft-threads", type=int, default=0, help="draft CPU threads (0 = all cores)")
+    p.add_argument("--gpu-layers", type=int, default=0, help="target layers on the GPU (-1 = all)")
+    p.add_argument("--draft-gpu-layers", type=int, default=0, help="draft layers on the GPU (-1 = all)")
+    p.add_argument("--json", action="store_true", help="print one JSON object instead of streaming")
+    p.set_defaults(func=cmd_generate)
+
+
+def cmd_generate(args: argparse.Namespace) -> int:
+    from .engine import Engine, EngineConfig, GenerationParams
+    from .sampling import SamplingParams
+
+    sampling = SamplingParams(args.temperature, args.top_k, args.top_p, args.min_p, args.seed)
+    params = GenerationParams(
+        mode=args.mode, max_tokens=args.max_tokens, sampling=sampling, k=args.k, fanout=args.fanout,
+        geometric=args.geometric, backup=args.backup, miss_limit=args.miss_limit,
+    )
+    if args.mode != "ar" and not args.draft:
+        raise EngineError(f"--mode {args.mode} needs --draft")
+    config = EngineConfig(
+        args.target, args.draft if args.mode != "ar" else None, n_ctx=args.ctx, threads=args.threads,
+        draft_threads=args.draft_threads, gpu_layers=args.gpu_layers, draft_gpu_layers=args.draft_gpu_layers,
+    )
+    with Engine(config) as eng:
+        prompt = eng.chat_tokens(args.prompt, args.system) if args.chat else eng.tokenize(args.prompt)
+        stop = threading.Event()
+        gen = eng.generate(prompt, params, stop)
+        try:
+            for ev in gen:
+                if not args.json:
+                    sys.stdout.write(ev.text)
+                    sys.stdout.flush()
+        except KeyboardInterrupt:
+            stop.set()
+        s = gen.stats
+        if args.json:
+            print(json.dumps({"text": gen.text, "tokens": gen.tokens, "stats": s.to_dict()}))
+        else:
+            hit = "-" if s.hit_rate is None else f"{s.hit_rate:.0%}"
+            acc = "-" if s.acceptance_rate is None else f"{s.acceptance_rate:.0%}"
+            print(
+                f"\n[{s.mode}] {s.new_tokens} tokens in {s.seconds:.2f}s = {s.tokens_per_second:.2f} tok/s, "
+                f"ttft {s.ttft_s * 1000:.0f} ms, rounds {s.rounds}, accepted {s.accepted}/{s.drafted} ({acc}), "
+                f"hit rate {hit}, backup uses {s.backup_uses}",
+                file=sys.stderr,
+            )
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = _Parser(prog="python -m engine", description="ssd-chat engine")
+    parser.add_argument("-v", "--verbose", action="store_true", help="log llama.cpp and engine details")
+    sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
+    _add_generate(sub)
+    models_cli.register(sub)
+    try:
+        from . import bench
+    except ImportError:  # pragma: no cover - bench is optional while it is built
+        pass
+    else:
+        bench.register(sub)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.DEBUG if args.verbose else logging.WARNING, format="%(name)s: %(message)s")
+    if not args.verbose:
+        logging.getLogger("engine.llama_cpp").setLevel(logging.CRITICAL)
+    try:
+        return int(args.func(args))
+    except EngineError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        return 130

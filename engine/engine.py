@@ -1,0 +1,347 @@
+"""The engine: a target and an optional draft model, and generation in any mode."""
+
+from __future__ import annotations
+
+import codecs
+import contextlib
+import logging
+import os
+import threading
+import time
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from . import chat
+from .backend import Context, ContextParams, Model
+from .drafter import Drafter
+from .errors import ContextFullError, DecodeError, ParameterError
+from .sampling import SamplingParams
+from .strategies import ARStrategy, RoundResult, SDStrategy, SSDOptions, SSDStrategy, Strategy, Target
+from .vocab import check_compatible
+
+log = logging.getLogger(__name__)
+
+MODES = ("ar", "sd", "ssd", "auto")
+MAX_K = 16
+MAX_BRANCHES = 48
+
+
+@dataclass(frozen=True, slots=True)
+class EngineConfig:
+    """Which models to load and how to run them."""
+
+    target_path: str
+    draft_path: str | None = None
+    n_ctx: int = 4096
+    threads: int = 0  # 0: all cores
+    draft_threads: int = 0  # 0: all cores
+    gpu_layers: int = 0
+    draft_gpu_layers: int = 0
+    max_branches: int = 32
+    flash_attn: bool = True
+
+    def __post_init__(self) -> None:
+        if not 64 <= self.n_ctx <= 1 << 20:
+            raise ParameterError(f"context length must be between 64 and 1048576, got {self.n_ctx}")
+        if self.threads < 0 or self.draft_threads < 0:
+            raise ParameterError("thread counts must be >= 0 (0 = all cores)")
+        if self.gpu_layers < -1 or self.draft_gpu_layers < -1:
+            raise ParameterError("GPU layers must be >= -1 (-1 = all)")
+        if not 1 <= self.max_branches <= MAX_BRANCHES:
+            raise ParameterError(f"max branches must be between 1 and {MAX_BRANCHES}, got {self.max_branches}")
+
+
+@dataclass(frozen=True, slots=True)
+class GenerationParams:
+    """One generation: mode, length, sampler and speculation settings."""
+
+    mode: str = "ssd"
+    max_tokens: int = 256
+    sampling: SamplingParams = field(default_factory=SamplingParams)
+    k: int = 4
+    fanout: int = 2
+    geometric: bool = False
+    backup: str = "jit"
+    miss_limit: int = 3
+    early_stop: bool = True
+
+    def __post_init__(self) -> None:
+        if self.mode not in MODES:
+            raise ParameterError(f"mode must be one of {', '.join(MODES)}, got {self.mode!r}")
+        if self.max_tokens < 1:
+            raise ParameterError(f"max tokens must be >= 1, got {self.max_tokens}")
+        if not 1 <= self.k <= MAX_K:
+            raise ParameterError(f"draft length K must be between 1 and {MAX_K}, got {self.k}")
+        if not 0 <= self.fanout <= 16:
+            raise ParameterError(f"fan-out must be between 0 and 16, got {self.fanout}")
+        if self.backup not in ("jit", "ngram"):
+            raise ParameterError(f"backup must be 'jit' or 'ngram', got {self.backup!r}")
+        if self.miss_limit < 1:
+            raise ParameterError(f"miss limit must be >= 1, got {self.miss_limit}")
+
+
+@dataclass(frozen=True, slots=True)
+class TokenEvent:
+    """One generated token; ``text`` may be empty while a multi-byte character is incomplete."""
+
+    token: int
+    text: str
+    from_draft: bool
+    round: int
+
+
+@dataclass(slots=True)
+class GenerationStats:
+    mode: str = ""
+    prompt_tokens: int = 0
+    new_tokens: int = 0
+    seconds: float = 0.0
+    tokens_per_second: float = 0.0
+    ttft_s: float = 0.0
+    rounds: int = 0
+    drafted: int = 0
+    accepted: int = 0
+    acceptance_rate: float | None = None
+    mean_accepted: float | None = None
+    hit_rate: float | None = None
+    hits: int = 0
+    lookups: int = 0
+    backup_uses: int = 0
+    mean_verify_ms: float = 0.0
+    mean_draft_ms: float = 0.0
+    mean_tree_ms: float | None = None
+    mode_switches: list[str] = field(default_factory=list)
+    finish_reason: str = ""
+    rounds_by_mode: dict[str, int] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+class Generation:
+    """An iterator of :class:`TokenEvent`; ``stats``, ``tokens`` and ``text`` are complete after it ends."""
+
+    def __init__(self, events: Iterator[TokenEvent], stats: GenerationStats, tokens: list[int]) -> None:
+        self._events = events
+        self.stats = stats
+        self.tokens = tokens
+        self.text_parts: list[str] = []
+
+    def __iter__(self) -> Iterator[TokenEvent]:
+        for ev in self._events:
+            self.text_parts.append(ev.text)
+            yield ev
+
+    def run(self, on_token: Callable[[TokenEvent], None] | None = None) -> Generation:
+        for ev in self:
+            if on_token is not None:
+                on_token(ev)
+        return self
+
+    @property
+    def text(self) -> str:
+        return "".join(self.text_parts)
+
+
+def _cores() -> int:
+    return max(1, len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1))
+
+
+class Engine:
+    """Loads a target (and optionally a draft) and generates with ``ar``, ``sd``, ``ssd`` or ``auto``.
+
+    Example:
+        >>> with Engine(EngineConfig("target.gguf", "draft.gguf")) as eng:
+        ...     gen = eng.generate(eng.chat_tokens("Hello"), GenerationParams(mode="ssd")).run()
+    """
+
+    def __init__(self, config: EngineConfig) -> None:
+        self.config = config
+        self._stack = contextlib.ExitStack()
+        self.draft_model: Model | None = None
+        self.drafter: Drafter | None = None
+        self._lock = threading.Lock()
+        try:
+            self._load()
+        except BaseException:
+            self._stack.close()
+            raise
+
+    def _load(self) -> None:
+        cfg = self.config
+        cores = _cores()
+        threads = cfg.threads or cores
+        dthreads = cfg.draft_threads or cores
+        self.target_model = self._stack.enter_context(Model(cfg.target_path, gpu_layers=cfg.gpu_layers))
+        n_ctx = min(cfg.n_ctx, max(self.target_model.n_ctx_train, 64)) if self.target_model.n_ctx_train else cfg.n_ctx
+        self.target_ctx = self._stack.enter_context(
+            Context(self.target_model, ContextParams(n_ctx=n_ctx, n_batch=512, n_threads=threads,
+                                                     n_threads_batch=threads, flash_attn=cfg.flash_attn))
+        )
+        self.target = Target(self.target_model, self.target_ctx)
+        if cfg.draft_path:
+            self.draft_model = self._stack.enter_context(Model(cfg.draft_path, gpu_layers=cfg.draft_gpu_layers))
+            check_compatible(self.target_model, self.draft_model)
+            extra = MAX_K * (cfg.max_branches + 1) + 16
+            dctx = self._stack.enter_context(
+                Context(self.draft_model, ContextParams(
+                    n_ctx=n_ctx + extra, n_batch=512, n_seq_max=cfg.max_branches + 1, kv_unified=True,
+                    n_threads=dthreads, n_threads_batch=dthreads, flash_attn=cfg.flash_attn))
+            )
+            self.drafter = Drafter(dctx, self.draft_model.is_eog, cfg.max_branches)
+        self.n_ctx = self.target_ctx.n_ctx
+
+    def close(self) -> None:
+        self._stack.close()
+
+    def __enter__(self) -> Engine:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # -- prompts ----------------------------------------------------------------------------------
+    def tokenize(self, text: str) -> list[int]:
+        return self.target_model.tokenize(text, add_special=True, parse_special=False)
+
+    def chat_tokens(self, prompt: str, system: str | None = None) -> list[int]:
+        return chat.tokenize_chat(self.target_model, chat.build_messages(prompt, system))
+
+    def messages_tokens(self, messages: Sequence[chat.Message]) -> list[int]:
+        return chat.tokenize_chat(self.target_model, messages)
+
+    def detokenize(self, tokens: Sequence[int]) -> str:
+        return self.target_model.detokenize(tokens)
+
+    # -- generation -------------------------------------------------------------------------------
+    def generate(
+        self,
+        prompt: Sequence[int],
+        params: GenerationParams,
+        stop: threading.Event | None = None,
+    ) -> Generation:
+        """Start a generation; iterate the result for tokens. Checks ``stop`` between rounds."""
+        if params.mode != "ar" and self.drafter is None:
+            raise ParameterError(f"mode {params.mode!r} needs a draft model")
+        if len(prompt) + 1 >= self.n_ctx:
+            raise ContextFullError(
+                f"the prompt has {len(prompt)} tokens but the context holds only {self.n_ctx}"
+            )
+        stats = GenerationStats(mode=params.mode, prompt_tokens=len(prompt))
+        tokens: list[int] = []
+        events = self._run(list(prompt), params, stop or threading.Event(), stats, tokens)
+        return Generation(events, stats, tokens)
+
+    def _make_strategy(self, params: GenerationParams) -> Strategy:
+        if params.mode == "ar":
+            return ARStrategy(self.target)
+        assert self.drafter is not None
+        k = min(params.k, MAX_K)
+        seed = params.sampling.seed
+        self.drafter.configure(params.sampling, np.random.default_rng([seed, 1]),
+                               top_count=params.fanout + 2)
+        if params.mode == "sd":
+            return SDStrategy(self.target, self.drafter, k)
+        opts = SSDOptions(k=k, fanout=params.fanout, geometric=params.geometric, backup=params.backup,
+                          miss_limit=params.miss_limit, early_stop=params.early_stop)
+        if params.mode == "auto":
+            from .auto import AutoStrategy
+
+            return AutoStrategy(self.target, self.drafter, opts)
+        return SSDStrategy(self.target, self.drafter, opts)
+
+    def _run(
+        self,
+        prompt: list[int],
+        params: GenerationParams,
+        stop: threading.Event,
+        stats: GenerationStats,
+        tokens: list[int],
+    ) -> Iterator[TokenEvent]:
+        with self._lock:
+            yield from self._run_locked(prompt, params, stop, stats, tokens)
+
+    def _run_locked(
+        self,
+        prompt: list[int],
+        params: GenerationParams,
+        stop: threading.Event,
+        stats: GenerationStats,
+        tokens: list[int],
+    ) -> Iterator[TokenEvent]:
+        model = self.target_model
+        decoder = codecs.getincrementaldecoder("utf-8")("replace")
+        t0 = time.perf_counter()
+        rng = np.random.default_rng([params.sampling.seed, 0])
+        strategy: Strategy | None = None
+        verify_total = draft_total = 0.0
+        try:
+            first = self.target.start(prompt, params.sampling, rng)
+            stats.ttft_s = time.perf_counter() - t0
+            pending: list[tuple[int, bool]] = [(first, False)]
+            strategy = self._make_strategy(params) if params.mode != "ar" else ARStrategy(self.target)
+            n_round = 0
+            while True:
+                for tok, from_draft in pending:
+                    if model.is_eog(tok):
+                        stats.finish_reason = "stop"
+                        return
+                    tokens.append(tok)
+                    yield TokenEvent(tok, decoder.decode(model.token_bytes(tok)), from_draft, n_round)
+                    if len(tokens) >= params.max_tokens:
+                        stats.finish_reason = "length"
+                        return
+                if stop.is_set():
+                    stats.finish_reason = "stopped"
+                    return
+                if len(self.target.committed) + params.k + 2 > self.n_ctx:
+                    stats.finish_reason = "context"
+                    return
+                rr: RoundResult = strategy.step()
+                n_round += 1
+                self._account(stats, rr)
+                verify_total += rr.verify_s
+                draft_total += rr.draft_s
+                pending = [(t, i < rr.accepted) for i, t in enumerate(rr.tokens)]
+        except DecodeError as exc:
+            raise ContextFullError(str(exc)) if "full" in str(exc) else exc
+        finally:
+            if strategy is not None:
+                strategy.close()
+                stats.mode_switches = list(getattr(strategy, "switches", []))
+                tree = getattr(getattr(strategy, "worker", None), "tree_stats", None)
+                if tree:
+                    stats.mean_tree_ms = 1000.0 * sum(s.seconds for s in tree) / len(tree)
+            stats.new_tokens = len(tokens)
+            stats.seconds = time.perf_counter() - t0
+            stats.tokens_per_second = stats.new_tokens / stats.seconds if stats.seconds > 0 else 0.0
+            if stats.rounds:
+                stats.mean_verify_ms = 1000.0 * verify_total / stats.rounds
+                stats.mean_draft_ms = 1000.0 * draft_total / stats.rounds
+            spec_rounds = sum(v for m, v in stats.rounds_by_mode.items() if m != "ar")
+            if stats.drafted:
+                stats.acceptance_rate = stats.accepted / stats.drafted
+            if spec_rounds:
+                stats.mean_accepted = stats.accepted / spec_rounds
+            if stats.lookups:
+                stats.hit_rate = stats.hits / stats.lookups
+
+    @staticmethod
+    def _account(stats: GenerationStats, rr: RoundResult) -> None:
+        stats.rounds += 1
+        stats.rounds_by_mode[rr.mode] = stats.rounds_by_mode.get(rr.mode, 0) + 1
+        stats.drafted += rr.drafted
+        stats.accepted += rr.accepted
+        if rr.hit is not None:
+            stats.lookups += 1
+            stats.hits += int(rr.hit)
+        if rr.mode == "ssd" and rr.backup is not None:
+            stats.backup_uses += 1
+
+
+def load_engine(target: str | Path, draft: str | Path | None = None, **kwargs: Any) -> Engine:
+    return Engine(EngineConfig(str(target), str(draft) if draft else None, **kwargs))

@@ -1,0 +1,27 @@
+"""Exceptions the engine raises for problems a user can fix."""
+
+from __future__ import annotations
+
+
+class EngineError(Exception):
+    """Base of every user-facing engine error; the message is one plain line."""
+
+
+class ModelLoadError(EngineError):
+    """A model file is missing, truncated, not GGUF, or llama.cpp refused it."""
+
+
+class VocabMismatchError(EngineError):
+    """The draft's vocabulary does not match the target's (llama.cpp's pairing rule)."""
+
+
+class ContextFullError(EngineError):
+    """The prompt plus the requested tokens do not fit the context."""
+
+
+class ParameterError(EngineError):
+    """A generation or engine parameter is out of range."""
+
+
+class DecodeError(EngineError):
+    """llama_decode failed."""

@@ -1,0 +1,114 @@
+"""Sampling transforms in numpy: greedy, temperature, top-k, top-p, min-p, with seeded generators.
+
+A :class:`Dist` is a sparse next-token distribution (token ids and their probabilities, summing
+to 1). The same :func:`to_dist` builds the target's p and the draft's q, so that verification
+compares distributions made by identical transforms.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import numpy.typing as npt
+
+from .errors import ParameterError
+
+FloatRow = npt.NDArray[np.float32]
+
+
+@dataclass(frozen=True, slots=True)
+class SamplingParams:
+    """Sampler settings. ``temperature == 0`` means greedy (argmax, ties to the lowest id)."""
+
+    temperature: float = 0.0
+    top_k: int = 0
+    top_p: float = 1.0
+    min_p: float = 0.0
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        if not 0.0 <= self.temperature <= 5.0:
+            raise ParameterError(f"temperature must be between 0 and 5, got {self.temperature}")
+        if self.top_k < 0:
+            raise ParameterError(f"top-k must be >= 0 (0 = off), got {self.top_k}")
+        if not 0.0 < self.top_p <= 1.0:
+            raise ParameterError(f"top-p must be in (0, 1], got {self.top_p}")
+        if not 0.0 <= self.min_p < 1.0:
+            raise ParameterError(f"min-p must be in [0, 1), got {self.min_p}")
+        if self.seed < 0:
+            raise ParameterError(f"seed must be >= 0, got {self.seed}")
+
+    @property
+    def greedy(self) -> bool:
+        return self.temperature == 0.0
+
+
+@dataclass(frozen=True, slots=True)
+class Dist:
+    """A sparse distribution: ``ids`` (int64) and ``probs`` (float64, sum 1)."""
+
+    ids: npt.NDArray[np.int64]
+    probs: npt.NDArray[np.float64]
+
+    def prob(self, token: int) -> float:
+        hit = np.nonzero(self.ids == token)[0]
+        return float(self.probs[hit[0]]) if len(hit) else 0.0
+
+    def dense(self, n_vocab: int) -> npt.NDArray[np.float64]:
+        out = np.zeros(n_vocab, dtype=np.float64)
+        out[self.ids] = self.probs
+        return out
+
+    @staticmethod
+    def one_hot(token: int) -> Dist:
+        return Dist(np.array([token], dtype=np.int64), np.array([1.0]))
+
+
+def argmax(row: FloatRow) -> int:
+    return int(np.argmax(row))
+
+
+def to_dist(row: FloatRow, params: SamplingParams) -> Dist:
+    """Apply temperature, then top-k, top-p and min-p to a logits row."""
+    logits = row.astype(np.float64) / params.temperature
+    n = len(logits)
+    if 0 < params.top_k < n:
+        ids = np.argpartition(-logits, params.top_k - 1)[: params.top_k]
+    else:
+        ids = np.arange(n)
+    sub = logits[ids]
+    order = np.argsort(-sub, kind="stable")
+    ids = ids[order]
+    sub = sub[order]
+    probs = np.exp(sub - sub[0])
+    probs /= probs.sum()
+    if params.top_p < 1.0:
+        cum = np.cumsum(probs)
+        keep = int(np.searchsorted(cum, params.top_p, side="left")) + 1
+        ids, probs = ids[:keep], probs[:keep]
+    if params.min_p > 0.0:
+        mask = probs >= params.min_p * probs[0]
+        ids, probs = ids[mask], probs[mask]
+    probs = probs / probs.sum()
+    return Dist(ids.astype(np.int64), probs)
+
+
+def sample(dist: Dist, rng: np.random.Generator) -> int:
+    """Draw one token from ``dist`` by inverse CDF."""
+    u = rng.random()
+    idx = int(np.searchsorted(np.cumsum(dist.probs), u, side="right"))
+    return int(dist.ids[min(idx, len(dist.ids) - 1)])
+
+
+def top_ids(row: FloatRow, count: int) -> npt.NDArray[np.int64]:
+    """The ``count`` highest-logit token ids, best first (raw logits; ties to the lowest id)."""
+    count = min(count, len(row))
+    if count <= 0:
+        return np.empty(0, dtype=np.int64)
+    if count * 8 < len(row):
+        part = np.argpartition(-row, count - 1)[:count]
+    else:
+        part = np.arange(len(row))
+    order = np.lexsort((part, -row[part]))
+    return part[order][:count].astype(np.int64)

@@ -1,0 +1,229 @@
+"""Decoding strategies behind one interface: one round per ``step()``.
+
+``ar`` is plain target decoding (the reference); ``sd`` drafts K tokens then verifies them in one
+target batch; ``ssd`` serves drafts from a draft thread that pre-speculates the next round while
+the target verifies this one.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Protocol
+
+import numpy as np
+
+from .backend import Context, Model
+from .drafter import Draft, Drafter, KVTrack
+from .errors import ContextFullError
+from .fanout import uniform
+from .sampling import SamplingParams
+from .verify import Verdict, verify_greedy, verify_sampled
+from .worker import DraftWorker, Request
+
+
+@dataclass(frozen=True, slots=True)
+class RoundResult:
+    """What one round emitted and how it went."""
+
+    tokens: list[int]
+    mode: str
+    drafted: int = 0
+    accepted: int = 0
+    hit: bool | None = None  # None: not an SSD round, or the forced first miss
+    backup: str | None = None
+    verify_s: float = 0.0
+    draft_s: float = 0.0  # time the target spent waiting for the draft
+
+
+class Target:
+    """The target side: committed tokens, prefill with prefix reuse, batched verification."""
+
+    def __init__(self, model: Model, ctx: Context) -> None:
+        self.model = model
+        self.ctx = ctx
+        self.kv = KVTrack(ctx)
+        self.committed: list[int] = []
+        self.params = SamplingParams()
+        self.rng = np.random.default_rng(0)
+
+    def start(self, prompt: Sequence[int], params: SamplingParams, rng: np.random.Generator) -> int:
+        """Prefill ``prompt`` (reusing the cached prefix) and sample the first token."""
+        if not prompt:
+            raise ContextFullError("the prompt is empty")
+        self.params = params
+        self.rng = rng
+        self.committed = list(prompt)
+        row = self.kv.sync(self.committed)
+        verdict = self._verdict(Draft([], None), row[None, :])
+        self.committed.append(verdict.next_token)
+        return verdict.next_token
+
+    def verify(self, draft: Draft) -> Verdict:
+        """Run [r, d_1..d_K] through the target in one batch, accept, trim the KV, commit."""
+        p_r = len(self.committed) - 1
+        self.kv.trim(p_r)
+        if len(self.kv.tokens) != p_r:
+            self.kv.sync(self.committed[:-1] or self.committed)
+            self.kv.trim(p_r)
+        batch = [self.committed[-1], *draft.tokens]
+        if p_r + len(batch) > self.ctx.n_ctx:
+            raise ContextFullError(f"the context of {self.ctx.n_ctx} tokens is full")
+        rows = self.ctx.decode(batch, list(range(p_r, p_r + len(batch))), 0, list(range(len(batch))))
+        self.kv.tokens.extend(batch)
+        verdict = self._verdict(draft, rows)
+        self.kv.trim(p_r + 1 + verdict.accepted)
+        self.committed.extend(verdict.tokens(draft.tokens))
+        return verdict
+
+    def _verdict(self, draft: Draft, rows: np.ndarray) -> Verdict:  # type: ignore[type-arg]
+        if self.params.greedy:
+            return verify_greedy(draft.tokens, rows, self.model.is_eog)
+        assert draft.q is not None or not draft.tokens
+        return verify_sampled(draft.tokens, draft.q or [], rows, self.params, self.rng, self.model.is_eog)
+
+
+class Strategy(Protocol):
+    name: str
+
+    def step(self) -> RoundResult: ...
+
+    def close(self) -> None: ...
+
+
+class ARStrategy:
+    """Plain decoding: one target token per round."""
+
+    name = "ar"
+
+    def __init__(self, target: Target) -> None:
+        self.target = target
+
+    def step(self) -> RoundResult:
+        t0 = time.perf_counter()
+        v = self.target.verify(Draft([], None))
+        return RoundResult([v.next_token], "ar", verify_s=time.perf_counter() - t0)
+
+    def close(self) -> None:
+        pass
+
+
+class SDStrategy:
+    """Speculative decoding: the draft proposes K tokens, the target verifies K+1 positions at once."""
+
+    name = "sd"
+
+    def __init__(self, target: Target, drafter: Drafter, k: int) -> None:
+        self.target = target
+        self.drafter = drafter
+        self.k = k
+
+    def step(self) -> RoundResult:
+        t0 = time.perf_counter()
+        d = self.drafter.draft_sequential(self.target.committed, self.k)
+        t1 = time.perf_counter()
+        v = self.target.verify(d)
+        t2 = time.perf_counter()
+        return RoundResult(v.tokens(d.tokens), "sd", len(d.tokens), v.accepted, verify_s=t2 - t1, draft_s=t1 - t0)
+
+    def close(self) -> None:
+        pass
+
+
+@dataclass(slots=True)
+class SSDOptions:
+    k: int = 4
+    fanout: int = 2  # candidates per outcome position (uniform); budget M = fanout * (K + 1)
+    geometric: bool = False
+    backup: str = "jit"  # or "ngram"
+    miss_limit: int = 3  # consecutive misses before rolling back to sd
+    probe_after: int = 32  # sd rounds before trying ssd again regardless
+    early_stop: bool = True  # serve a shallower branch rather than wait for the whole tree
+
+
+class SSDStrategy:
+    """Speculative speculative decoding with a draft thread and a speculation cache.
+
+    After ``miss_limit`` consecutive misses it rolls back to synchronous SD rounds (no tree),
+    watching whether the draft's top candidates would have predicted each outcome; it returns to
+    SSD when two predictions in a row would have hit, or after ``probe_after`` rounds.
+    """
+
+    name = "ssd"
+
+    def __init__(self, target: Target, drafter: Drafter, opts: SSDOptions) -> None:
+        self.target = target
+        self.opts = opts
+        self.worker = DraftWorker(drafter)
+        self.last_accepted = -1
+        self.misses = 0
+        self.fallback_rounds = 0  # > 0 while rolled back to sd
+        self.would_hit_streak = 0
+        self.acceptance = 0.8
+        self.switches: list[str] = []
+
+    @property
+    def budget(self) -> int:
+        return self.opts.fanout * (self.opts.k + 1)
+
+    def step(self) -> RoundResult:
+        sd_round = self.fallback_rounds > 0
+        req = Request(
+            committed=tuple(self.target.committed),
+            accepted=self.last_accepted,
+            k=self.opts.k,
+            budget=0 if sd_round else self.budget,
+            geometric=self.opts.geometric,
+            acceptance=self.acceptance,
+            backup="jit" if sd_round else self.opts.backup,
+            early_stop=self.opts.early_stop,
+        )
+        t0 = time.perf_counter()
+        self.worker.request(req)
+        d = self.worker.reply()
+        t1 = time.perf_counter()
+        v = self.target.verify(d)
+        t2 = time.perf_counter()
+        if d.tokens:
+            rate = v.accepted / len(d.tokens)
+            self.acceptance = 0.9 * self.acceptance + 0.1 * rate
+        forced = self.last_accepted < 0
+        self.last_accepted = v.accepted
+        hit: bool | None = None
+        if sd_round:
+            self._track_fallback(d, v)
+        elif not forced:
+            hit = d.hit
+            self.misses = 0 if d.hit else self.misses + 1
+            if self.misses >= self.opts.miss_limit:
+                self.fallback_rounds = 1
+                self.would_hit_streak = 0
+                self.switches.append(f"ssd->sd after {self.misses} misses")
+                self.misses = 0
+        return RoundResult(
+            v.tokens(d.tokens),
+            "sd" if sd_round else "ssd",
+            len(d.tokens),
+            v.accepted,
+            hit=hit,
+            backup=d.backup,
+            verify_s=t2 - t1,
+            draft_s=t1 - t0,
+        )
+
+    def _track_fallback(self, d: Draft, v: Verdict) -> None:
+        n = v.accepted
+        if n < len(d.tokens) and n < len(d.top):
+            share = uniform(len(d.tokens), self.budget)[n]
+            cands = [int(t) for t in d.top[n] if int(t) != d.tokens[n]][:share]
+            self.would_hit_streak = self.would_hit_streak + 1 if v.next_token in cands else 0
+        self.fallback_rounds += 1
+        if self.would_hit_streak >= 2 or self.fallback_rounds > self.opts.probe_after:
+            why = "predictions recovered" if self.would_hit_streak >= 2 else "probe"
+            self.switches.append(f"sd->ssd ({why})")
+            self.fallback_rounds = 0
+            self.last_accepted = -1  # the next ssd round starts with a forced miss
+
+    def close(self) -> None:
+        self.worker.close()

@@ -1,0 +1,42 @@
+"""llama.cpp's rule for pairing a draft with a target (``common_speculative_are_compatible``)."""
+
+from __future__ import annotations
+
+from .backend import Model
+from .errors import VocabMismatchError
+
+MAX_SIZE_DIFFERENCE = 128
+CHECK_START_ID = 5
+_TYPES = {0: "none", 1: "SentencePiece (SPM)", 2: "byte-level BPE", 3: "WordPiece", 4: "Unigram", 5: "RWKV", 6: "PLaMo-2"}
+
+
+def check_compatible(target: Model, draft: Model) -> None:
+    """Raise :class:`VocabMismatchError` naming the first check that fails."""
+    if target.vocab_type != draft.vocab_type:
+        raise VocabMismatchError(
+            "vocabulary type differs: target uses "
+            f"{_TYPES.get(target.vocab_type, target.vocab_type)}, draft uses {_TYPES.get(draft.vocab_type, draft.vocab_type)}"
+        )
+    if target.add_bos != draft.add_bos or (target.add_bos and target.bos != draft.bos):
+        raise VocabMismatchError(
+            f"BOS token differs: target add_bos={target.add_bos} id={target.bos}, "
+            f"draft add_bos={draft.add_bos} id={draft.bos}"
+        )
+    if target.add_eos != draft.add_eos or (target.add_eos and target.eos != draft.eos):
+        raise VocabMismatchError(
+            f"EOS token differs: target add_eos={target.add_eos} id={target.eos}, "
+            f"draft add_eos={draft.add_eos} id={draft.eos}"
+        )
+    diff = abs(target.n_vocab - draft.n_vocab)
+    if diff > MAX_SIZE_DIFFERENCE:
+        raise VocabMismatchError(
+            f"vocabulary sizes differ by {diff} (target {target.n_vocab}, draft {draft.n_vocab}; at most "
+            f"{MAX_SIZE_DIFFERENCE} allowed)"
+        )
+    for t in range(CHECK_START_ID, min(target.n_vocab, draft.n_vocab)):
+        a, b = target.token_text(t), draft.token_text(t)
+        if a != b:
+            raise VocabMismatchError(
+                f"token {t} differs: target has {a.decode('utf-8', 'replace')!r}, draft has "
+                f"{b.decode('utf-8', 'replace')!r}"
+            )

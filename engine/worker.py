@@ -1,0 +1,92 @@
+"""The draft thread of SSD: serves drafts and builds the speculation tree while the target verifies."""
+
+from __future__ import annotations
+
+import logging
+import queue
+import threading
+from dataclasses import dataclass
+
+from .drafter import Draft, Drafter, TreeStats, fanout_fn
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True, slots=True)
+class Request:
+    """What the target knows after a verify: the committed tokens and how many drafts it accepted."""
+
+    committed: tuple[int, ...]
+    accepted: int  # -1: no previous speculative round (forces a miss)
+    k: int
+    budget: int  # branches in the tree to build after serving; 0 = synchronous SD round
+    geometric: bool
+    acceptance: float
+    backup: str
+    early_stop: bool = True  # cut the tree short when the next request arrives
+
+
+@dataclass(slots=True)
+class Reply:
+    draft: Draft | None
+    error: BaseException | None = None
+
+
+class DraftWorker:
+    """Owns the draft thread. Only this thread touches the drafter while it runs."""
+
+    def __init__(self, drafter: Drafter) -> None:
+        self.drafter = drafter
+        self._requests: queue.SimpleQueue[Request | None] = queue.SimpleQueue()
+        self._replies: queue.SimpleQueue[Reply] = queue.SimpleQueue()
+        self._thread = threading.Thread(target=self._run, name="ssd-draft", daemon=True)
+        self.tree_stats: list[TreeStats] = []
+        self._thread.start()
+
+    def request(self, req: Request) -> None:
+        self._requests.put(req)
+
+    def reply(self) -> Draft:
+        rep = self._replies.get()
+        if rep.error is not None:
+            raise rep.error
+        assert rep.draft is not None
+        return rep.draft
+
+    def close(self, timeout: float = 30.0) -> None:
+        """Ask the thread to exit (it checks between tree levels) and join it."""
+        if self._thread.is_alive():
+            self._requests.put(None)
+            self._thread.join(timeout)
+            if self._thread.is_alive():
+                log.error("draft thread did not stop within %.0f s", timeout)
+
+    @property
+    def alive(self) -> bool:
+        return self._thread.is_alive()
+
+    def _run(self) -> None:
+        req = self._requests.get()
+        while req is not None:
+            try:
+                draft = self.drafter.serve(req.committed, req.accepted, req.k, req.backup)
+            except BaseException as exc:  # crossing threads: the target side re-raises it
+                self._replies.put(Reply(None, exc))
+                req = self._requests.get()
+                continue
+            self._replies.put(Reply(draft))
+            if req.budget > 0 and draft.tokens:
+                try:
+                    stats = self.drafter.build_tree(
+                        req.committed,
+                        draft,
+                        depth=req.k,
+                        budget=req.budget,
+                        fanout=fanout_fn(req.geometric, req.acceptance),
+                        interrupt=(lambda: not self._requests.empty()) if req.early_stop else (lambda: False),
+                    )
+                    self.tree_stats.append(stats)
+                except BaseException:
+                    log.exception("speculation tree failed; the next round will miss")
+                    self.drafter.reset()
+            req = self._requests.get()

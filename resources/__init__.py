@@ -1,0 +1,1 @@
+"""Data files shipped with ssd-chat (pair catalog, prompt sets, icons)."""

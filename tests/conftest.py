@@ -1,0 +1,39 @@
+"""Shared fixtures: tiny generated models (once per session) and the real offline pair (opt-in)."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
+
+from engine import offline  # noqa: E402
+from tests.tiny_models import TinyPair, make_pair  # noqa: E402
+
+
+@pytest.fixture(scope="session")
+def tiny(tmp_path_factory: pytest.TempPathFactory) -> TinyPair:
+    """A tiny target with an identical, a related and an unrelated draft, plus a 16-token pair."""
+    return make_pair(tmp_path_factory.mktemp("tiny"))
+
+
+@pytest.fixture(scope="session")
+def real_pair() -> offline.OfflinePair:
+    """The real Qwen2.5-Coder 1.5B/0.5B pair, assembled in the model store (offline-models extra)."""
+    pair = offline.installed_pair()
+    if pair is None:
+        if not offline.extra_installed():
+            pytest.skip("the offline-models extra is not installed")
+        pair = offline.ensure_pair()
+    return pair
+
+
+@pytest.fixture
+def data_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
+    """A private user-data folder for the test (history, settings, model store)."""
+    d = tmp_path / "userdata"
+    monkeypatch.setenv("SSD_CHAT_DATA_DIR", str(d))
+    yield d
