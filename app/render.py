@@ -1,0 +1,108 @@
+"""Markdown to Qt rich-text HTML: markdown-it-py for structure, pygments for highlighted code.
+
+Code blocks get a "Copy" anchor (``copy:<n>``) that the chat view handles. Text that came from
+accepted drafts can be tinted: the caller brackets it with :data:`DRAFT_ON` / :data:`DRAFT_OFF`.
+"""
+
+from __future__ import annotations
+
+import html
+import re
+from collections.abc import Sequence
+from typing import Any
+
+from markdown_it import MarkdownIt
+from markdown_it.renderer import RendererHTML
+from markdown_it.token import Token
+from markdown_it.utils import EnvType, OptionsDict
+from pygments.lexer import Lexer
+from pygments.lexers import TextLexer, get_lexer_by_name
+from pygments.style import StyleMeta
+from pygments.styles import get_style_by_name
+from pygments.util import ClassNotFound
+
+DRAFT_ON = "\ue000"
+DRAFT_OFF = "\ue001"
+DRAFT_TINT = "#d9f2d9"
+CODE_BG = "#f6f8fa"
+_MARKERS = re.compile(f"[{DRAFT_ON}{DRAFT_OFF}]")
+_LINE_START_SYNTAX = re.compile(
+    rf"(\n|^)([{DRAFT_ON}{DRAFT_OFF}]+)([ \t]*(?:#+|>|[-*+]|\d+\.|`{{3,}}|~{{3,}})?[ \t]*)")
+
+
+def mark_runs(text: str, runs: Sequence[tuple[int, bool]]) -> str:
+    """``text`` with draft runs bracketed by markers; markers at a line start move past Markdown syntax."""
+    out: list[str] = []
+    pos = 0
+    for length, from_draft in runs:
+        piece = text[pos:pos + length]
+        pos += length
+        out.append(f"{DRAFT_ON}{piece}{DRAFT_OFF}" if from_draft and piece else piece)
+    out.append(text[pos:])
+    marked = "".join(out)
+    return _LINE_START_SYNTAX.sub(lambda m: m.group(1) + m.group(3) + m.group(2), marked)
+
+
+class Renderer:
+    """Renders Markdown messages; collects code blocks so "Copy" anchors can find them."""
+
+    def __init__(self, style: str = "friendly") -> None:
+        self.style: StyleMeta = get_style_by_name(style)
+        self.code_blocks: list[str] = []
+        self._md = MarkdownIt("commonmark", {"html": False, "linkify": False}).enable("table")
+
+        def fence(_r: RendererHTML, tokens: Sequence[Token], idx: int, _o: OptionsDict, _env: EnvType) -> str:
+            return self._fence(tokens[idx])
+
+        self._md.add_render_rule("fence", fence)
+        self._md.add_render_rule("code_block", fence)
+
+    def reset(self) -> None:
+        """Forget collected code blocks (call before re-rendering a whole page)."""
+        self.code_blocks.clear()
+
+    def markdown(self, text: str) -> str:
+        """HTML for ``text``; draft markers become tinted spans."""
+        body = str(self._md.render(text))
+        return body.replace(DRAFT_ON, f'<span style="background-color:{DRAFT_TINT}">').replace(
+            DRAFT_OFF, "</span>")
+
+    def _fence(self, token: Token) -> str:
+        lang = _MARKERS.sub("", token.info).strip().split(" ")[0] if token.info else ""
+        code = token.content.rstrip("\n")
+        n = len(self.code_blocks)
+        self.code_blocks.append(_MARKERS.sub("", code))
+        head = (f'<tr><td style="color:#57606a">{html.escape(lang or "code")}</td>'
+                f'<td align="right"><a href="copy:{n}">Copy</a></td></tr>')
+        return (f'<table width="100%" cellspacing="0" cellpadding="6" style="background-color:{CODE_BG};'
+                f'border:1px solid #d0d7de">{head}<tr><td colspan="2"><pre style="margin:0">'
+                f"{self.highlight(code, lang)}</pre></td></tr></table>\n")
+
+    def highlight(self, code: str, lang: str) -> str:
+        """Pygments tokens as inline-styled spans; draft markers tint the background."""
+        lexer: Lexer
+        try:
+            lexer = get_lexer_by_name(lang) if lang else TextLexer()
+        except ClassNotFound:
+            lexer = TextLexer()
+        out: list[str] = []
+        tinted = False
+        for ttype, value in lexer.get_tokens(code):
+            style: dict[str, Any] = dict(self.style.style_for_token(ttype))
+            css = []
+            if style.get("color"):
+                css.append(f"color:#{style['color']}")
+            if style.get("bold"):
+                css.append("font-weight:bold")
+            if style.get("italic"):
+                css.append("font-style:italic")
+            for piece in re.split(f"([{DRAFT_ON}{DRAFT_OFF}])", value):
+                if piece == DRAFT_ON:
+                    tinted = True
+                elif piece == DRAFT_OFF:
+                    tinted = False
+                elif piece:
+                    bits = [*css, f"background-color:{DRAFT_TINT}"] if tinted else css
+                    escaped = html.escape(piece)
+                    out.append(f'<span style="{";".join(bits)}">{escaped}</span>' if bits else escaped)
+        return "".join(out).rstrip("\n")

@@ -1,0 +1,116 @@
+"""The only module that touches QSettings: load and save :class:`Settings` and the active model pair."""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, fields
+from pathlib import Path
+
+from PySide6.QtCore import QSettings
+
+from engine.paths import user_data_dir
+
+from .settings import Settings
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True, slots=True)
+class ActivePair:
+    """The model pair the app loads: an id for display and the two file paths (draft optional)."""
+
+    pair_id: str
+    name: str
+    target: str
+    draft: str | None
+
+
+def settings_path() -> Path:
+    """The ini file under the user data folder (so ``SSD_CHAT_DATA_DIR`` isolates tests)."""
+    return user_data_dir() / "settings.ini"
+
+
+class SettingsStore:
+    """Typed access to the app's QSettings ini file."""
+
+    def __init__(self, path: Path | None = None) -> None:
+        self.path = path or settings_path()
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._qs = QSettings(str(self.path), QSettings.Format.IniFormat)
+
+    def load(self) -> Settings:
+        """The saved settings; unreadable or invalid values fall back to their defaults."""
+        defaults = Settings()
+        values: dict[str, object] = {}
+        for f in fields(Settings):
+            default = getattr(defaults, f.name)
+            raw = self._qs.value(f"generation/{f.name}", None)
+            if raw is None:
+                continue
+            try:
+                values[f.name] = _coerce(raw, default)
+            except (TypeError, ValueError):
+                log.warning("ignoring unreadable setting %s=%r", f.name, raw)
+        loaded = Settings(**values)  # type: ignore[arg-type]
+        bad = loaded.problems()
+        if bad:
+            log.warning("ignoring invalid settings: %s", "; ".join(bad.values()))
+            loaded = Settings(**{k: v for k, v in values.items() if k not in bad})  # type: ignore[arg-type]
+        return loaded
+
+    def save(self, settings: Settings) -> None:
+        """Persist ``settings`` (they must be valid)."""
+        for f in fields(Settings):
+            self._qs.setValue(f"generation/{f.name}", getattr(settings, f.name))
+        self._qs.sync()
+
+    def active_pair(self) -> ActivePair | None:
+        """The pair chosen last time, or None."""
+        target = self._qs.value("models/target", "")
+        if not target:
+            return None
+        draft = self._qs.value("models/draft", "")
+        return ActivePair(str(self._qs.value("models/pair_id", "")), str(self._qs.value("models/name", "")),
+                          str(target), str(draft) or None)
+
+    def set_active_pair(self, pair: ActivePair | None) -> None:
+        """Remember (or forget) the active pair."""
+        if pair is None:
+            self._qs.remove("models")
+        else:
+            self._qs.setValue("models/pair_id", pair.pair_id)
+            self._qs.setValue("models/name", pair.name)
+            self._qs.setValue("models/target", pair.target)
+            self._qs.setValue("models/draft", pair.draft or "")
+        self._qs.sync()
+
+    def window_state(self) -> tuple[bytes | None, bytes | None]:
+        """Saved main-window geometry and splitter state."""
+        geo = self._qs.value("window/geometry", None)
+        split = self._qs.value("window/splitter", None)
+        return (bytes(geo) if geo is not None else None,  # type: ignore[call-overload]
+                bytes(split) if split is not None else None)  # type: ignore[call-overload]
+
+    def set_window_state(self, geometry: bytes, splitter: bytes) -> None:
+        """Remember the main window's geometry and splitter sizes."""
+        self._qs.setValue("window/geometry", geometry)
+        self._qs.setValue("window/splitter", splitter)
+        self._qs.sync()
+
+
+def _coerce(raw: object, default: object) -> object:
+    """Ini files store strings: convert ``raw`` to the type of ``default``."""
+    if isinstance(default, bool):
+        if isinstance(raw, bool):
+            return raw
+        text = str(raw).strip().lower()
+        if text in ("true", "1", "yes"):
+            return True
+        if text in ("false", "0", "no"):
+            return False
+        raise ValueError(text)
+    if isinstance(default, int):
+        return int(str(raw))
+    if isinstance(default, float):
+        return float(str(raw))
+    return str(raw)
