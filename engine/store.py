@@ -1,0 +1,306 @@
+"""The local model store: installed target/draft pairs, their registry, import, verification, removal."""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import re
+import tempfile
+import threading
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from . import offline
+from .backend import Model, check_gguf_file
+from .errors import EngineError, VocabMismatchError
+from .paths import model_store_dir
+from .vocab import check_compatible
+
+log = logging.getLogger(__name__)
+
+REGISTRY = "registry.json"
+SOURCES = ("offline", "hub", "import")
+
+
+@dataclass(frozen=True)
+class InstalledPair:
+    """A target/draft pair ready to load.
+
+    Attributes:
+        id: Pair id (the catalog id for hub pairs).
+        name: Display name.
+        target_path: The target GGUF.
+        draft_path: The draft GGUF.
+        target_size: Target file size in bytes (0 if the file is missing).
+        draft_size: Draft file size in bytes (0 if the file is missing).
+        source: ``"offline"``, ``"hub"`` or ``"import"``.
+    """
+
+    id: str
+    name: str
+    target_path: Path
+    draft_path: Path
+    target_size: int
+    draft_size: int
+    source: str
+
+
+def explain_mismatch(target: Path, draft: Path, exc: VocabMismatchError) -> VocabMismatchError:
+    """Reword a rule failure for users: which file cannot draft for which, why, and what to do."""
+    return VocabMismatchError(
+        f"{draft.name} cannot be the draft for {target.name}: {exc}. Speculative decoding needs both "
+        "models to share one tokenizer; pick a draft from the target's model family"
+    )
+
+
+def check_pair_files(target: Path, draft: Path) -> None:
+    """Apply llama.cpp's pairing rule to two local GGUF files (vocabularies only, fast).
+
+    Raises:
+        ModelLoadError: A file is missing, not GGUF, or llama.cpp refuses it.
+        VocabMismatchError: The draft's vocabulary does not match the target's (reason in plain words).
+    """
+    check_gguf_file(target)
+    check_gguf_file(draft)
+    with Model(target, vocab_only=True) as t, Model(draft, vocab_only=True) as d:
+        try:
+            check_compatible(t, d)
+        except VocabMismatchError as exc:
+            raise explain_mismatch(target, draft, exc) from exc
+
+
+def _slug(text: str) -> str:
+    return re.sub(r"[^a-z0-9.]+", "-", text.lower()).strip("-") or "model"
+
+
+def _size(path: Path) -> int:
+    try:
+        return path.stat().st_size
+    except OSError:
+        return 0
+
+
+class ModelStore:
+    """Installed pairs under one folder, listed in ``registry.json`` (written atomically).
+
+    Hub downloads live in ``hub/<owner>--<repo>/``; imported files stay where the user keeps them;
+    the offline pair is found in ``offline/`` (see :mod:`engine.offline`) without being registered.
+    """
+
+    def __init__(self, root: Path | None = None) -> None:
+        self.root = root or model_store_dir()
+        self._lock = threading.Lock()
+
+    @property
+    def registry_path(self) -> Path:
+        """The registry file."""
+        return self.root / REGISTRY
+
+    def hub_dir(self, repo: str) -> Path:
+        """Folder for the files of one Hub repository."""
+        return self.root / "hub" / repo.replace("/", "--")
+
+    # -- registry ---------------------------------------------------------------------------
+    def _load(self) -> dict[str, dict[str, Any]]:
+        try:
+            data = json.loads(self.registry_path.read_text(encoding="utf-8"))
+        except FileNotFoundError:
+            return {}
+        except (OSError, ValueError) as exc:
+            raise EngineError(f"the model registry {self.registry_path} is unreadable: {exc}") from exc
+        return {str(e["id"]): e for e in data.get("pairs", [])}
+
+    def _save(self, entries: dict[str, dict[str, Any]]) -> None:
+        self.root.mkdir(parents=True, exist_ok=True)
+        text = json.dumps({"version": 1, "pairs": list(entries.values())}, indent=2) + "\n"
+        fd, tmp = tempfile.mkstemp(prefix=".registry.", suffix=".tmp", dir=self.root)
+        try:
+            with os.fdopen(fd, "w", encoding="utf-8") as f:
+                f.write(text)
+                f.flush()
+                os.fsync(f.fileno())
+            os.replace(tmp, self.registry_path)
+        finally:
+            Path(tmp).unlink(missing_ok=True)
+
+    def _path(self, stored: str) -> Path:
+        p = Path(stored)
+        return p if p.is_absolute() else self.root / p
+
+    def _stored(self, path: Path) -> str:
+        try:
+            return path.resolve().relative_to(self.root.resolve()).as_posix()
+        except ValueError:
+            return str(path.resolve())
+
+    def _pair(self, e: dict[str, Any]) -> InstalledPair:
+        t, d = self._path(e["target_path"]), self._path(e["draft_path"])
+        return InstalledPair(str(e["id"]), str(e["name"]), t, d, _size(t), _size(d), str(e["source"]))
+
+    def register(
+        self,
+        pair_id: str,
+        name: str,
+        target: Path,
+        draft: Path,
+        source: str,
+        *,
+        target_sha256: str | None = None,
+        draft_sha256: str | None = None,
+    ) -> InstalledPair:
+        """Add (or replace) a registry entry; the caller has already checked the files.
+
+        Returns:
+            The registered pair.
+        """
+        if source not in SOURCES:
+            raise ValueError(f"unknown source {source!r}")
+        entry = {
+            "id": pair_id, "name": name, "source": source,
+            "target_path": self._stored(target), "draft_path": self._stored(draft),
+            "target_size": _size(target), "draft_size": _size(draft),
+            "target_sha256": target_sha256, "draft_sha256": draft_sha256,
+        }
+        with self._lock:
+            entries = self._load()
+            entries[pair_id] = entry
+            self._save(entries)
+        log.info("registered pair %s (%s)", pair_id, source)
+        return self._pair(entry)
+
+    # -- queries ----------------------------------------------------------------------------
+    def _offline(self) -> InstalledPair | None:
+        pair = offline.installed_pair(self.root / "offline")
+        if pair is None:
+            return None
+        return InstalledPair(
+            offline.PAIR_ID, "Qwen2.5-Coder 1.5B Instruct + 0.5B (offline)", pair.target, pair.draft,
+            _size(pair.target), _size(pair.draft), "offline",
+        )
+
+    def installed(self) -> list[InstalledPair]:
+        """Every installed pair: the offline pair first (when assembled), then the registry in order."""
+        pairs = [self._pair(e) for e in self._load().values()]
+        off = self._offline()
+        return ([off] if off is not None else []) + [p for p in pairs if p.id != offline.PAIR_ID]
+
+    def get(self, pair_id: str) -> InstalledPair | None:
+        """The installed pair with this id, or None."""
+        return next((p for p in self.installed() if p.id == pair_id), None)
+
+    # -- import -----------------------------------------------------------------------------
+    def import_pair(self, target: Path, draft: Path, name: str | None = None) -> InstalledPair:
+        """Register GGUF files the user already has; they stay where they are.
+
+        Args:
+            target: The target GGUF.
+            draft: The draft GGUF.
+            name: Display name (default: ``"<target stem> + <draft stem>"``).
+
+        Returns:
+            The registered pair (the existing one if these exact files are already registered).
+
+        Raises:
+            ModelLoadError: A file is missing, not GGUF, or llama.cpp refuses it.
+            VocabMismatchError: The draft cannot draft for the target (the reason says why).
+        """
+        target, draft = Path(target).expanduser().resolve(), Path(draft).expanduser().resolve()
+        check_pair_files(target, draft)
+        entries = self._load()
+        stored = (self._stored(target), self._stored(draft))
+        for e in entries.values():
+            if (e["target_path"], e["draft_path"]) == stored:
+                return self._pair(e)
+        base = f"local-{_slug(target.stem)}+{_slug(draft.stem)}"
+        pair_id, n = base, 2
+        while pair_id in entries or pair_id == offline.PAIR_ID:
+            pair_id, n = f"{base}-{n}", n + 1
+        return self.register(pair_id, name or f"{target.stem} + {draft.stem}", target, draft, "import")
+
+    # -- removal ----------------------------------------------------------------------------
+    def _referenced(self, entries: dict[str, dict[str, Any]]) -> set[Path]:
+        return {self._path(e[k]).resolve() for e in entries.values() for k in ("target_path", "draft_path")}
+
+    def discard_files(self, paths: list[Path]) -> None:
+        """Delete downloaded files (and their stamps) that no registered pair uses."""
+        with self._lock:
+            used = self._referenced(self._load())
+        for p in paths:
+            if p.resolve() in used:
+                continue
+            for f in (p, p.with_name(p.name + ".verified")):
+                f.unlink(missing_ok=True)
+            try:
+                p.parent.rmdir()  # only when empty
+            except OSError:
+                pass
+
+    def remove(self, pair_id: str) -> None:
+        """Forget a pair and delete the files the store owns.
+
+        Hub files are deleted unless another pair uses them; imported files are only unregistered;
+        the offline pair's assembled files are deleted (``models offline`` rebuilds them).
+
+        Raises:
+            EngineError: No installed pair has this id.
+        """
+        if pair_id == offline.PAIR_ID:
+            off = self._offline()
+            if off is None:
+                raise EngineError(f"no installed pair {pair_id!r}")
+            for p in (off.target_path, off.draft_path):
+                for f in (p, p.with_name(p.name + ".verified")):
+                    f.unlink(missing_ok=True)
+            return
+        with self._lock:
+            entries = self._load()
+            entry = entries.pop(pair_id, None)
+            if entry is None:
+                raise EngineError(
+                    f"no installed pair {pair_id!r}; see: python -m engine models list --installed"
+                )
+            self._save(entries)
+        if entry["source"] == "hub":
+            self.discard_files([self._path(entry["target_path"]), self._path(entry["draft_path"])])
+        log.info("removed pair %s", pair_id)
+
+    # -- verification -----------------------------------------------------------------------
+    def verify(self) -> list[tuple[str, bool, str]]:
+        """Check every installed pair: files present, sizes and SHA-256 as recorded, vocabularies compatible.
+
+        Returns:
+            ``(pair_id, ok, message)`` per pair; the message is one line.
+        """
+        sha = {
+            p.id: (e.get("target_sha256"), e.get("draft_sha256"), e.get("target_size"), e.get("draft_size"))
+            for p, e in ((self._pair(e), e) for e in self._load().values())
+        }
+        t, d = offline.TARGET, offline.DRAFT
+        sha[offline.PAIR_ID] = (t.sha256, d.sha256, t.size, d.size)
+        results = []
+        for pair in self.installed():
+            t_sha, d_sha, t_size, d_size = sha.get(pair.id, (None, None, None, None))
+            try:
+                checked = []
+                for role, path, want_sha, want_size in (
+                    ("target", pair.target_path, t_sha, t_size), ("draft", pair.draft_path, d_sha, d_size)
+                ):
+                    check_gguf_file(path)
+                    if want_size is not None and _size(path) != want_size:
+                        raise EngineError(
+                            f"{role} {path.name} is {_size(path):,} bytes, expected {want_size:,}"
+                        )
+                    if want_sha:
+                        got = offline.sha256_file(path)
+                        if got != want_sha:
+                            raise EngineError(f"{role} {path.name} has SHA-256 {got}, expected {want_sha}")
+                        checked.append("sha256")
+                check_pair_files(pair.target_path, pair.draft_path)
+            except EngineError as exc:
+                results.append((pair.id, False, str(exc)))
+            else:
+                what = "checksums and vocabularies" if checked else "sizes and vocabularies"
+                results.append((pair.id, True, f"{what} ok"))
+        return results
