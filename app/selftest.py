@@ -2,9 +2,9 @@
 
 Run by the frozen build (CI and ``installer/build.py``) before it is packaged, and by users who want
 to check an install. It needs no model download and no Qt: it loads llama.cpp's shared library,
-writes a tiny random llama GGUF and a perturbed draft of it into a temporary folder, decodes the
-same prompt with ``ar`` and with ``ssd``, and compares the tokens. Greedy speculation is lossless,
-so any difference is a bug (or a broken build of llama.cpp).
+writes a tiny random llama GGUF and a perturbed draft of it into a temporary folder, renders a chat
+prompt with the model's template, decodes it with ``ar`` and with ``ssd``, and compares the tokens.
+Greedy speculation is lossless, so any difference is a bug (or a broken build of llama.cpp).
 """
 
 from __future__ import annotations
@@ -95,7 +95,9 @@ def compare_modes(folder: Path, *, max_tokens: int = MAX_TOKENS) -> SelfTestResu
     draft = write_model(folder / "draft.gguf", seed=1, n_layer=3, logit_scale=6.0, noise=0.05)
     start = time.perf_counter()
     with Engine(EngineConfig(str(target), str(draft), n_ctx=512)) as eng:
-        prompt = eng.tokenize(PROMPT)
+        # The chat prompt goes through the GGUF's Jinja template, so a frozen build missing jinja2
+        # or llama_cpp.llama_chat_format fails here rather than in the user's first chat.
+        prompt = eng.chat_tokens(PROMPT)
         ar = eng.generate(prompt, GenerationParams(mode="ar", max_tokens=max_tokens, early_stop=False)).run()
         ssd = eng.generate(
             prompt, GenerationParams(mode="ssd", max_tokens=max_tokens, k=4, early_stop=False)
