@@ -4,9 +4,16 @@ from __future__ import annotations
 
 import argparse
 import sys
+import time
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from . import offline
+from .catalog import fit_label, format_bytes, load_catalog, system_memory
+from .store import ModelStore
+
+if TYPE_CHECKING:  # engine.hub imports huggingface_hub: loaded only by the commands that download
+    from .hub import DownloadProgress
 
 
 def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
@@ -16,6 +23,36 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     o.add_argument("--dest", type=Path, help="folder for the two GGUF files (default: the model store)")
     o.add_argument("--quiet", action="store_true", help="no progress output")
     o.set_defaults(func=cmd_offline)
+
+    ls = msub.add_parser("list", help="catalog pairs with sizes and whether they fit; or the installed pairs")
+    ls.add_argument("--installed", action="store_true", help="list installed pairs with sizes and paths")
+    ls.set_defaults(func=cmd_list)
+
+    pull = msub.add_parser("pull", help="download a catalog pair (resumes an interrupted download)")
+    pull.add_argument("pair_id", metavar="PAIR_ID")
+    pull.add_argument("--quiet", action="store_true", help="no progress output")
+    pull.set_defaults(func=cmd_pull)
+
+    pf = msub.add_parser("pull-file", help="download one file from the Hub and print its local path")
+    pf.add_argument("repo", metavar="REPO")
+    pf.add_argument("filename", metavar="FILENAME")
+    pf.add_argument("--sha256", metavar="HEX", help="expected SHA-256 (default: the Hub's, for LFS files)")
+    pf.add_argument("--dest", type=Path, help="destination folder (default: the model store)")
+    pf.add_argument("--quiet", action="store_true", help="no progress output")
+    pf.set_defaults(func=cmd_pull_file)
+
+    imp = msub.add_parser("import", help="register GGUF files you already have as a pair (not moved)")
+    imp.add_argument("--target", type=Path, required=True, metavar="PATH")
+    imp.add_argument("--draft", type=Path, required=True, metavar="PATH")
+    imp.add_argument("--name", help="display name")
+    imp.set_defaults(func=cmd_import)
+
+    ver = msub.add_parser("verify", help="check every installed pair: files, checksums, vocabularies")
+    ver.set_defaults(func=cmd_verify)
+
+    rm = msub.add_parser("remove", help="remove an installed pair (imported files are only unregistered)")
+    rm.add_argument("pair_id", metavar="PAIR_ID")
+    rm.set_defaults(func=cmd_remove)
 
 
 def cmd_offline(args: argparse.Namespace) -> int:
@@ -32,4 +69,101 @@ def cmd_offline(args: argparse.Namespace) -> int:
         print(file=sys.stderr)
     print(f"target: {pair.target}")
     print(f"draft: {pair.draft}")
+    return 0
+
+
+def cmd_list(args: argparse.Namespace) -> int:
+    store = ModelStore()
+    if args.installed:
+        for p in store.installed():
+            print(f"{p.id}  [{p.source}]  {p.name}  {format_bytes(p.target_size + p.draft_size)}")
+            print(f"    target: {p.target_path} ({format_bytes(p.target_size)})")
+            print(f"    draft:  {p.draft_path} ({format_bytes(p.draft_size)})")
+        return 0
+    installed = {p.id for p in store.installed()}
+    ram, vram = system_memory()
+    for spec in load_catalog():
+        label, reason = fit_label(spec, ram, vram)
+        mark = "installed" if spec.id in installed else label
+        size = format_bytes(spec.target.size + spec.draft.size)
+        quant = f"{spec.target.quant} + {spec.draft.quant}"
+        print(f"{spec.id}  {spec.name}  ({quant}, {size}, {spec.licence})  [{mark}]")
+        print(f"    {reason}")
+    return 0
+
+
+class _ProgressLine:
+    """Prints download progress on one stderr line, at most twice a second."""
+
+    def __init__(self, quiet: bool) -> None:
+        self.quiet = quiet
+        self.shown = 0.0
+
+    def __call__(self, p: DownloadProgress) -> None:
+        now = time.monotonic()
+        if self.quiet or (now - self.shown < 0.5 and p.done < p.total):
+            return
+        self.shown = now
+        pct = f"{p.done * 100 // p.total:3d}%" if p.total else "   ?"
+        eta = f", {p.eta_s:.0f} s left" if p.eta_s is not None else ""
+        print(
+            f"\r{p.filename}: {pct} {format_bytes(p.done)} of {format_bytes(p.total)} at "
+            f"{format_bytes(p.rate_bps)}/s{eta}    ",
+            end="", file=sys.stderr, flush=True,
+        )
+
+    def end(self) -> None:
+        if self.shown:
+            print(file=sys.stderr)
+
+
+def cmd_pull(args: argparse.Namespace) -> int:
+    from .catalog import get_pair
+    from .hub import download_pair
+
+    spec = get_pair(args.pair_id)
+    line = _ProgressLine(args.quiet)
+    try:
+        pair = download_pair(spec, ModelStore(), progress=line)
+    finally:
+        line.end()
+    print(f"target: {pair.target_path}")
+    print(f"draft: {pair.draft_path}")
+    return 0
+
+
+def cmd_pull_file(args: argparse.Namespace) -> int:
+    from .hub import download_file
+
+    store = ModelStore()
+    line = _ProgressLine(args.quiet)
+    try:
+        path = download_file(
+            args.repo, args.filename, dest_dir=args.dest or store.hub_dir(args.repo), sha256=args.sha256,
+            progress=line,
+        )
+    finally:
+        line.end()
+    print(path)
+    return 0
+
+
+def cmd_import(args: argparse.Namespace) -> int:
+    pair = ModelStore().import_pair(args.target, args.draft, args.name)
+    print(f"imported {pair.id}: {pair.name}")
+    return 0
+
+
+def cmd_verify(args: argparse.Namespace) -> int:
+    results = ModelStore().verify()
+    if not results:
+        print("no installed pairs")
+    for pair_id, ok, message in results:
+        print(f"{'ok' if ok else 'FAILED'}  {pair_id}: {message}")
+    return 0 if all(ok for _, ok, _ in results) else 1
+
+
+def cmd_remove(args: argparse.Namespace) -> int:
+    ModelStore().remove(args.pair_id)
+    print(f"removed {args.pair_id}")
     return 0
