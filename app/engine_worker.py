@@ -88,10 +88,17 @@ class Verification:
     stopped: bool
 
 
+def active_mode(stats: GenerationStats) -> str:
+    """The mode now running: the target of the last switch (``"ssd->sd after 3 misses"``), else the mode."""
+    if stats.mode_switches and "->" in stats.mode_switches[-1]:
+        return stats.mode_switches[-1].split("->", 1)[1].split()[0]
+    return stats.mode
+
+
 def live_stats(stats: GenerationStats, new_tokens: int, draft_tokens: int, elapsed: float) -> LiveStats:
     """Rates from the engine's running counters (they are updated every round)."""
     return LiveStats(
-        mode=(stats.mode_switches[-1].split()[-1] if stats.mode_switches else stats.mode),
+        mode=active_mode(stats),
         new_tokens=new_tokens,
         draft_tokens=draft_tokens,
         tokens_per_second=new_tokens / elapsed if elapsed > 0 else 0.0,

@@ -1,0 +1,69 @@
+"""``python -m app`` and the ``ssd-chat`` executable: ``--self-test`` (no Qt) or the chat window."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+from collections.abc import Sequence
+
+
+def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
+    """The command line."""
+    p = argparse.ArgumentParser(prog="ssd-chat", description="Chat with local GGUF models, made fast by SSD.")
+    p.add_argument("--self-test", action="store_true",
+                   help="check llama.cpp and greedy ssd == ar on a tiny model, without Qt; exit 0 on success")
+    p.add_argument("--verbose", action="store_true", help="log debug messages")
+    args, _qt_args = p.parse_known_args(argv)
+    return args
+
+
+def early_check() -> str | None:
+    """A plain-language problem that stops the app before the window, or None."""
+    try:
+        from engine import backend
+
+        backend.init_backend()
+    except Exception as exc:  # any failure here means llama.cpp cannot run
+        return (f"llama.cpp could not be loaded ({type(exc).__name__}: {exc}). "
+                "Reinstall ssd-chat or llama-cpp-python.")
+    return None
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of ``ssd-chat``."""
+    args = parse_args(sys.argv[1:] if argv is None else argv)
+    if args.self_test:
+        from app.selftest import run_self_test  # before any Qt import
+
+        return run_self_test()
+    logging.basicConfig(level=logging.DEBUG if args.verbose else logging.INFO,
+                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    return run_gui()
+
+
+def run_gui() -> int:
+    """Build the application and the window; returns the exit code."""
+    from PySide6.QtWidgets import QApplication, QMessageBox
+
+    from . import crash
+
+    app = QApplication.instance() or QApplication(sys.argv[:1])
+    assert isinstance(app, QApplication)
+    app.setApplicationName("ssd-chat")
+    app.setOrganizationName("ssd-chat")
+    crash.install()
+    problem = early_check()
+    if problem is not None:
+        QMessageBox.critical(None, "ssd-chat cannot start", problem)
+        return 1
+    from .main_window import MainWindow
+
+    window = MainWindow()
+    window.show()
+    window.start_models()
+    return int(app.exec())
+
+
+if __name__ == "__main__":
+    sys.exit(main())

