@@ -27,7 +27,7 @@ from typing import BinaryIO
 
 import httpx2
 from huggingface_hub import constants, get_hf_file_metadata, get_session, hf_hub_url, hf_raise_for_status
-from huggingface_hub.errors import HfHubHTTPError
+from huggingface_hub.errors import HfHubHTTPError, OfflineModeIsEnabled
 from huggingface_hub.utils._headers import build_hf_headers  # mypy: not re-exported by .utils
 
 from . import gguf_remote
@@ -157,6 +157,8 @@ def remote_file(repo: str, filename: str, revision: str = "main") -> RemoteFile:
         raise _http_error(exc, repo, filename) from exc
     except httpx2.HTTPError as exc:
         raise _transport_error(exc) from exc
+    except OfflineModeIsEnabled as exc:
+        raise DownloadError("downloads are disabled: HF_HUB_OFFLINE is set") from exc
     etag = (meta.etag or "").lower()
     commit = meta.commit_hash
     pinned = hf_hub_url(repo, filename, revision=commit, endpoint=endpoint) if commit else url
@@ -242,7 +244,7 @@ def _partial(final: Path, sha256: str | None) -> Path:
 
 
 def _remaining(remote: RemoteFile, final: Path, sha256: str | None) -> int:
-    if remote.size is None or (stamped_sha256(final) is not None and stamped_sha256(final) == sha256):
+    if remote.size is None or (sha256 is not None and stamped_sha256(final) == sha256):
         return 0
     partial = _partial(final, sha256)
     have = partial.stat().st_size if partial.is_file() else 0

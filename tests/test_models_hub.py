@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -95,13 +96,16 @@ def test_cancel_keeps_a_partial_that_the_next_call_resumes(server: HubState, tmp
     data = server.files[(T_REPO, T_FILE)]
     server.slow_s = 0.01
     cancel = threading.Event()
+    cancelled_at: list[float] = []
 
     def progress(p: DownloadProgress) -> None:
-        if p.done > 64 << 10:
+        if p.done > 64 << 10 and not cancel.is_set():
+            cancelled_at.append(time.monotonic())
             cancel.set()
 
     with pytest.raises(DownloadCancelled, match="resume"):
         hub.download_file(T_REPO, T_FILE, dest_dir=tmp_path / "d", progress=progress, cancel=cancel)
+    assert time.monotonic() - cancelled_at[0] < 1.0  # stops within a chunk or two, not at the end of the file
     partials = list((tmp_path / "d").glob("*.incomplete"))
     assert len(partials) == 1 and 0 < partials[0].stat().st_size < len(data)
     assert not (tmp_path / "d" / T_FILE).exists()
