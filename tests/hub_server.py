@@ -52,9 +52,9 @@ class HubState:
         return hashlib.sha256(data).hexdigest()
 
     def gets(self, filename: str | None = None) -> list[Request]:
-        """GET requests (optionally for one file name)."""
+        """GET requests for files (optionally for one file name)."""
         with self.lock:
-            gets = [r for r in self.requests if r.method == "GET"]
+            gets = [r for r in self.requests if r.method == "GET" and "/resolve/" in r.path]
         return [r for r in gets if filename is None or r.path.endswith(filename)]
 
 
@@ -177,12 +177,18 @@ def hub_environment(monkeypatch: object, url: str, home: str) -> None:
     """Point huggingface_hub at ``url`` for one test, with no token, telemetry or Xet.
 
     ``HF_ENDPOINT`` and ``HF_TOKEN`` are read by engine.hub at call time. huggingface_hub reads
-    ``HF_HUB_DISABLE_TELEMETRY`` / ``HF_HUB_DISABLE_XET`` / ``HF_HUB_OFFLINE`` at import; they are set
-    here for subprocesses and cleared so no stray value leaks in. ``HF_HOME`` hides any saved token.
+    ``HF_HUB_DISABLE_TELEMETRY`` / ``HF_HUB_DISABLE_XET`` / ``HF_HUB_OFFLINE`` once, at import, into
+    ``huggingface_hub.constants``: the environment is set for subprocesses and the constants for this
+    process (telemetry off also stops its once-a-day ``/api/agent-harnesses`` fetch). ``HF_HOME``
+    hides any saved token.
     """
     import pytest
+    from huggingface_hub import constants
 
     assert isinstance(monkeypatch, pytest.MonkeyPatch)
+    monkeypatch.setattr(constants, "HF_HUB_DISABLE_TELEMETRY", True)
+    monkeypatch.setattr(constants, "HF_HUB_DISABLE_XET", True)
+    monkeypatch.setattr(constants, "HF_HUB_OFFLINE", False)
     monkeypatch.setenv("HF_ENDPOINT", url)
     monkeypatch.setenv("HF_HOME", home)
     monkeypatch.setenv("HF_HUB_DISABLE_TELEMETRY", "1")
