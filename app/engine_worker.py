@@ -288,13 +288,31 @@ def _chat(messages: Sequence[tuple[str, str]]) -> list[ChatMessage]:
     return [cast(ChatMessage, {"role": role, "content": content}) for role, content in messages]
 
 
+WORKER_SIGNALS = ("state_changed", "model_loaded", "generation_started", "token_generated", "stats_changed",
+                  "generation_finished", "verification_finished", "failed")
+
+
 class EngineHost(QObject):
     """Owns the worker thread: posts requests to the worker and shuts it down cleanly.
+
+    The worker's signals are re-emitted by the host (a queued signal-to-signal connection), so
+    whatever connects to the host runs on the UI thread.
 
     Signals:
         load_requested(LoadRequest), generate_requested(GenerateRequest),
         verify_requested(GenerateRequest), unload_requested(): queued to the worker's slots.
+        state_changed, model_loaded, generation_started, token_generated, stats_changed,
+        generation_finished, verification_finished, failed: as on :class:`EngineWorker`.
     """
+
+    state_changed = Signal(object)
+    model_loaded = Signal(str)
+    generation_started = Signal(int)
+    token_generated = Signal(str, bool)
+    stats_changed = Signal(object)
+    generation_finished = Signal(object)
+    verification_finished = Signal(object)
+    failed = Signal(str)
 
     load_requested = Signal(object)
     generate_requested = Signal(object)
@@ -311,6 +329,8 @@ class EngineHost(QObject):
         self.generate_requested.connect(self.worker.generate)
         self.verify_requested.connect(self.worker.verify)
         self.unload_requested.connect(self.worker.unload)
+        for name in WORKER_SIGNALS:
+            getattr(self.worker, name).connect(getattr(self, name))
         self.engine_thread.start()
         self._shut = False
 

@@ -83,7 +83,7 @@ class MainWindow(QMainWindow):
         self._closed = False
 
         self.host = EngineHost(self)
-        w = self.host.worker
+        w = self.host
         w.state_changed.connect(self._on_state_changed)
         w.model_loaded.connect(self._on_model_loaded)
         w.generation_started.connect(self._on_generation_started)

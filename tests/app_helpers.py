@@ -1,0 +1,67 @@
+"""Helpers for the app tests: windows on a private data folder, a corrupt GGUF, tiny-pair settings."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from pytestqt.qtbot import QtBot
+
+from app.engine_worker import EngineState
+from app.main_window import MainWindow
+from app.settings import Settings
+from app.settings_store import ActivePair
+from engine.tinymodel import TinyPair
+
+TIMEOUT_MS = 20000
+
+
+def corrupt_model(path: Path) -> Path:
+    """A file with the GGUF magic followed by garbage: passes the magic check, fails in llama.cpp."""
+    path.write_bytes(b"GGUF" + bytes(range(256)) * 64)
+    return path
+
+
+def tiny_pair(tiny: TinyPair, *, draft: Path | None = None) -> ActivePair:
+    """The tiny target with a related draft (partial acceptance)."""
+    return ActivePair("tiny", "Tiny test pair", str(tiny.target), str(draft or tiny.draft_related))
+
+
+def fast_settings(**changes: object) -> Settings:
+    """Settings that keep tiny-model replies short and deterministic."""
+    values: dict[str, object] = {"mode": "ssd", "temperature": 0.0, "max_tokens": 24, "n_ctx": 1024}
+    values.update(changes)
+    return Settings(**values)  # type: ignore[arg-type]
+
+
+def open_window(qtbot: QtBot, pair: ActivePair | None, settings: Settings | None = None) -> MainWindow:
+    """A shown MainWindow on the test's data folder; loads ``pair`` and waits until it is ready."""
+    window = MainWindow()
+    qtbot.addWidget(window)
+    window.show()
+    if settings is not None:
+        window.apply_settings(settings)
+    if pair is not None:
+        with qtbot.waitSignal(window.host.worker.model_loaded, timeout=TIMEOUT_MS):
+            window.activate_pair(pair)
+        qtbot.waitUntil(lambda: window.state == EngineState.READY, timeout=TIMEOUT_MS)
+    return window
+
+
+def send(qtbot: QtBot, window: MainWindow, text: str) -> int:
+    """Type ``text``, send it, wait for the saved reply; returns the reply's message id."""
+    window.prompt_edit.setPlainText(text)
+    with qtbot.waitSignal(window.reply_saved, timeout=TIMEOUT_MS) as blocker:
+        window.send()
+    qtbot.waitUntil(lambda: window.state == EngineState.READY, timeout=TIMEOUT_MS)
+    return int(blocker.args[0])  # type: ignore[index]
+
+
+@pytest.fixture
+def closing() -> Iterator[list[MainWindow]]:
+    """Windows appended here are closed (worker thread joined) at the end of the test."""
+    windows: list[MainWindow] = []
+    yield windows
+    for w in windows:
+        w.close()
