@@ -105,10 +105,10 @@ class _ProgressLine:
             return
         self.shown = now
         pct = f"{p.done * 100 // p.total:3d}%" if p.total else "   ?"
+        rate = f" at {format_bytes(p.rate_bps)}/s" if p.rate_bps > 0 else ""
         eta = f", {p.eta_s:.0f} s left" if p.eta_s is not None else ""
         print(
-            f"\r{p.filename}: {pct} {format_bytes(p.done)} of {format_bytes(p.total)} at "
-            f"{format_bytes(p.rate_bps)}/s{eta}    ",
+            f"\r{p.filename}: {pct} {format_bytes(p.done)} of {format_bytes(p.total)}{rate}{eta}    ",
             end="", file=sys.stderr, flush=True,
         )
 
