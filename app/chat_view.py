@@ -48,7 +48,7 @@ class ChatView(QTextBrowser):
             " a { color: #0969da; text-decoration: none; }")
         self._renderer = Renderer()
         self._messages: list[Message] = []
-        self._cache: dict[tuple[int, bool], tuple[str, list[str]]] = {}
+        self._cache: dict[tuple[int, bool, str], tuple[str, list[str]]] = {}
         self._code: dict[str, list[str]] = {}
         self._live: _Live | None = None
         self._tint = False
@@ -142,7 +142,7 @@ class ChatView(QTextBrowser):
         bar.setValue(bar.maximum() if at_end else old)
 
     def _message_html(self, m: Message, *, is_last: bool) -> str:
-        key = (m.id, self._tint)
+        key = (m.id, self._tint, m.content)
         if key not in self._cache:
             self._cache[key] = self._render(str(m.id), m.content, m.runs or [])
         body, code = self._cache[key]

@@ -116,7 +116,7 @@ class MainWindow(QMainWindow):
         lv = QVBoxLayout(left)
         lv.setContentsMargins(6, 6, 6, 6)
         self.new_button = QPushButton("New chat")
-        self.new_button.clicked.connect(self.new_conversation)
+        self.new_button.clicked.connect(lambda: self.new_conversation())
         self.search_edit = QLineEdit()
         self.search_edit.setPlaceholderText("Search conversations")
         self.search_edit.setClearButtonEnabled(True)
@@ -209,7 +209,7 @@ class MainWindow(QMainWindow):
 
     def _build_menus(self) -> None:
         file_menu = self.menuBar().addMenu("&File")
-        self.new_action = self._action(file_menu, "&New chat", self.new_conversation,
+        self.new_action = self._action(file_menu, "&New chat", lambda: self.new_conversation(),
                                        QKeySequence.StandardKey.New)
         self.export_md_action = self._action(file_menu, "Export as &Markdown…", self._on_export_md_triggered)
         self.export_json_action = self._action(file_menu, "Export as &JSON…", self._on_export_json_triggered)
@@ -311,9 +311,9 @@ class MainWindow(QMainWindow):
                 self.conversation_list.setCurrentItem(item)
         self.conversation_list.blockSignals(False)
 
-    def new_conversation(self) -> int:
+    def new_conversation(self, system_prompt: str = "") -> int:
         """Create and open an empty conversation."""
-        conv = self.history.create_conversation()
+        conv = self.history.create_conversation(system_prompt=system_prompt)
         self.open_conversation(conv.id)
         self.refresh_conversations()
         self.prompt_edit.setFocus()
@@ -372,8 +372,9 @@ class MainWindow(QMainWindow):
         if not text or self.state != EngineState.READY:
             return
         if self.conversation_id is None:
-            self.new_conversation()
+            self.new_conversation(self.system_edit.text())
         assert self.conversation_id is not None
+        self._on_system_edited()
         if self._editing_id is not None:
             self.history.delete_from(self.conversation_id, self._editing_id)
             self._cancel_edit()
@@ -628,6 +629,7 @@ class MainWindow(QMainWindow):
             dialog = getattr(self, name, None)
             if dialog is not None:
                 dialog.close()
+        self.host.blockSignals(True)  # replies still queued would find the database closed
         self.host.shutdown()
         self.history.close()
 

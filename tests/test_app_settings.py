@@ -1,0 +1,80 @@
+"""Settings: validation without I/O, the dialog's inline validation, persistence through QSettings."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from PySide6.QtWidgets import QDialogButtonBox
+from pytestqt.qtbot import QtBot
+
+from app.settings import Settings, effective_mode
+from app.settings_dialog import SettingsDialog
+from app.settings_store import ActivePair, SettingsStore
+
+
+def test_defaults_are_valid_and_bad_values_are_named() -> None:
+    assert Settings().problems() == {}
+    bad = Settings(mode="fast", k=0, fanout=99, temperature=-1.0, top_p=0.0, n_ctx=10, max_tokens=0,
+                   threads=-1, gpu_layers=-5)
+    assert set(bad.problems()) == {"mode", "k", "fanout", "temperature", "top_p", "n_ctx", "max_tokens",
+                                   "threads", "gpu_layers"}
+    assert "between 1 and 16" in bad.problems()["k"]
+
+
+def test_generation_params_follow_the_settings() -> None:
+    s = Settings(mode="sd", k=6, temperature=0.3, seed=7)
+    p = s.generation_params(has_draft=True)
+    assert (p.mode, p.k, p.sampling.temperature, p.sampling.seed) == ("sd", 6, 0.3, 7)
+    assert s.generation_params(has_draft=False).mode == "ar"
+    assert s.generation_params(has_draft=True, greedy=True).sampling.temperature == 0.0
+    assert effective_mode("auto", has_draft=True) in ("auto", "ssd")
+
+
+def test_store_round_trip_and_bad_values_fall_back(data_dir: Path) -> None:
+    store = SettingsStore()
+    assert store.path.parent == data_dir
+    s = Settings(mode="ssd", k=7, adaptive=False, fanout=3, geometric=True, temperature=0.2, top_p=0.9,
+                 seed=42, n_ctx=2048, max_tokens=300, threads=1, draft_threads=1, tint_drafts=True)
+    store.save(s)
+    store.set_active_pair(ActivePair("p", "Pair", "/m/t.gguf", "/m/d.gguf"))
+    again = SettingsStore()
+    assert again.load() == s
+    assert again.active_pair() == ActivePair("p", "Pair", "/m/t.gguf", "/m/d.gguf")
+    text = store.path.read_text().replace("k=7", "k=banana").replace("fanout=3", "fanout=500")
+    store.path.write_text(text)
+    loaded = SettingsStore().load()
+    assert (loaded.k, loaded.fanout, loaded.seed) == (Settings().k, Settings().fanout, 42)
+
+
+def test_dialog_validates_inline_and_blocks_ok(qtbot: QtBot, data_dir: Path) -> None:
+    dialog = SettingsDialog(Settings(), gpu_offload=False)
+    qtbot.addWidget(dialog)
+    dialog.show()
+    ok = dialog.buttons.button(QDialogButtonBox.StandardButton.Ok)
+    assert ok.isEnabled()
+    dialog.edits["k"].setText("0")
+    assert not ok.isEnabled()
+    assert dialog.errors["k"].isVisible() and "between 1 and 16" in dialog.errors["k"].text()
+    dialog.edits["k"].setText("abc")
+    assert dialog.errors["k"].text() == "enter a whole number"
+    dialog.edits["k"].setText("8")
+    dialog.edits["temperature"].setText("0.25")
+    dialog.edits["max_tokens"].setText("99999")
+    assert not ok.isEnabled() and "context length" in dialog.errors["max_tokens"].text()
+    dialog.edits["max_tokens"].setText("512")
+    assert ok.isEnabled() and not dialog.errors["k"].isVisible()
+    assert "no GPU offload" in dialog.gpu_note.text()
+    assert not dialog.edits["gpu_layers"].isEnabled()
+    dialog.mode.setCurrentIndex(dialog.mode.findData("ar"))
+    assert not dialog.edits["k"].isEnabled() and not dialog.edits["fanout"].isEnabled()
+    dialog.accept()
+    got = dialog.settings()
+    assert (got.k, got.temperature, got.max_tokens, got.mode) == (8, 0.25, 512, "ar")
+
+
+def test_dialog_restore_defaults(qtbot: QtBot, data_dir: Path) -> None:
+    dialog = SettingsDialog(Settings(k=9, seed=3), gpu_offload=True)
+    qtbot.addWidget(dialog)
+    dialog.buttons.button(QDialogButtonBox.StandardButton.RestoreDefaults).click()
+    assert dialog.settings() == Settings()
+    assert dialog.edits["gpu_layers"].isEnabled()
