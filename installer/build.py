@@ -48,6 +48,31 @@ def project_version(pyproject: Path = ROOT / "pyproject.toml") -> str:
         raise BuildError(f"cannot read the version from {pyproject}: {exc}") from exc
 
 
+def unmet_requirements(pyproject: Path = ROOT / "pyproject.toml") -> list[str]:
+    """The ``[project] dependencies`` that this environment does not satisfy (what would be frozen).
+
+    PyInstaller bundles whatever is installed, so a stale environment (say, a PySide6 that
+    pyproject.toml has since excluded) would ship silently; this turns that into an error.
+    """
+    from importlib import metadata
+
+    from packaging.requirements import Requirement  # a dependency of PyInstaller
+
+    problems = []
+    for spec in tomllib.loads(pyproject.read_text(encoding="utf-8"))["project"]["dependencies"]:
+        req = Requirement(spec)
+        if req.marker is not None and not req.marker.evaluate():
+            continue
+        try:
+            installed = metadata.version(req.name)
+        except metadata.PackageNotFoundError:
+            problems.append(f"{req.name} is not installed (pyproject.toml wants {spec!r})")
+            continue
+        if not req.specifier.contains(installed, prereleases=True):
+            problems.append(f"{req.name} {installed} is installed but pyproject.toml wants {spec!r}")
+    return problems
+
+
 def windows_version(version: str) -> str:
     """Four dot-separated numbers for Windows version info: ``1.2.3rc1`` -> ``1.2.3.0``."""
     nums = [int(n) for n in re.findall(r"\d+", version.split("+")[0])[:3]]
@@ -175,6 +200,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.nsis_only is not None:
             onedir = (args.nsis_only if args.nsis_only != Path() else dist / APP_NAME).resolve()
         else:
+            unmet = unmet_requirements()
+            if unmet:
+                raise BuildError("this environment does not match pyproject.toml (pip install -e .[dev]): "
+                                 + "; ".join(unmet))
             onedir = freeze(dist, args.work.resolve(), clean=args.clean)
             outputs.append(f"onedir:    {onedir}")
             if not args.skip_self_test:

@@ -131,6 +131,17 @@ def test_windows_version_has_four_numbers(build: ModuleType, version: str, expec
     assert build.windows_version(version) == expected
 
 
+def test_build_checks_the_environment_against_pyproject(build: ModuleType, tmp_path: Path) -> None:
+    assert build.unmet_requirements() == []
+    fake = tmp_path / "pyproject.toml"
+    fake.write_text('[project]\nversion = "1.0"\ndependencies = ["numpy<1", "surely-not-installed-pkg>=1",'
+                    ' "pytest; python_version < \'3\'"]\n', encoding="utf-8")
+    problems = build.unmet_requirements(fake)
+    assert len(problems) == 2
+    assert problems[0].startswith("numpy ") and "wants 'numpy<1'" in problems[0]
+    assert "surely-not-installed-pkg is not installed" in problems[1]
+
+
 def test_build_fails_clearly_on_a_missing_folder(
     build: ModuleType, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
