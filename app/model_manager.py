@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import logging
 from pathlib import Path
-from typing import Any
 
 from PySide6.QtCore import Signal
 from PySide6.QtGui import QCloseEvent, QColor
@@ -27,9 +26,10 @@ from PySide6.QtWidgets import (
 
 from engine import EngineError, backend
 from engine.catalog import PairSpec, fit_label, format_bytes, load_catalog, system_memory
+from engine.hub import DownloadProgress
 from engine.store import InstalledPair, ModelStore
 
-from .model_workers import DownloadWorker, as_active, hub_module, start_thread, stop_thread
+from .model_workers import DownloadWorker, as_active, start_thread, stop_thread
 from .settings_store import ActivePair
 
 log = logging.getLogger(__name__)
@@ -95,16 +95,15 @@ class ModelManagerDialog(QDialog):
         self.cancel_button = QPushButton("Cancel download")
         self.cancel_button.clicked.connect(self._on_cancel_clicked)
         self.progress_label = QLabel()
-        self.progress_bars: dict[str, QProgressBar] = {}
-        self.bars_box = QVBoxLayout()
+        self.progress_bar = QProgressBar()
+        self.progress_bar.setRange(0, 1000)
+        self.progress_bar.hide()
         catalog_box = QGroupBox("Catalog")
         cv = QVBoxLayout(catalog_box)
         cv.addWidget(self.catalog_table)
         cv.addLayout(_row(self.download_button, self.cancel_button))
-        cv.addLayout(self.bars_box)
+        cv.addWidget(self.progress_bar)
         cv.addWidget(self.progress_label)
-        if hub_module() is None:
-            self.progress_label.setText("Downloads are not available in this build yet.")
 
         buttons = QDialogButtonBox(QDialogButtonBox.StandardButton.Close)
         buttons.rejected.connect(self.close)
@@ -202,9 +201,10 @@ class ModelManagerDialog(QDialog):
             return
         self.downloading = spec
         self.status[spec.id] = "downloading…"
-        for bar in self.progress_bars.values():
-            bar.deleteLater()
-        self.progress_bars.clear()
+        self.progress_bar.setValue(0)
+        self.progress_bar.setFormat(f"{spec.name}: %p%")
+        self.progress_bar.show()
+        self.progress_label.setText(f"Starting {spec.name}…")
         self.refresh()
         self.download_requested.emit(spec)
 
@@ -251,23 +251,17 @@ class ModelManagerDialog(QDialog):
         self.worker.request_cancel()
 
     # -- download signals -------------------------------------------------------------------------
-    def _on_progressed(self, p: Any) -> None:
-        bar = self.progress_bars.get(p.filename)
-        if bar is None:
-            bar = QProgressBar()
-            bar.setFormat(f"{p.filename}: %p%")
-            self.bars_box.addWidget(bar)
-            self.progress_bars[p.filename] = bar
-        total = max(int(p.total or 0), 1)
-        bar.setRange(0, 1000)
-        bar.setValue(int(1000 * int(p.done) / total))
+    def _on_progressed(self, p: DownloadProgress) -> None:
+        total = max(p.total, 1)
+        self.progress_bar.setValue(int(1000 * p.done / total))
         eta = f" · {int(p.eta_s) // 60} min {int(p.eta_s) % 60:02d} s left" if p.eta_s else ""
-        rate = f"{format_bytes(p.rate_bps)}/s" if p.rate_bps else ""
+        rate = f" · {format_bytes(p.rate_bps)}/s" if p.rate_bps else ""
         self.progress_label.setText(
-            f"{p.filename}: {format_bytes(p.done)} of {format_bytes(total)} {rate}{eta}")
+            f"{p.filename}: {format_bytes(p.done)} of {format_bytes(total)}{rate}{eta}")
 
     def _on_downloaded(self, pair: InstalledPair) -> None:
         self.downloading = None
+        self.progress_bar.setValue(1000)
         self.progress_label.setText(f"Installed {pair.name}.")
         self.refresh()
 
@@ -289,8 +283,7 @@ class ModelManagerDialog(QDialog):
         self.remove_button.setEnabled(self.selected_installed() is not None)
         spec = self.selected_spec()
         installed = spec is not None and any(p.id == spec.id for p in self.installed)
-        self.download_button.setEnabled(spec is not None and self.downloading is None and not installed
-                                        and hub_module() is not None)
+        self.download_button.setEnabled(spec is not None and self.downloading is None and not installed)
         self.cancel_button.setEnabled(self.downloading is not None)
 
     def closeEvent(self, event: QCloseEvent) -> None:

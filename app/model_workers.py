@@ -2,32 +2,23 @@
 
 from __future__ import annotations
 
-import importlib
 import logging
 import threading
-from typing import Any
 
 from PySide6.QtCore import QObject, QThread, Signal, Slot
 
-from engine import EngineError, offline
+from engine import EngineError, hub, offline
+from engine.catalog import PairSpec
 from engine.store import InstalledPair, ModelStore
 
 log = logging.getLogger(__name__)
-
-
-def hub_module() -> Any | None:
-    """``engine.hub`` when this engine build has it, else None."""
-    try:
-        return importlib.import_module("engine.hub")
-    except ImportError:
-        return None
 
 
 class DownloadWorker(QObject):
     """Downloads one catalog pair at a time; calling :meth:`download` again resumes a cancelled one.
 
     Signals:
-        progressed(object): an ``engine.hub.DownloadProgress`` (filename, done, total, rate_bps, eta_s).
+        progressed(DownloadProgress): both files counted together; ``filename`` is the current one.
         downloaded(InstalledPair): the pair is installed.
         cancelled(str): the download was cancelled (payload: pair id); partial files are kept.
         failed(str): a readable error.
@@ -48,12 +39,8 @@ class DownloadWorker(QObject):
         self._cancel.set()
 
     @Slot(object)
-    def download(self, spec: Any) -> None:
+    def download(self, spec: PairSpec) -> None:
         """Download (or resume) a catalog pair."""
-        hub = hub_module()
-        if hub is None:
-            self.failed.emit("Downloads are not available in this build (engine.hub is missing).")
-            return
         self._cancel.clear()
         try:
             pair = hub.download_pair(spec, self._store, progress=self.progressed.emit,

@@ -14,7 +14,9 @@ def test_conversations_messages_and_search(data_dir: Path) -> None:
     b = h.create_conversation("Pasta")
     h.add_message(a.id, "user", "what is 'a?")
     reply = h.add_message(a.id, "assistant", "", complete=False)
-    h.update_message(reply.id, "A lifetime.", stats={"mode": "ssd", "new_tokens": 3}, runs=[(2, True), (9, False)])
+    h.update_message(
+        reply.id, "A lifetime.", stats={"mode": "ssd", "new_tokens": 3}, runs=[(2, True), (9, False)]
+    )
     h.add_message(b.id, "user", "carbonara 100%")
     assert [c.title for c in h.conversations("lifetime")] == ["Rust lifetimes"]
     assert [c.title for c in h.conversations("100%")] == ["Pasta"]
@@ -36,11 +38,18 @@ def test_exports(data_dir: Path) -> None:
     h = History()
     c = h.create_conversation("Demo", system_prompt="You are terse.")
     h.add_message(c.id, "user", "hi")
-    h.add_message(c.id, "assistant", "```py\nprint(1)\n```", stats={"mode": "ssd", "new_tokens": 5,
-                                                                  "tokens_per_second": 8.0, "hit_rate": 0.5})
+    h.add_message(
+        c.id,
+        "assistant",
+        "```py\nprint(1)\n```",
+        stats={"mode": "ssd", "new_tokens": 5, "tokens_per_second": 8.0, "hit_rate": 0.5},
+    )
     md = h.export_markdown(c.id)
     assert md.startswith("# Demo") and "**System:** You are terse." in md and "print(1)" in md
     assert "hit rate 50%" in md
     data = h.export_json(c.id)
     assert data["system_prompt"] == "You are terse." and data["messages"][1]["stats"]["mode"] == "ssd"
-    assert stats_summary({"mode": "ar", "new_tokens": 2, "finish_reason": "stopped"}) == "ar · 2 tokens · stopped"
+    assert (
+        stats_summary({"mode": "ar", "new_tokens": 2, "finish_reason": "stopped"})
+        == "ar · 2 tokens · stopped"
+    )

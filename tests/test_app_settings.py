@@ -14,10 +14,28 @@ from app.settings_store import ActivePair, SettingsStore
 
 def test_defaults_are_valid_and_bad_values_are_named() -> None:
     assert Settings().problems() == {}
-    bad = Settings(mode="fast", k=0, fanout=99, temperature=-1.0, top_p=0.0, n_ctx=10, max_tokens=0,
-                   threads=-1, gpu_layers=-5)
-    assert set(bad.problems()) == {"mode", "k", "fanout", "temperature", "top_p", "n_ctx", "max_tokens",
-                                   "threads", "gpu_layers"}
+    bad = Settings(
+        mode="fast",
+        k=0,
+        fanout=99,
+        temperature=-1.0,
+        top_p=0.0,
+        n_ctx=10,
+        max_tokens=0,
+        threads=-1,
+        gpu_layers=-5,
+    )
+    assert set(bad.problems()) == {
+        "mode",
+        "k",
+        "fanout",
+        "temperature",
+        "top_p",
+        "n_ctx",
+        "max_tokens",
+        "threads",
+        "gpu_layers",
+    }
     assert "between 1 and 16" in bad.problems()["k"]
 
 
@@ -33,8 +51,21 @@ def test_generation_params_follow_the_settings() -> None:
 def test_store_round_trip_and_bad_values_fall_back(data_dir: Path) -> None:
     store = SettingsStore()
     assert store.path.parent == data_dir
-    s = Settings(mode="ssd", k=7, adaptive=False, fanout=3, geometric=True, temperature=0.2, top_p=0.9,
-                 seed=42, n_ctx=2048, max_tokens=300, threads=1, draft_threads=1, tint_drafts=True)
+    s = Settings(
+        mode="ssd",
+        k=7,
+        adaptive=False,
+        fanout=3,
+        geometric=True,
+        temperature=0.2,
+        top_p=0.9,
+        seed=42,
+        n_ctx=2048,
+        max_tokens=300,
+        threads=1,
+        draft_threads=1,
+        tint_drafts=True,
+    )
     store.save(s)
     store.set_active_pair(ActivePair("p", "Pair", "/m/t.gguf", "/m/d.gguf"))
     again = SettingsStore()

@@ -19,7 +19,8 @@ __all__ = ["closing"]
 
 
 def test_chat_streams_saves_stats_and_survives_restart(
-        qtbot: QtBot, data_dir: Path, tiny: TinyPair, closing: list[MainWindow]) -> None:
+    qtbot: QtBot, data_dir: Path, tiny: TinyPair, closing: list[MainWindow]
+) -> None:
     w = open_window(qtbot, tiny_pair(tiny), fast_settings())
     closing.append(w)
     assert w.state == EngineState.READY and "Tiny test pair" in w.model_label.text()
@@ -53,7 +54,8 @@ def test_chat_streams_saves_stats_and_survives_restart(
 
 
 def test_stop_button_mid_reply_keeps_the_partial_reply(
-        qtbot: QtBot, data_dir: Path, tiny: TinyPair, closing: list[MainWindow]) -> None:
+    qtbot: QtBot, data_dir: Path, tiny: TinyPair, closing: list[MainWindow]
+) -> None:
     w = open_window(qtbot, tiny_pair(tiny), fast_settings(mode="sd", max_tokens=1000))
     closing.append(w)
     w.prompt_edit.setPlainText("go on and on")
@@ -71,7 +73,8 @@ def test_stop_button_mid_reply_keeps_the_partial_reply(
 
 
 def test_closing_mid_reply_loses_nothing_shown(
-        qtbot: QtBot, data_dir: Path, tiny: TinyPair, closing: list[MainWindow]) -> None:
+    qtbot: QtBot, data_dir: Path, tiny: TinyPair, closing: list[MainWindow]
+) -> None:
     w = open_window(qtbot, tiny_pair(tiny), fast_settings(mode="ar", max_tokens=1000))
     w.prompt_edit.setPlainText("a long answer please")
     w.send()
@@ -94,7 +97,8 @@ def test_closing_mid_reply_loses_nothing_shown(
 
 
 def test_corrupt_model_shows_an_error_and_the_app_stays_usable(
-        qtbot: QtBot, data_dir: Path, tiny: TinyPair, tmp_path: Path, closing: list[MainWindow]) -> None:
+    qtbot: QtBot, data_dir: Path, tiny: TinyPair, tmp_path: Path, closing: list[MainWindow]
+) -> None:
     w = open_window(qtbot, None, fast_settings(mode="ar"))
     closing.append(w)
     bad = corrupt_model(tmp_path / "bad.gguf")
@@ -112,7 +116,8 @@ def test_corrupt_model_shows_an_error_and_the_app_stays_usable(
 
 
 def test_enter_sends_shift_enter_newlines_regenerate_and_edit(
-        qtbot: QtBot, data_dir: Path, tiny: TinyPair, closing: list[MainWindow]) -> None:
+    qtbot: QtBot, data_dir: Path, tiny: TinyPair, closing: list[MainWindow]
+) -> None:
     w = open_window(qtbot, tiny_pair(tiny), fast_settings(max_tokens=8))
     closing.append(w)
     qtbot.keyClicks(w.prompt_edit, "line one")
@@ -140,11 +145,12 @@ def test_enter_sends_shift_enter_newlines_regenerate_and_edit(
         w.send()
     qtbot.waitUntil(lambda: w.state == EngineState.READY, timeout=TIMEOUT_MS)
     third = w.history.messages(conv)
-    assert [m.content for m in third][0] == "edited question" and len(third) == 2
+    assert third[0].content == "edited question" and len(third) == 2
 
 
 def test_conversation_list_rename_delete_search_export(
-        qtbot: QtBot, data_dir: Path, tiny: TinyPair, tmp_path: Path, closing: list[MainWindow]) -> None:
+    qtbot: QtBot, data_dir: Path, tiny: TinyPair, tmp_path: Path, closing: list[MainWindow]
+) -> None:
     w = open_window(qtbot, tiny_pair(tiny), fast_settings(max_tokens=6))
     closing.append(w)
     send(qtbot, w, "about apples")
@@ -167,7 +173,9 @@ def test_conversation_list_rename_delete_search_export(
     assert w.conversation_list.count() == 1 and w.conversation_id is None
 
 
-def test_verify_exactness_and_tint(qtbot: QtBot, data_dir: Path, tiny: TinyPair, closing: list[MainWindow]) -> None:
+def test_verify_exactness_and_tint(
+    qtbot: QtBot, data_dir: Path, tiny: TinyPair, closing: list[MainWindow]
+) -> None:
     w = open_window(qtbot, tiny_pair(tiny), fast_settings(max_tokens=16))
     closing.append(w)
     w.prompt_edit.setPlainText("check me")

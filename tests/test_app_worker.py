@@ -27,7 +27,9 @@ def host() -> Iterator[EngineHost]:
 
 
 def load(qtbot: QtBot, host: EngineHost, target: Path, draft: Path | None, **kw: Any) -> None:
-    with qtbot.waitSignal(host.model_loaded, timeout=TIMEOUT_MS):
+    with qtbot.waitSignal(
+        host.state_changed, timeout=TIMEOUT_MS, check_params_cb=lambda s: s == EngineState.READY
+    ):
         host.load(EngineConfig(str(target), str(draft) if draft else None, **kw), "tiny")
 
 
@@ -37,8 +39,16 @@ class Recorder:
     def __init__(self, host: EngineHost) -> None:
         self.events: list[tuple[str, tuple[Any, ...]]] = []
         w = host
-        for name in ("state_changed", "model_loaded", "generation_started", "token_generated", "stats_changed",
-                     "generation_finished", "verification_finished", "failed"):
+        for name in (
+            "state_changed",
+            "model_loaded",
+            "generation_started",
+            "token_generated",
+            "stats_changed",
+            "generation_finished",
+            "verification_finished",
+            "failed",
+        ):
             getattr(w, name).connect(lambda *args, n=name: self.events.append((n, args)))
 
     def names(self) -> list[str]:
@@ -47,17 +57,36 @@ class Recorder:
 
 def test_load_then_generate_emits_in_strict_order(qtbot: QtBot, host: EngineHost, tiny: TinyPair) -> None:
     w = host
-    with qtbot.waitSignals([w.state_changed, w.model_loaded, w.state_changed], order="strict",
-                           check_params_cbs=[lambda s: s == EngineState.LOADING, lambda label: label == "tiny",
-                                             lambda s: s == EngineState.READY], timeout=TIMEOUT_MS):
+    with qtbot.waitSignals(
+        [w.state_changed, w.model_loaded, w.state_changed],
+        order="strict",
+        check_params_cbs=[
+            lambda s: s == EngineState.LOADING,
+            lambda label: label == "tiny",
+            lambda s: s == EngineState.READY,
+        ],
+        timeout=TIMEOUT_MS,
+    ):
         host.load(EngineConfig(str(tiny.target), None), "tiny")
     params = GenerationParams(mode="ar", max_tokens=3, sampling=GREEDY)
     rec = Recorder(host)
     with qtbot.waitSignals(
-        [w.generation_started, w.token_generated, w.token_generated, w.token_generated, w.generation_finished],
-        order="strict", timeout=TIMEOUT_MS,
-        check_params_cbs=[lambda rid: rid >= 1, None, None, None,
-                          lambda r: isinstance(r, Reply) and r.stats["new_tokens"] == 3],
+        [
+            w.generation_started,
+            w.token_generated,
+            w.token_generated,
+            w.token_generated,
+            w.generation_finished,
+        ],
+        order="strict",
+        timeout=TIMEOUT_MS,
+        check_params_cbs=[
+            lambda rid: rid >= 1,
+            None,
+            None,
+            None,
+            lambda r: isinstance(r, Reply) and r.stats["new_tokens"] == 3,
+        ],
     ):
         host.generate(CHAT, params)
     reply: Reply = next(args[0] for n, args in rec.events if n == "generation_finished")
@@ -88,13 +117,20 @@ def test_ssd_protocol_tokens_then_stats_then_finished(qtbot: QtBot, host: Engine
 
 
 def test_corrupt_model_fails_readably_and_worker_stays_usable(
-        qtbot: QtBot, host: EngineHost, tiny: TinyPair, tmp_path: Path) -> None:
+    qtbot: QtBot, host: EngineHost, tiny: TinyPair, tmp_path: Path
+) -> None:
     w = host
     bad = corrupt_model(tmp_path / "broken.gguf")
-    with qtbot.waitSignals([w.state_changed, w.failed, w.state_changed], order="strict", timeout=TIMEOUT_MS,
-                           check_params_cbs=[lambda s: s == EngineState.LOADING,
-                                             lambda m: m.startswith("Could not load broken:") and "\n" not in m,
-                                             lambda s: s == EngineState.FAILED]):
+    with qtbot.waitSignals(
+        [w.state_changed, w.failed, w.state_changed],
+        order="strict",
+        timeout=TIMEOUT_MS,
+        check_params_cbs=[
+            lambda s: s == EngineState.LOADING,
+            lambda m: m.startswith("Could not load broken:") and "\n" not in m,
+            lambda s: s == EngineState.FAILED,
+        ],
+    ):
         host.load(EngineConfig(str(bad), None), "broken")
     with qtbot.waitSignal(w.failed, timeout=TIMEOUT_MS, check_params_cb=lambda m: "No model is loaded" in m):
         host.generate(CHAT, GenerationParams(mode="ar", max_tokens=2, sampling=GREEDY))
@@ -103,12 +139,18 @@ def test_corrupt_model_fails_readably_and_worker_stays_usable(
         host.generate(CHAT, GenerationParams(mode="ar", max_tokens=2, sampling=GREEDY))
 
 
-def test_engine_error_mid_request_is_started_then_failed(qtbot: QtBot, host: EngineHost, tiny: TinyPair) -> None:
+def test_engine_error_mid_request_is_started_then_failed(
+    qtbot: QtBot, host: EngineHost, tiny: TinyPair
+) -> None:
     load(qtbot, host, tiny.target, None, n_ctx=64)
     w = host
     long_chat = [("user", "word " * 2000)]
-    with qtbot.waitSignals([w.generation_started, w.failed], order="strict", timeout=TIMEOUT_MS,
-                           check_params_cbs=[None, lambda m: "context" in m]):
+    with qtbot.waitSignals(
+        [w.generation_started, w.failed],
+        order="strict",
+        timeout=TIMEOUT_MS,
+        check_params_cbs=[None, lambda m: "context" in m],
+    ):
         host.generate(long_chat, GenerationParams(mode="ar", max_tokens=4, sampling=GREEDY))
     assert host.worker.thread() is host.engine_thread
 
@@ -127,8 +169,9 @@ def test_stop_mid_reply_takes_effect_within_one_round(qtbot: QtBot, host: Engine
     host.worker.token_generated.connect(on_token, Qt.ConnectionType.DirectConnection)
     params = GenerationParams(mode="sd", max_tokens=900, sampling=GREEDY, k=k)
     rec = Recorder(host)
-    with qtbot.waitSignals([host.generation_started, host.generation_finished],
-                           order="strict", timeout=TIMEOUT_MS):
+    with qtbot.waitSignals(
+        [host.generation_started, host.generation_finished], order="strict", timeout=TIMEOUT_MS
+    ):
         host.generate(CHAT, params)
     reply: Reply = next(args[0] for n, args in rec.events if n == "generation_finished")
     assert reply.stats["finish_reason"] == "stopped"
