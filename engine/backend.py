@@ -210,14 +210,17 @@ class Context:
             raise ModelLoadError(f"could not create a llama.cpp context (n_ctx={params.n_ctx}) for {model.path}")
         self._ptr = ptr
         self.n_ctx: int = ll.llama_n_ctx(ptr)
+        # llama.cpp clamps n_batch to n_ctx; a batch above the real size aborts the process.
+        self.n_batch: int = min(params.n_batch, ll.llama_n_batch(ptr), ll.llama_n_ubatch(ptr))
         self.mem = ll.llama_get_memory(ptr)
-        self._batch = ll.llama_batch_init(params.n_batch, 0, max(1, params.n_seq_max))
+        nb = self.n_batch
+        self._batch = ll.llama_batch_init(nb, 0, max(1, params.n_seq_max))
         b = self._batch
-        self._tok = np.ctypeslib.as_array(b.token, shape=(params.n_batch,))
-        self._pos = np.ctypeslib.as_array(b.pos, shape=(params.n_batch,))
-        self._nseq = np.ctypeslib.as_array(b.n_seq_id, shape=(params.n_batch,))
-        self._out = np.ctypeslib.as_array(ctypes.cast(b.logits, ctypes.POINTER(ctypes.c_int8)), shape=(params.n_batch,))
-        self._seq_ptrs = [b.seq_id[i] for i in range(params.n_batch)]
+        self._tok = np.ctypeslib.as_array(b.token, shape=(nb,))
+        self._pos = np.ctypeslib.as_array(b.pos, shape=(nb,))
+        self._nseq = np.ctypeslib.as_array(b.n_seq_id, shape=(nb,))
+        self._out = np.ctypeslib.as_array(ctypes.cast(b.logits, ctypes.POINTER(ctypes.c_int8)), shape=(nb,))
+        self._seq_ptrs = [b.seq_id[i] for i in range(nb)]
         self.n_vocab = model.n_vocab
 
     def close(self) -> None:
@@ -253,8 +256,8 @@ class Context:
         n = len(tokens)
         if n == 0:
             return np.empty((0, self.n_vocab), dtype=np.float32)
-        if n > self.params.n_batch:
-            raise DecodeError(f"batch of {n} tokens exceeds n_batch={self.params.n_batch}")
+        if n > self.n_batch:
+            raise DecodeError(f"batch of {n} tokens exceeds n_batch={self.n_batch}")
         if outputs is None:
             outputs = [n - 1]
         self._tok[:n] = tokens
@@ -285,7 +288,7 @@ class Context:
     def prefill(self, tokens: Sequence[int], start: int, seq_id: int = 0) -> npt.NDArray[np.float32]:
         """Decode ``tokens`` at positions ``start..`` in chunks of n_batch; return the last row."""
         last = np.empty((0, self.n_vocab), dtype=np.float32)
-        step = self.params.n_batch
+        step = self.n_batch
         for i in range(0, len(tokens), step):
             chunk = tokens[i : i + step]
             want = [len(chunk) - 1] if i + step >= len(tokens) else []
@@ -298,6 +301,8 @@ class Context:
 
     def _decode_no_output(self, tokens: Sequence[int], positions: Sequence[int], seq_id: int) -> None:
         n = len(tokens)
+        if n > self.n_batch:
+            raise DecodeError(f"batch of {n} tokens exceeds n_batch={self.n_batch}")
         self._tok[:n] = tokens
         self._pos[:n] = positions
         self._nseq[:n] = 1

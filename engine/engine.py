@@ -18,7 +18,7 @@ import numpy as np
 from . import chat
 from .backend import Context, ContextParams, Model
 from .drafter import Drafter
-from .errors import ContextFullError, DecodeError, ParameterError
+from .errors import ContextFullError, DecodeError, EngineError, ParameterError
 from .sampling import SamplingParams
 from .strategies import ARStrategy, RoundResult, SDStrategy, SSDOptions, SSDStrategy, Strategy, Target
 from .vocab import check_compatible
@@ -132,9 +132,18 @@ class Generation:
         self.text_parts: list[str] = []
 
     def __iter__(self) -> Iterator[TokenEvent]:
-        for ev in self._events:
-            self.text_parts.append(ev.text)
-            yield ev
+        try:
+            for ev in self._events:
+                self.text_parts.append(ev.text)
+                yield ev
+        finally:
+            self.close()
+
+    def close(self) -> None:
+        """Stop the generation (if still running) and release the engine; idempotent."""
+        close = getattr(self._events, "close", None)
+        if close is not None:
+            close()
 
     def run(self, on_token: Callable[[TokenEvent], None] | None = None) -> Generation:
         for ev in self:
@@ -165,6 +174,7 @@ class Engine:
         self.draft_model: Model | None = None
         self.drafter: Drafter | None = None
         self._lock = threading.Lock()
+        self._active: Generation | None = None
         try:
             self._load()
         except BaseException:
@@ -196,6 +206,9 @@ class Engine:
         self.n_ctx = self.target_ctx.n_ctx
 
     def close(self) -> None:
+        if self._active is not None:
+            self._active.close()
+            self._active = None
         self._stack.close()
 
     def __enter__(self) -> Engine:
@@ -234,7 +247,8 @@ class Engine:
         stats = GenerationStats(mode=params.mode, prompt_tokens=len(prompt))
         tokens: list[int] = []
         events = self._run(list(prompt), params, stop or threading.Event(), stats, tokens)
-        return Generation(events, stats, tokens)
+        self._active = Generation(events, stats, tokens)
+        return self._active
 
     def _make_strategy(self, params: GenerationParams) -> Strategy:
         if params.mode == "ar":
@@ -262,8 +276,12 @@ class Engine:
         stats: GenerationStats,
         tokens: list[int],
     ) -> Iterator[TokenEvent]:
-        with self._lock:
+        if not self._lock.acquire(timeout=5.0):
+            raise EngineError("another generation is still running on this engine; stop it first")
+        try:
             yield from self._run_locked(prompt, params, stop, stats, tokens)
+        finally:
+            self._lock.release()
 
     def _run_locked(
         self,
