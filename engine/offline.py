@@ -161,6 +161,9 @@ def ensure_pair(
 ) -> OfflinePair:
     """Assemble (or find, already verified) both GGUF files of the offline pair."""
     folder = dest or default_dest()
+    for model in (TARGET, DRAFT):  # fail before writing anything when any part is missing
+        if not is_verified(folder / model.filename, model):
+            part_paths(model)
     target = assemble(TARGET, folder, progress)
     draft = assemble(DRAFT, folder, progress)
     return OfflinePair(target, draft)
