@@ -26,21 +26,42 @@ DRAFT_OFF = "\ue001"
 DRAFT_TINT = "#d9f2d9"
 CODE_BG = "#f6f8fa"
 _MARKERS = re.compile(f"[{DRAFT_ON}{DRAFT_OFF}]")
-_LINE_START_SYNTAX = re.compile(
-    rf"(\n|^)([{DRAFT_ON}{DRAFT_OFF}]+)([ \t]*(?:#+|>|[-*+]|\d+\.|`{{3,}}|~{{3,}})?[ \t]*)")
+_FENCE = re.compile(r"^ {0,3}(`{3,}|~{3,})")
+_BLOCK_PREFIX = re.compile(r"^[ \t]*(?:#{1,6}|>|[-*+]|\d+[.)])?[ \t]*")
 
 
 def mark_runs(text: str, runs: Sequence[tuple[int, bool]]) -> str:
-    """``text`` with draft runs bracketed by markers; markers at a line start move past Markdown syntax."""
+    """``text`` with draft runs bracketed by markers that never break Markdown syntax.
+
+    Markers stay within one line, skip a line's block prefix (heading, quote, list, indentation),
+    and never touch fence lines, so tinting cannot change how the Markdown parses.
+    """
+    flags: list[bool] = []
+    for length, from_draft in runs:
+        flags.extend([from_draft] * length)
+    flags.extend([False] * (len(text) - len(flags)))
     out: list[str] = []
     pos = 0
-    for length, from_draft in runs:
-        piece = text[pos:pos + length]
-        pos += length
-        out.append(f"{DRAFT_ON}{piece}{DRAFT_OFF}" if from_draft and piece else piece)
-    out.append(text[pos:])
-    marked = "".join(out)
-    return _LINE_START_SYNTAX.sub(lambda m: m.group(1) + m.group(3) + m.group(2), marked)
+    for n, line in enumerate(text.split("\n")):
+        if n:
+            out.append("\n")
+        line_flags = flags[pos:pos + len(line)]
+        pos += len(line) + 1
+        if _FENCE.match(line):
+            out.append(line)
+            continue
+        match = _BLOCK_PREFIX.match(line)
+        skip = match.end() if match else 0
+        out.append(line[:skip])
+        tinted = False
+        for ch, want in zip(line[skip:], line_flags[skip:], strict=True):
+            if want != tinted:
+                out.append(DRAFT_ON if want else DRAFT_OFF)
+                tinted = want
+            out.append(ch)
+        if tinted:
+            out.append(DRAFT_OFF)
+    return "".join(out)
 
 
 class Renderer:
@@ -75,7 +96,8 @@ class Renderer:
         head = (f'<tr><td style="color:#57606a">{html.escape(lang or "code")}</td>'
                 f'<td align="right"><a href="copy:{n}">Copy</a></td></tr>')
         return (f'<table width="100%" cellspacing="0" cellpadding="6" style="background-color:{CODE_BG};'
-                f'border:1px solid #d0d7de">{head}<tr><td colspan="2"><pre style="margin:0">'
+                f'border:1px solid #d0d7de">{head}<tr><td colspan="2">'
+                f'<pre style="margin:0; white-space:pre-wrap">'
                 f"{self.highlight(code, lang)}</pre></td></tr></table>\n")
 
     def highlight(self, code: str, lang: str) -> str:
