@@ -122,6 +122,8 @@ class MainWindow(QMainWindow):
         self.search_edit.setClearButtonEnabled(True)
         self.search_edit.textChanged.connect(self.refresh_conversations)
         self.conversation_list = QListWidget()
+        self.conversation_list.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
+        self.conversation_list.setTextElideMode(Qt.TextElideMode.ElideRight)
         self.conversation_list.currentItemChanged.connect(self._on_current_item_changed)
         row = QHBoxLayout()
         self.rename_button = QPushButton("Rename")

@@ -93,7 +93,7 @@ class Renderer:
         code = token.content.rstrip("\n")
         n = len(self.code_blocks)
         self.code_blocks.append(_MARKERS.sub("", code))
-        head = (f'<tr><td style="color:#57606a">{html.escape(lang or "code")}</td>'
+        head = (f'<tr><td width="90%" style="color:#57606a">{html.escape(lang or "code")}</td>'
                 f'<td align="right"><a href="copy:{n}">Copy</a></td></tr>')
         return (f'<table width="100%" cellspacing="0" cellpadding="6" style="background-color:{CODE_BG};'
                 f'border:1px solid #d0d7de">{head}<tr><td colspan="2">'

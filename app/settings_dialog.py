@@ -56,6 +56,7 @@ class SettingsDialog(QDialog):
         super().__init__(parent)
         self.setWindowTitle("Settings")
         self.setObjectName("settings-dialog")
+        self.setMinimumWidth(560)
         self._initial = settings
         self._gpu = backend.supports_gpu_offload() if gpu_offload is None else gpu_offload
         self.edits: dict[str, QLineEdit] = {}
@@ -90,8 +91,8 @@ class SettingsDialog(QDialog):
             "This build of llama.cpp has no GPU offload: everything runs on the CPU, GPU layers are ignored.")
         self.gpu_note.setWordWrap(True)
         self.gpu_note.setStyleSheet("color: #6e7781;")
-        hardware.addRow("", self.gpu_note)
-        hardware.addRow("", QLabel(f"Threads: 0 = all {cpu_count()} cores."))
+        hardware.addRow(QLabel(f"Threads: 0 = all {cpu_count()} cores."))
+        hardware.addRow(self.gpu_note)
         if not self._gpu:
             self.edits["gpu_layers"].setEnabled(False)
             self.edits["draft_gpu_layers"].setEnabled(False)

@@ -1,0 +1,54 @@
+"""The entry point: ``--self-test`` dispatch without Qt, the crash hook, and a real-pair smoke test."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from pytestqt.qtbot import QtBot
+
+import app.selftest
+from app import crash
+from app.__main__ import early_check, main, parse_args
+from app.main_window import MainWindow
+from engine import offline
+from tests.app_helpers import closing, fast_settings, open_window, send
+
+__all__ = ["closing"]
+
+
+def test_self_test_is_dispatched_before_any_qt_import(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(app.selftest, "run_self_test", lambda: 7)
+    assert main(["--self-test"]) == 7
+    code = "import sys, app.__main__ as m; m.parse_args(['--self-test']); print('PySide6' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "False"
+    assert not parse_args(["-platform", "offscreen"]).self_test
+    assert early_check() is None
+
+
+def test_crash_hook_writes_a_log(data_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    shown: list[str] = []
+    monkeypatch.setattr("PySide6.QtWidgets.QMessageBox.critical", lambda *a: shown.append(str(a[2])))
+    try:
+        raise RuntimeError("boom")
+    except RuntimeError as exc:
+        crash.excepthook(RuntimeError, exc, exc.__traceback__)
+    logs = list((data_dir / "crashes").glob("crash-*.log"))
+    assert len(logs) == 1 and "RuntimeError: boom" in logs[0].read_text()
+    assert not shown or "boom" in shown[0]
+
+
+@pytest.mark.realmodels
+def test_real_pair_chat_smoke(
+    qtbot: QtBot, data_dir: Path, real_pair: offline.OfflinePair, closing: list[MainWindow]
+) -> None:
+    from app.settings_store import ActivePair
+
+    pair = ActivePair(offline.PAIR_ID, "Qwen2.5-Coder (offline)", str(real_pair.target), str(real_pair.draft))
+    w = open_window(qtbot, pair, fast_settings(max_tokens=8, n_ctx=2048))
+    closing.append(w)
+    reply = w.history.message(send(qtbot, w, "Say hello in one word."))
+    assert reply.content.strip() and reply.stats is not None and reply.stats["mode"] == "ssd"
