@@ -88,17 +88,30 @@ class Verification:
     stopped: bool
 
 
-def active_mode(stats: GenerationStats) -> str:
-    """The mode now running: the target of the last switch (``"ssd->sd after 3 misses"``), else the mode."""
-    if stats.mode_switches and "->" in stats.mode_switches[-1]:
-        return stats.mode_switches[-1].split("->", 1)[1].split()[0]
-    return stats.mode
+class ModeTracker:
+    """Follows which mode ran the latest round, from the engine's live ``rounds_by_mode`` counters."""
+
+    def __init__(self, requested: str) -> None:
+        self.requested = requested
+        self.current = requested
+        self._counts: dict[str, int] = {}
+
+    def update(self, stats: GenerationStats) -> str:
+        """The mode of the most recent round (``"auto → ssd"`` when auto picked it)."""
+        for mode, n in stats.rounds_by_mode.items():
+            if n > self._counts.get(mode, 0):
+                self.current = mode
+        self._counts = dict(stats.rounds_by_mode)
+        if self.requested == "auto" and self.current != "auto":
+            return f"auto → {self.current}"
+        return self.current
 
 
-def live_stats(stats: GenerationStats, new_tokens: int, draft_tokens: int, elapsed: float) -> LiveStats:
+def live_stats(stats: GenerationStats, mode: str, new_tokens: int, draft_tokens: int,
+               elapsed: float) -> LiveStats:
     """Rates from the engine's running counters (they are updated every round)."""
     return LiveStats(
-        mode=active_mode(stats),
+        mode=mode,
         new_tokens=new_tokens,
         draft_tokens=draft_tokens,
         tokens_per_second=new_tokens / elapsed if elapsed > 0 else 0.0,
@@ -191,6 +204,7 @@ class EngineWorker(QObject):
             t0 = time.perf_counter()
             last = t0
             count = drafted = 0
+            modes = ModeTracker(request.params.mode)
             for ev in gen:
                 count += 1
                 drafted += int(ev.from_draft)
@@ -204,7 +218,8 @@ class EngineWorker(QObject):
                 now = time.perf_counter()
                 if now - last >= self.STATS_INTERVAL_S:
                     last = now
-                    self.stats_changed.emit(live_stats(gen.stats, count, drafted, now - t0))
+                    self.stats_changed.emit(live_stats(gen.stats, modes.update(gen.stats), count, drafted,
+                                                       now - t0))
             final = gen.stats.to_dict()
             final["draft_tokens"] = drafted
         except EngineError as exc:
@@ -216,7 +231,8 @@ class EngineWorker(QObject):
             return
         finally:
             self._forget(request)
-        self.stats_changed.emit(live_stats(gen.stats, count, drafted, gen.stats.seconds))
+        self.stats_changed.emit(live_stats(gen.stats, modes.update(gen.stats), count, drafted,
+                                           gen.stats.seconds))
         self.generation_finished.emit(Reply(request.request_id, "".join(text),
                                             tuple((int(n), bool(d)) for n, d in runs), final))
         self.state_changed.emit(EngineState.READY)

@@ -199,7 +199,12 @@ class History:
 
 def stats_summary(stats: dict[str, Any]) -> str:
     """One line for a reply's stats: mode, tokens, speed, TTFT, acceptance and hit rate."""
-    bits = [str(stats.get("mode") or "?")]
+    mode = str(stats.get("mode") or "?")
+    by_mode = stats.get("rounds_by_mode") or {}
+    if mode == "auto" and by_mode:
+        ranked = sorted(by_mode.items(), key=lambda kv: -kv[1])
+        mode += " (" + ", ".join(f"{m} {n}" for m, n in ranked) + " rounds)"
+    bits = [mode]
     if stats.get("new_tokens") is not None:
         bits.append(f"{stats['new_tokens']} tokens")
     if stats.get("tokens_per_second"):

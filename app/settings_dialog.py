@@ -88,8 +88,8 @@ class SettingsDialog(QDialog):
             self._add_number(hardware, name, settings)
         self.gpu_note = QLabel(
             "Layers offloaded to the GPU: -1 = all, 0 = none." if self._gpu else
-            "This build of llama.cpp has no GPU offload: everything runs on the CPU, GPU layers are ignored.")
-        self.gpu_note.setWordWrap(True)
+            "This build of llama.cpp has no GPU offload:\n"
+            "everything runs on the CPU and GPU layers are ignored.")
         self.gpu_note.setStyleSheet("color: #6e7781;")
         hardware.addRow(QLabel(f"Threads: 0 = all {cpu_count()} cores."))
         hardware.addRow(self.gpu_note)

@@ -177,3 +177,15 @@ def test_stop_mid_reply_takes_effect_within_one_round(qtbot: QtBot, host: Engine
     assert reply.stats["finish_reason"] == "stopped"
     assert seen["count"] - seen["at_stop"] <= k + 1
     assert reply.stats["new_tokens"] < 900
+
+
+def test_auto_mode_reports_the_mode_it_runs(qtbot: QtBot, host: EngineHost, tiny: TinyPair) -> None:
+    load(qtbot, host, tiny.target, tiny.draft_related)
+    rec = Recorder(host)
+    params = GenerationParams(mode="auto", max_tokens=30, sampling=GREEDY)
+    with qtbot.waitSignal(host.generation_finished, timeout=TIMEOUT_MS):
+        host.generate(CHAT, params)
+    reply: Reply = next(args[0] for n, args in rec.events if n == "generation_finished")
+    final: LiveStats = [args[0] for n, args in rec.events if n == "stats_changed"][-1]
+    assert reply.stats["mode"] == "auto" and reply.stats["new_tokens"] == 30
+    assert final.mode.startswith("auto → ") and final.mode.split(" → ")[1] in reply.stats["rounds_by_mode"]
