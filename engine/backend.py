@@ -10,6 +10,7 @@ import ctypes
 import logging
 import os
 import threading
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -222,6 +223,7 @@ class Context:
         self._out = np.ctypeslib.as_array(ctypes.cast(b.logits, ctypes.POINTER(ctypes.c_int8)), shape=(nb,))
         self._seq_ptrs = [b.seq_id[i] for i in range(nb)]
         self.n_vocab = model.n_vocab
+        self.decode_seconds = 0.0  # time spent inside llama_decode, for per-phase accounting
 
     def close(self) -> None:
         if self._batch is not None:
@@ -272,7 +274,9 @@ class Context:
             for i in range(n):
                 self._seq_ptrs[i][0] = seq_ids[i]
         self._batch.n_tokens = n
+        t0 = time.perf_counter()
         rc = ll.llama_decode(self._ptr, self._batch)
+        self.decode_seconds += time.perf_counter() - t0
         if rc == 1:
             raise DecodeError("the context is full (no free KV slot); start a new chat or raise the context length")
         if rc != 0:
@@ -310,7 +314,9 @@ class Context:
         for i in range(n):
             self._seq_ptrs[i][0] = seq_id
         self._batch.n_tokens = n
+        t0 = time.perf_counter()
         rc = ll.llama_decode(self._ptr, self._batch)
+        self.decode_seconds += time.perf_counter() - t0
         if rc != 0:
             raise DecodeError(
                 "the context is full; start a new chat or raise the context length"

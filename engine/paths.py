@@ -32,6 +32,6 @@ def resources_dir() -> Path:
     here = Path(__file__).resolve().parent.parent / "resources"
     if here.is_dir():
         return here
-    import ssd_chat_resources  # installed as a package by pyproject's package-dir mapping
+    import ssd_chat_resources  # type: ignore[import-not-found]  # pyproject's package-dir mapping
 
     return Path(ssd_chat_resources.__file__).resolve().parent

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import Protocol
 
 import numpy as np
+import numpy.typing as npt
 
 from .backend import Context, Model
 from .drafter import Draft, Drafter, KVTrack
@@ -77,7 +78,7 @@ class Target:
         self.committed.extend(verdict.tokens(draft.tokens))
         return verdict
 
-    def _verdict(self, draft: Draft, rows: np.ndarray) -> Verdict:  # type: ignore[type-arg]
+    def _verdict(self, draft: Draft, rows: npt.NDArray[np.float32]) -> Verdict:
         if self.params.greedy:
             return verify_greedy(draft.tokens, rows, self.model.is_eog)
         assert draft.q is not None or not draft.tokens

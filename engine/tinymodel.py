@@ -103,7 +103,7 @@ def write_model(
     rng = np.random.default_rng(seed)
     nrng = np.random.default_rng(noise_seed)
 
-    def w(*shape: int, scale: float = 1.0) -> np.ndarray:  # type: ignore[type-arg]
+    def w(*shape: int, scale: float = 1.0) -> np.ndarray:
         base = rng.standard_normal(shape).astype(np.float32)
         if noise:
             base = base + noise * nrng.standard_normal(shape).astype(np.float32)

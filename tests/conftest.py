@@ -10,8 +10,8 @@ import pytest
 
 os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
 
-from engine import offline  # noqa: E402
-from tests.tiny_models import TinyPair, make_pair  # noqa: E402
+from engine import offline
+from tests.tiny_models import TinyPair, make_pair
 
 
 @pytest.fixture(scope="session")

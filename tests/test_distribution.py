@@ -37,7 +37,7 @@ def _exact_marginals(model_path: str, params: SamplingParams, positions: int) ->
                 cache[prefix] = to_dist(row, params).dense(m.n_vocab)
             return cache[prefix]
 
-        out: list[dict[int, float]] = [dict() for _ in range(positions)]
+        out: list[dict[int, float]] = [{} for _ in range(positions)]
         frontier = {(): 1.0}
         for i in range(positions):
             nxt: dict[tuple[int, ...], float] = {}

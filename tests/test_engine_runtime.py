@@ -124,5 +124,8 @@ def test_engine_does_not_import_qt() -> None:
     import subprocess
     import sys
 
-    code = "import engine, engine.cli, engine.offline, sys; assert not any(m.startswith('PySide6') for m in sys.modules)"
+    code = (
+        "import engine, engine.cli, engine.offline, sys; "
+        "assert not any(m.startswith('PySide6') for m in sys.modules)"
+    )
     subprocess.run([sys.executable, "-c", code], check=True, timeout=60)

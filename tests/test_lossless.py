@@ -35,6 +35,8 @@ SPEC_SETTINGS = [
     GenerationParams(mode="ssd", k=5, fanout=1, geometric=True),
     GenerationParams(mode="ssd", k=2, fanout=3, backup="ngram"),
     GenerationParams(mode="ssd", k=4, fanout=2, early_stop=False),
+    GenerationParams(mode="auto", k=4, fanout=2),
+    GenerationParams(mode="auto", k=3, fanout=1, adaptive=False),
 ]
 
 
@@ -46,7 +48,7 @@ def test_greedy_speculation_matches_ar(engine: tuple[str, Engine]) -> None:
         for base in SPEC_SETTINGS:
             params = GenerationParams(
                 mode=base.mode, k=base.k, fanout=base.fanout, geometric=base.geometric, backup=base.backup,
-                early_stop=base.early_stop, max_tokens=N_TOKENS,
+                early_stop=base.early_stop, adaptive=base.adaptive, max_tokens=N_TOKENS,
             )
             got = eng.generate(prompt, params).run()
             assert got.tokens == ref.tokens, f"{name} {params}: diverges at {_first_diff(got.tokens, ref.tokens)}"
@@ -91,3 +93,14 @@ def test_chat_turns_reuse_prefix_and_stay_exact(tiny: TinyPair) -> None:
         spec = eng.generate(turn2, GenerationParams(mode="ssd", max_tokens=30)).run()
         ref = eng.generate(turn2, GenerationParams(mode="ar", max_tokens=30)).run()
         assert spec.tokens == ref.tokens
+
+
+def test_auto_long_generation_is_exact_and_switches(tiny: TinyPair) -> None:
+    """auto changes mode and K as it measures; every switch must keep the output exact."""
+    with Engine(EngineConfig(str(tiny.target), str(tiny.draft_related), n_ctx=2048)) as eng:
+        prompt = eng.tokenize("Once upon a time")
+        ref = eng.generate(prompt, GenerationParams(mode="ar", max_tokens=400)).run()
+        got = eng.generate(prompt, GenerationParams(mode="auto", max_tokens=400)).run()
+        assert got.tokens == ref.tokens
+        assert got.stats.rounds_by_mode.get("ar", 0) >= 1  # ar is measured at least once
+        assert got.stats.mode_switches, "auto never re-planned"

@@ -1,0 +1,253 @@
+"""``auto``: pick ar, sd or ssd, the draft length K and the fan-out for every round from live measurements.
+
+A :class:`CostModel` keeps moving averages of what the machine really does — target verify time
+by batch width, draft time per token, tree-level time by width, per-token acceptance, cache-hit
+rate — and predicts tokens per second for every plan. The strategy runs the best plan, holds it
+for a few rounds, and now and then probes the others so their figures stay current. Speculation
+that does not pay loses to ``ar`` in the prediction and is dropped.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import time
+from dataclasses import dataclass, field
+
+from .drafter import Draft, Drafter
+from .fanout import uniform
+from .strategies import RoundResult, SSDOptions, Target
+from .verify import Verdict
+from .worker import DraftWorker, Request
+
+log = logging.getLogger(__name__)
+
+HOLD_ROUNDS = 6  # rounds a plan is kept before re-deciding
+PROBE_EVERY = 40  # rounds between probes of the runner-up mode
+SWITCH_GAIN = 1.05  # a new plan must promise this much more
+WINDOW_MARGIN = 0.85  # the tree must fit in this share of one target verify
+
+
+class Ema:
+    """Exponential moving average that remembers whether it has data."""
+
+    def __init__(self, alpha: float = 0.25, init: float | None = None) -> None:
+        self.alpha = alpha
+        self.value = init
+        self.n = 0
+
+    def add(self, x: float) -> None:
+        self.n += 1
+        self.value = x if self.value is None else (1 - self.alpha) * self.value + self.alpha * x
+
+    def get(self, default: float) -> float:
+        return default if self.value is None else self.value
+
+
+@dataclass(frozen=True, slots=True)
+class Plan:
+    mode: str  # "ar", "sd" or "ssd"
+    k: int = 0
+    budget: int = 0  # tree branches (ssd)
+
+    def __str__(self) -> str:
+        if self.mode == "ar":
+            return "ar"
+        return f"{self.mode}(K={self.k}" + (f", M={self.budget})" if self.mode == "ssd" else ")")
+
+
+@dataclass
+class CostModel:
+    """Live timings and rates; predictions for any plan."""
+
+    verify: dict[int, Ema] = field(default_factory=dict)  # seconds by batch width
+    draft_token: Ema = field(default_factory=Ema)  # seconds per sequential draft token
+    level: dict[int, Ema] = field(default_factory=dict)  # seconds per tree level by width
+    acceptance: Ema = field(default_factory=lambda: Ema(0.15))
+    hit: Ema = field(default_factory=lambda: Ema(0.2))
+    ssd_slowdown: Ema = field(default_factory=lambda: Ema(0.3))  # measured / predicted ssd round time
+
+    def add_verify(self, width: int, seconds: float) -> None:
+        self.verify.setdefault(width, Ema()).add(seconds)
+
+    def add_level(self, width: int, seconds: float) -> None:
+        self.level.setdefault(width, Ema()).add(seconds)
+
+    def t_verify(self, width: int) -> float:
+        known = sorted((w, e.get(0.0)) for w, e in self.verify.items() if e.value is not None)
+        if not known:
+            return 0.05 * (1 + 0.3 * (width - 1))
+        for w, t in known:
+            if w == width:
+                return t
+        if len(known) == 1:
+            w0, t0 = known[0]
+            return t0 * (1 + 0.3 * (width - w0)) if width > w0 else t0 / (1 + 0.3 * (w0 - width))
+        lo = max(((w, t) for w, t in known if w < width), default=known[0])
+        hi = min(((w, t) for w, t in known if w > width), default=known[-1])
+        if lo[0] == hi[0]:
+            (w0, t0), (w1, t1) = known[-2], known[-1]
+            slope = (t1 - t0) / (w1 - w0)
+            return max(1e-6, t1 + slope * (width - w1))
+        return lo[1] + (hi[1] - lo[1]) * (width - lo[0]) / (hi[0] - lo[0])
+
+    def t_level(self, width: int) -> float:
+        e = self.level.get(width)
+        if e is not None and e.value is not None:
+            return e.value
+        td = self.draft_token.get(0.02)
+        known = [(w, x.get(0.0)) for w, x in self.level.items() if x.value is not None]
+        if known:
+            w0, t0 = min(known, key=lambda wt: abs(wt[0] - width))
+            per = max(0.0, (t0 - td) / max(1, w0 - 1)) if w0 > 1 else 0.3 * td
+            return td + per * (width - 1)
+        return td * (1 + 0.3 * (width - 1))
+
+    def expected_tokens(self, k: int) -> float:
+        a = min(max(self.acceptance.get(0.6), 0.0), 0.999)
+        return (1 - a ** (k + 1)) / (1 - a)
+
+    def tree_time(self, k: int, budget: int) -> float:
+        return self.draft_token.get(0.02) + k * self.t_level(budget)
+
+    def round_time(self, plan: Plan) -> float:
+        if plan.mode == "ar":
+            return self.t_verify(1)
+        sd_time = plan.k * self.draft_token.get(0.02) + self.t_verify(plan.k + 1)
+        if plan.mode == "sd":
+            return sd_time
+        p = self.hit.get(0.5)
+        hit_time = max(self.t_verify(plan.k + 1), self.tree_time(plan.k, plan.budget))
+        return (p * hit_time + (1 - p) * sd_time) * self.ssd_slowdown.get(1.0)
+
+    def rate(self, plan: Plan) -> float:
+        tokens = 1.0 if plan.mode == "ar" else self.expected_tokens(plan.k)
+        return tokens / self.round_time(plan)
+
+    def fits_window(self, k: int, budget: int) -> bool:
+        return self.tree_time(k, budget) <= WINDOW_MARGIN * self.t_verify(k + 1)
+
+
+class AutoStrategy:
+    """Chooses a plan per round from the cost model; all draft work goes through one draft thread."""
+
+    name = "auto"
+
+    def __init__(self, target: Target, drafter: Drafter, opts: SSDOptions, *, adaptive: bool = True,
+                 k_max: int = 8) -> None:
+        self.target = target
+        self.opts = opts
+        self.adaptive = adaptive
+        self.k_max = max(opts.k, k_max) if adaptive else opts.k
+        self.max_branches = drafter.max_branches
+        self.worker = DraftWorker(drafter)
+        self.model = CostModel()
+        self.plan = Plan("sd", opts.k)
+        self.held = 0
+        self.rounds = 0
+        self.last_accepted = -1  # -1: the previous round was not an ssd round
+        self.switches: list[str] = []
+        self._tree_seen = 0
+        self._probe: list[Plan] = [Plan("ar")]  # measure ar's verify once early on
+
+    # -- planning --------------------------------------------------------------------------------
+    def candidates(self) -> list[Plan]:
+        ks = range(1, self.k_max + 1) if self.adaptive else [self.opts.k]
+        plans = [Plan("ar")]
+        for k in ks:
+            plans.append(Plan("sd", k))
+            for f in (1, 2, 3):
+                budget = min(self.max_branches, f * (k + 1))
+                if self.model.fits_window(k, budget):
+                    plans.append(Plan("ssd", k, budget))
+        return plans
+
+    def choose(self) -> Plan:
+        if self._probe:
+            return self._probe.pop(0)
+        if self.held < HOLD_ROUNDS:
+            return self.plan
+        plans = self.candidates()
+        best = max(plans, key=self.model.rate)
+        current = self.model.rate(self.plan) if self.plan in plans else 0.0
+        if best != self.plan and self.model.rate(best) > SWITCH_GAIN * current:
+            self.switches.append(
+                f"{self.plan}->{best} (predicted {current:.1f} -> {self.model.rate(best):.1f} tok/s)"
+            )
+            log.info("auto: %s", self.switches[-1])
+            self.plan = best
+        self.held = 0
+        if self.rounds and self.rounds % PROBE_EVERY == 0:
+            # Refresh the figures of the best plan of another mode.
+            others = [p for p in plans if p.mode != self.plan.mode]
+            if others:
+                self._probe = [max(others, key=self.model.rate)] * 2
+        return self.plan
+
+    # -- one round -------------------------------------------------------------------------------
+    def step(self) -> RoundResult:
+        plan = self.choose()
+        self.held += 1
+        self.rounds += 1
+        if plan.mode == "ar":
+            t0 = time.perf_counter()
+            v = self.target.verify(Draft([], None))
+            dt = time.perf_counter() - t0
+            self.model.add_verify(1, dt)
+            self.last_accepted = -1
+            return RoundResult([v.next_token], "ar", verify_s=dt)
+        ssd = plan.mode == "ssd"
+        req = Request(
+            committed=tuple(self.target.committed),
+            accepted=self.last_accepted if ssd else -1,
+            k=plan.k,
+            budget=plan.budget if ssd else 0,
+            geometric=self.opts.geometric,
+            acceptance=self.model.acceptance.get(0.6),
+            backup=self.opts.backup if ssd else "jit",
+            early_stop=self.opts.early_stop,
+        )
+        t0 = time.perf_counter()
+        self.worker.request(req)
+        d = self.worker.reply()
+        t1 = time.perf_counter()
+        v = self.target.verify(d)
+        t2 = time.perf_counter()
+        forced = self.last_accepted < 0
+        self._learn(plan, d, v, t1 - t0, t2 - t1, forced)
+        self.last_accepted = v.accepted if ssd else -1
+        return RoundResult(
+            v.tokens(d.tokens), plan.mode, len(d.tokens), v.accepted,
+            hit=(d.hit if ssd and not forced else None), backup=d.backup if ssd else None,
+            verify_s=t2 - t1, draft_s=t1 - t0,
+        )
+
+    def _learn(self, plan: Plan, d: Draft, v: Verdict, wait: float, verify: float, forced: bool) -> None:
+        m = self.model
+        n = len(d.tokens)
+        m.add_verify(n + 1, verify)
+        if n:
+            m.acceptance.add(v.accepted / n)
+        if d.backup == "jit" and n:
+            m.draft_token.add(d.serve_s / n)
+        trees = self.worker.tree_stats
+        for ts in trees[self._tree_seen :]:
+            if ts.levels and ts.branches:
+                m.add_level(ts.branches, ts.seconds / (ts.levels + 1))
+        self._tree_seen = len(trees)
+        if plan.mode == "ssd":
+            if not forced:
+                m.hit.add(1.0 if d.hit else 0.0)
+                predicted = m.round_time(plan) / m.ssd_slowdown.get(1.0)
+                if predicted > 0:
+                    m.ssd_slowdown.add((wait + verify) / predicted)
+        elif n and v.accepted < n and v.accepted < len(d.top):
+            # Would an ssd tree have predicted this outcome? (top candidates of the row)
+            share = max(1, uniform(n, 2 * (n + 1))[v.accepted])
+            cands = [int(t) for t in d.top[v.accepted] if int(t) != d.tokens[v.accepted]][:share]
+            m.hit.add(1.0 if v.next_token in cands else 0.0)
+        if not math.isfinite(m.round_time(plan)):
+            raise AssertionError("cost model produced a non-finite estimate")
+
+    def close(self) -> None:
+        self.worker.close()

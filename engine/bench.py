@@ -1,0 +1,306 @@
+"""``python -m engine bench``: ar, sd, ssd and auto on the real pair, in three hardware scenarios.
+
+Scenarios (targets of issue 4):
+  A  the pair as shipped (Q4_K_M target), every mode may use all cores;
+  B  the target limited to one thread in every mode, the draft on the other core (ssd's two
+     threads then run on separate cores, as the SSD paper's draft has its own GPU) — rows for the
+     F16 target (``B``) and the Q4_K_M target (``B-q4``);
+  C  the target dequantized to F16 (a memory-heavy target), all cores.
+Each prompt runs every mode back to back (order rotated per prompt, so drift cancels in the
+ratios); tokens per second count decoding after the first token. The table and a JSON file with
+every per-prompt figure are written; ``--peer DIR`` adds llama.cpp's own tools as rows.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import re
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from tqdm import tqdm
+
+from . import offline
+from .convert import ensure_f16
+from .engine import Engine, EngineConfig, GenerationParams, _cores
+from .errors import EngineError
+from .paths import resources_dir
+from .sampling import SamplingParams
+
+MODES = ("ar", "sd", "ssd", "auto")
+
+
+@dataclass(frozen=True)
+class Scenario:
+    name: str
+    description: str
+    target: Path
+    threads: int
+    draft_threads: int
+
+
+@dataclass
+class Row:
+    scenario: str
+    setting: str
+    mode: str
+    runs: list[dict[str, Any]] = field(default_factory=list)
+
+    def total(self, key: str) -> float:
+        return float(sum(r[key] or 0.0 for r in self.runs))
+
+    @property
+    def tps(self) -> float:
+        t = self.total("decode_s")
+        return self.total("decode_tokens") / t if t > 0 else 0.0
+
+    def mean(self, key: str) -> float | None:
+        vals = [r[key] for r in self.runs if r.get(key) is not None]
+        return sum(vals) / len(vals) if vals else None
+
+
+def load_prompts(limit: int | None = None) -> list[dict[str, str]]:
+    data: list[dict[str, str]] = json.loads((resources_dir() / "bench_prompts.json").read_text(encoding="utf-8"))
+    return data[:limit] if limit else data
+
+
+def machine() -> dict[str, Any]:
+    import llama_cpp
+
+    cpu = platform.processor()
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    mem = None
+    try:
+        mem = int(Path("/proc/meminfo").read_text().split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    return {
+        "platform": platform.platform(), "python": platform.python_version(), "cpu": cpu, "cores": _cores(),
+        "memory_bytes": mem, "llama_cpp_python": llama_cpp.__version__,
+        "llama_system_info": llama_cpp.llama_print_system_info().decode(errors="replace").strip(),
+    }
+
+
+def scenarios(names: list[str], target: Path, cores: int, f16: Path | None) -> list[Scenario]:
+    out = []
+    for n in names:
+        if n == "A":
+            out.append(Scenario("A", "Q4_K_M target as shipped, all cores", target, cores, cores))
+        elif n == "B":
+            assert f16 is not None
+            out.append(Scenario("B", "F16 target on 1 thread, draft on the other core", f16, 1, 1))
+            out.append(Scenario("B-q4", "Q4_K_M target on 1 thread, draft on the other core", target, 1, 1))
+        elif n == "C":
+            assert f16 is not None
+            out.append(Scenario("C", "F16 target, all cores", f16, cores, cores))
+        else:
+            raise EngineError(f"unknown scenario {n!r} (use A, B, C)")
+    return out
+
+
+def _record(gen_stats: Any, tokens: list[int], prompt_id: str, mode: str) -> dict[str, Any]:
+    s = gen_stats
+    decode_s = max(s.seconds - s.ttft_s, 1e-9)
+    return {
+        "prompt": prompt_id, "mode": mode, "tokens": tokens, "new_tokens": s.new_tokens,
+        "decode_tokens": max(s.new_tokens - 1, 0), "decode_s": decode_s, "seconds": s.seconds, "ttft_s": s.ttft_s,
+        "tokens_per_second": max(s.new_tokens - 1, 0) / decode_s, "acceptance_rate": s.acceptance_rate,
+        "mean_accepted": s.mean_accepted, "hit_rate": s.hit_rate, "rounds": s.rounds,
+        "rounds_by_mode": s.rounds_by_mode, "python_share": s.python_share, "mode_switches": s.mode_switches[:20],
+        "mean_verify_ms": s.mean_verify_ms, "mean_tree_ms": s.mean_tree_ms, "backup_uses": s.backup_uses,
+    }
+
+
+def run_scenario(
+    sc: Scenario,
+    draft: Path,
+    prompts: list[dict[str, str]],
+    modes: list[str],
+    settings: dict[str, SamplingParams],
+    args: argparse.Namespace,
+    bar: tqdm,  # type: ignore[type-arg]
+) -> tuple[list[Row], list[dict[str, Any]]]:
+    rows = {(st, m): Row(sc.name, st, m) for st in settings for m in modes}
+    exact: list[dict[str, Any]] = []
+    cfg = EngineConfig(str(sc.target), str(draft), n_ctx=args.ctx, threads=sc.threads, draft_threads=sc.draft_threads)
+    with Engine(cfg) as eng:
+        warm = eng.tokenize("Hello")
+        eng.generate(warm, GenerationParams(mode="sd", max_tokens=8)).run()
+        for i, pr in enumerate(prompts):
+            toks = eng.chat_tokens(pr["prompt"])
+            for st, sampling in settings.items():
+                order = modes[i % len(modes):] + modes[: i % len(modes)]
+                results: dict[str, list[int]] = {}
+                for m in order:
+                    bar.set_description(f"{sc.name} {pr['id']} {st} {m}")
+                    params = GenerationParams(mode=m, max_tokens=args.max_tokens, sampling=sampling, k=args.k,
+                                              fanout=args.fanout)
+                    gen = eng.generate(toks, params).run()
+                    results[m] = gen.tokens
+                    rows[(st, m)].runs.append(_record(gen.stats, gen.tokens, pr["id"], m))
+                    bar.update(1)
+                if st == "greedy" and "ar" in results:
+                    exact.append(_exactness(eng, sc.name, pr["id"], toks, results))
+    return list(rows.values()), exact
+
+
+def _exactness(
+    eng: Engine, scenario: str, pid: str, prompt: list[int], results: dict[str, list[int]]
+) -> dict[str, Any]:
+    ref = results["ar"]
+    rep: dict[str, Any] = {"scenario": scenario, "prompt": pid}
+    for m, toks in results.items():
+        if m == "ar":
+            continue
+        if toks == ref:
+            rep[m] = {"identical": True}
+            continue
+        i = next((j for j, (a, b) in enumerate(zip(toks, ref, strict=False)) if a != b), min(len(toks), len(ref)))
+        rep[m] = {"identical": False, "first_divergence": i, "top2_margin": eng.top2_margin(prompt + ref[:i])}
+    return rep
+
+
+def run_peer(peer: Path, sc: Scenario, draft: Path, eng_prompts: list[str], args: argparse.Namespace) -> list[Row]:
+    """llama.cpp's llama-completion and llama-speculative-simple on the same prompts and token counts."""
+    rows = []
+    tools = {
+        "llama-completion": ["-m", str(sc.target), "-no-cnv", "-n", str(args.max_tokens), "--temp", "0", "--top-k", "1",
+                             "--seed", "42", "-t", str(sc.threads), "-tb", str(sc.threads), "-c", str(args.ctx)],
+        "llama-speculative-simple": ["-m", str(sc.target), "-md", str(draft), "--spec-type", "draft-simple",
+                                     "--spec-draft-n-max", str(args.k), "-n", str(args.max_tokens), "--temp", "0",
+                                     "--top-k", "1", "--seed", "42", "-t", str(sc.threads), "-td",
+                                     str(sc.draft_threads), "-c", str(args.ctx)],
+    }
+    for tool, base in tools.items():
+        row = Row(sc.name, "greedy", f"peer:{tool}")
+        exe = peer / tool
+        for i, text in enumerate(eng_prompts):
+            r = subprocess.run([str(exe), *base, "-p", text], capture_output=True, text=True, timeout=1800, check=False)
+            out = r.stdout + r.stderr
+            tps = _parse_peer_speed(tool, out)
+            row.runs.append({"prompt": i, "mode": row.mode, "returncode": r.returncode, "tokens_per_second": tps,
+                             "decode_tokens": args.max_tokens if tps else 0,
+                             "decode_s": args.max_tokens / tps if tps else 0.0, "tail": out[-600:]})
+        rows.append(row)
+    return rows
+
+
+def _parse_peer_speed(tool: str, out: str) -> float | None:
+    if tool == "llama-speculative-simple":
+        m = re.search(r"speed:\s*([0-9.]+)\s*t/s", out)
+    else:
+        m = re.search(r"eval time =.*?([0-9.]+) tokens per second", out.split("prompt eval time")[-1])
+    return float(m.group(1)) if m else None
+
+
+def summarise(rows: list[Row], exact: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    base = {(r.scenario, r.setting): r.tps for r in rows if r.mode == "ar"}
+    table = []
+    for r in rows:
+        ar = base.get((r.scenario, r.setting))
+        same = [e[r.mode]["identical"] for e in exact if e["scenario"] == r.scenario and r.mode in e]
+        table.append({
+            "scenario": r.scenario, "setting": r.setting, "mode": r.mode, "tokens_per_second": r.tps,
+            "speedup_vs_ar": r.tps / ar if ar else None, "acceptance_rate": r.mean("acceptance_rate"),
+            "mean_accepted": r.mean("mean_accepted"), "hit_rate": r.mean("hit_rate"),
+            "python_share": r.mean("python_share"),
+            "exact_vs_ar": (f"{sum(same)}/{len(same)}" if same and r.setting == "greedy" else None),
+        })
+    return table
+
+
+def print_table(table: list[dict[str, Any]]) -> None:
+    def f(v: Any, fmt: str) -> str:
+        return "-" if v is None else format(v, fmt)
+
+    head = f"{'scenario':8} {'setting':8} {'mode':26} {'tok/s':>7} {'vs ar':>6} {'accept':>7} {'mean acc':>8} " \
+           f"{'hit':>5} {'py%':>5} {'exact':>6}"
+    print(head)
+    print("-" * len(head))
+    for t in table:
+        print(f"{t['scenario']:8} {t['setting']:8} {t['mode']:26} {t['tokens_per_second']:7.2f} "
+              f"{f(t['speedup_vs_ar'], '6.2f')} {f(t['acceptance_rate'], '7.0%')} {f(t['mean_accepted'], '8.2f')} "
+              f"{f(t['hit_rate'], '5.0%')} {f(t['python_share'], '5.1%')} {t['exact_vs_ar'] or '-':>6}")
+
+
+def cmd_bench(args: argparse.Namespace) -> int:
+    if args.target and args.draft:
+        target, draft = Path(args.target), Path(args.draft)
+    else:
+        pair = offline.ensure_pair()
+        target, draft = pair.target, pair.draft
+    names = [s.strip().upper() for s in args.scenarios.split(",") if s.strip()]
+    modes = [m.strip() for m in args.modes.split(",") if m.strip()]
+    for m in modes:
+        if m not in MODES:
+            raise EngineError(f"unknown mode {m!r} (use {', '.join(MODES)})")
+    f16 = ensure_f16(target) if any(n in ("B", "C") for n in names) else None
+    prompts = load_prompts(args.prompts)
+    settings = {"greedy": SamplingParams()}
+    if args.sampled:
+        settings["sampled"] = SamplingParams(temperature=0.7, top_p=0.9, seed=args.seed)
+    scs = scenarios(names, target, args.threads or _cores(), f16)
+    total = len(scs) * len(prompts) * len(settings) * len(modes)
+    started = time.strftime("%Y-%m-%dT%H:%M:%S%z")
+    rows: list[Row] = []
+    exact: list[dict[str, Any]] = []
+    with tqdm(total=total, file=sys.stderr, unit="run", dynamic_ncols=True) as bar:
+        for sc in scs:
+            r, e = run_scenario(sc, draft, prompts, modes, settings, args, bar)
+            rows += r
+            exact += e
+            if args.peer:
+                with Engine(EngineConfig(str(sc.target), None, n_ctx=args.ctx, threads=1)) as eng:
+                    texts = [eng.target_model.detokenize(eng.chat_tokens(p["prompt"])) for p in prompts]
+                rows += run_peer(Path(args.peer), sc, draft, texts, args)
+    table = summarise(rows, exact)
+    print_table(table)
+    result = {
+        "command": "python -m engine bench " + " ".join(sys.argv[sys.argv.index("bench") + 1:] if "bench" in sys.argv
+                                                       else []),
+        "started": started, "machine": machine(),
+        "models": {"target": str(target), "draft": str(draft), "f16_target": str(f16) if f16 else None},
+        "settings": {"max_tokens": args.max_tokens, "k": args.k, "fanout": args.fanout, "ctx": args.ctx,
+                     "sampled": {"temperature": 0.7, "top_p": 0.9, "seed": args.seed} if args.sampled else None},
+        "scenarios": [{"name": s.name, "description": s.description, "target": str(s.target), "threads": s.threads,
+                       "draft_threads": s.draft_threads} for s in scs],
+        "table": table, "exactness": exact,
+        "runs": [{"scenario": r.scenario, "setting": r.setting, "mode": r.mode, "runs": r.runs} for r in rows],
+    }
+    out = Path(args.out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(result, indent=1))
+    print(f"wrote {out}")
+    return 0
+
+
+def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    p = sub.add_parser("bench", help="benchmark ar, sd, ssd and auto on the real pair")
+    p.add_argument("--scenarios", default="A,B,C", help="comma list of A, B, C")
+    p.add_argument("--modes", default=",".join(MODES))
+    p.add_argument("--max-tokens", type=int, default=128)
+    p.add_argument("--prompts", type=int, default=None, help="use only the first N prompts of the set")
+    p.add_argument("--no-sampled", dest="sampled", action="store_false", help="skip the sampled setting")
+    p.add_argument("--seed", type=int, default=7)
+    p.add_argument("--k", type=int, default=4)
+    p.add_argument("--fanout", type=int, default=2)
+    p.add_argument("--ctx", type=int, default=2048)
+    p.add_argument("--threads", type=int, default=0, help="cores for 'all cores' scenarios (0 = all)")
+    p.add_argument("--target", help="target GGUF (default: the offline pair)")
+    p.add_argument("--draft", help="draft GGUF (default: the offline pair)")
+    p.add_argument("--peer", help="folder with llama.cpp's llama-completion and llama-speculative-simple")
+    p.add_argument("--out", default=os.path.join("results", "bench.json"))
+    p.set_defaults(func=cmd_bench)

@@ -1,0 +1,50 @@
+"""The auto strategy's cost model: predictions follow the measurements it is fed."""
+
+from __future__ import annotations
+
+from engine.auto import CostModel, Plan
+
+
+def model_with(verify: dict[int, float], draft_token: float, acceptance: float, hit: float) -> CostModel:
+    m = CostModel()
+    for w, t in verify.items():
+        for _ in range(20):
+            m.add_verify(w, t)
+    for _ in range(20):
+        m.draft_token.add(draft_token)
+        m.acceptance.add(acceptance)
+        m.hit.add(hit)
+    return m
+
+
+def test_ar_wins_when_draft_is_slow_and_wrong() -> None:
+    m = model_with({1: 0.1, 5: 0.4}, draft_token=0.08, acceptance=0.1, hit=0.1)
+    plans = [Plan("ar"), Plan("sd", 4), Plan("sd", 2), Plan("sd", 1)]
+    assert max(plans, key=m.rate) == Plan("ar")
+
+
+def test_sd_wins_with_cheap_accurate_draft() -> None:
+    m = model_with({1: 0.1, 2: 0.11, 3: 0.12, 4: 0.13, 5: 0.14}, draft_token=0.01, acceptance=0.8, hit=0.5)
+    best = max([Plan("ar"), *(Plan("sd", k) for k in range(1, 5))], key=m.rate)
+    assert best.mode == "sd" and best.k >= 3
+
+
+def test_ssd_wins_when_tree_fits_and_hits() -> None:
+    m = model_with({1: 0.2, 4: 0.25, 5: 0.26}, draft_token=0.03, acceptance=0.7, hit=0.9)
+    for _ in range(10):
+        m.add_level(8, 0.04)
+    assert m.fits_window(3, 8)
+    assert m.rate(Plan("ssd", 3, 8)) > m.rate(Plan("sd", 3)) > m.rate(Plan("ar"))
+
+
+def test_window_rejects_a_tree_slower_than_verify() -> None:
+    m = model_with({4: 0.1}, draft_token=0.05, acceptance=0.7, hit=0.9)
+    for _ in range(10):
+        m.add_level(8, 0.2)
+    assert not m.fits_window(3, 8)
+
+
+def test_verify_time_interpolates_between_widths() -> None:
+    m = model_with({1: 0.1, 5: 0.5}, draft_token=0.01, acceptance=0.5, hit=0.5)
+    assert abs(m.t_verify(3) - 0.3) < 1e-9
+    assert m.t_verify(7) > m.t_verify(5)
