@@ -66,8 +66,14 @@ class Row:
         return sum(vals) / len(vals) if vals else None
 
 
-def load_prompts(limit: int | None = None) -> list[dict[str, str]]:
+def load_prompts(limit: int | None = None, ids: list[str] | None = None) -> list[dict[str, str]]:
     data: list[dict[str, str]] = json.loads((resources_dir() / "bench_prompts.json").read_text(encoding="utf-8"))
+    if ids:
+        known = {p["id"]: p for p in data}
+        missing = [i for i in ids if i not in known]
+        if missing:
+            raise EngineError(f"unknown prompt id(s): {', '.join(missing)}")
+        data = [known[i] for i in ids]
     return data[:limit] if limit else data
 
 
@@ -248,7 +254,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
         if m not in MODES:
             raise EngineError(f"unknown mode {m!r} (use {', '.join(MODES)})")
     f16 = ensure_f16(target) if any(n in ("B", "C") for n in names) else None
-    prompts = load_prompts(args.prompts)
+    prompts = load_prompts(args.prompts, [i for i in (args.prompt_ids or "").split(",") if i])
     settings = {"greedy": SamplingParams()}
     if args.sampled:
         settings["sampled"] = SamplingParams(temperature=0.7, top_p=0.9, seed=args.seed)
@@ -293,6 +299,7 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p.add_argument("--modes", default=",".join(MODES))
     p.add_argument("--max-tokens", type=int, default=128)
     p.add_argument("--prompts", type=int, default=None, help="use only the first N prompts of the set")
+    p.add_argument("--prompt-ids", help="comma list of prompt ids from resources/bench_prompts.json")
     p.add_argument("--no-sampled", dest="sampled", action="store_false", help="skip the sampled setting")
     p.add_argument("--seed", type=int, default=7)
     p.add_argument("--k", type=int, default=4)
