@@ -39,6 +39,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return run_self_test()
     logging.basicConfig(level=logging.DEBUG if args.verbose else logging.INFO,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    if not args.verbose:  # llama.cpp's own log lines are for --verbose
+        logging.getLogger("engine.llama_cpp").setLevel(logging.WARNING)
     return run_gui()
 
 

@@ -81,6 +81,7 @@ class MainWindow(QMainWindow):
         self._last_stats: LiveStats | None = None
         self._save_pending = False
         self._closed = False
+        self._regenerations = 0
 
         self.host = EngineHost(self)
         w = self.host
@@ -396,6 +397,7 @@ class MainWindow(QMainWindow):
         if not messages or messages[-1].role != "assistant":
             return
         self.history.delete_from(self.conversation_id, messages[-1].id)
+        self._regenerations += 1
         self._start_reply()
 
     def stop(self) -> None:
@@ -437,7 +439,7 @@ class MainWindow(QMainWindow):
         assert self.conversation_id is not None
         system = self.history.conversation(self.conversation_id).system_prompt.strip()
         chat = ([("system", system)] if system else []) + [(m.role, m.content) for m in self._messages()]
-        params = self.settings.generation_params(has_draft=self._has_draft())
+        params = self.settings.generation_params(has_draft=self._has_draft(), seed_offset=self._regenerations)
         placeholder = self.history.add_message(self.conversation_id, "assistant", "", complete=False)
         self._reply_id = placeholder.id
         self._last_stats = None

@@ -81,10 +81,13 @@ class Settings:
         )
 
     def generation_params(self, *, has_draft: bool, greedy: bool = False, mode: str | None = None,
-                          max_tokens: int | None = None) -> GenerationParams:
-        """Generation parameters; ``greedy`` forces temperature 0 (used by "Verify exactness")."""
+                          max_tokens: int | None = None, seed_offset: int = 0) -> GenerationParams:
+        """Generation parameters; ``greedy`` forces temperature 0 (used by "Verify exactness").
+
+        ``seed_offset`` varies the sampler's seed so that Regenerate draws a different reply.
+        """
         sampling = SamplingParams(temperature=0.0 if greedy else self.temperature,
-                                  top_p=1.0 if greedy else self.top_p, seed=self.seed)
+                                  top_p=1.0 if greedy else self.top_p, seed=(self.seed + seed_offset) % 2**32)
         chosen = effective_mode(mode or self.mode, has_draft=has_draft)
         kwargs: dict[str, Any] = {
             "mode": chosen, "max_tokens": max_tokens or self.max_tokens, "sampling": sampling,
