@@ -12,11 +12,8 @@ from PySide6.QtGui import QAction, QCloseEvent, QKeySequence
 from PySide6.QtWidgets import (
     QFileDialog,
     QHBoxLayout,
-    QInputDialog,
     QLabel,
     QLineEdit,
-    QListWidget,
-    QListWidgetItem,
     QMainWindow,
     QMessageBox,
     QProgressBar,
@@ -28,6 +25,7 @@ from PySide6.QtWidgets import (
 )
 
 from .chat_view import ChatView
+from .conversation_panel import ConversationPanel
 from .engine_worker import EngineHost, EngineState, LiveStats, Reply, Verification
 from .history import History, Message
 from .prompt_edit import PromptEdit
@@ -113,30 +111,14 @@ class MainWindow(QMainWindow):
 
     # -- construction -----------------------------------------------------------------------------
     def _build_ui(self) -> None:
-        left = QWidget()
-        lv = QVBoxLayout(left)
-        lv.setContentsMargins(6, 6, 6, 6)
-        self.new_button = QPushButton("New chat")
-        self.new_button.clicked.connect(lambda: self.new_conversation())
-        self.search_edit = QLineEdit()
-        self.search_edit.setPlaceholderText("Search conversations")
-        self.search_edit.setClearButtonEnabled(True)
-        self.search_edit.textChanged.connect(self.refresh_conversations)
-        self.conversation_list = QListWidget()
-        self.conversation_list.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
-        self.conversation_list.setTextElideMode(Qt.TextElideMode.ElideRight)
-        self.conversation_list.currentItemChanged.connect(self._on_current_item_changed)
-        row = QHBoxLayout()
-        self.rename_button = QPushButton("Rename")
-        self.rename_button.clicked.connect(self._on_rename_clicked)
-        self.delete_button = QPushButton("Delete")
-        self.delete_button.clicked.connect(self._on_delete_clicked)
-        row.addWidget(self.rename_button)
-        row.addWidget(self.delete_button)
-        lv.addWidget(self.new_button)
-        lv.addWidget(self.search_edit)
-        lv.addWidget(self.conversation_list, 1)
-        lv.addLayout(row)
+        self.panel = ConversationPanel()
+        self.panel.selected.connect(self.open_conversation)
+        self.panel.new_requested.connect(lambda: self.new_conversation())
+        self.panel.rename_requested.connect(self.rename_conversation)
+        self.panel.delete_requested.connect(self.delete_conversation)
+        self.panel.search_changed.connect(self.refresh_conversations)
+        self.conversation_list = self.panel.list
+        self.search_edit = self.panel.search_edit
 
         right = QWidget()
         rv = QVBoxLayout(right)
@@ -186,7 +168,7 @@ class MainWindow(QMainWindow):
         rv.addLayout(bottom)
 
         self.splitter = QSplitter()
-        self.splitter.addWidget(left)
+        self.splitter.addWidget(self.panel)
         self.splitter.addWidget(right)
         self.splitter.setStretchFactor(1, 1)
         self.splitter.setSizes([260, 1000])
@@ -303,16 +285,7 @@ class MainWindow(QMainWindow):
     # -- conversations ----------------------------------------------------------------------------
     def refresh_conversations(self) -> None:
         """Reload the list (filtered by the search box), keeping the selection."""
-        current = self.conversation_id
-        self.conversation_list.blockSignals(True)
-        self.conversation_list.clear()
-        for conv in self.history.conversations(self.search_edit.text().strip()):
-            item = QListWidgetItem(conv.title)
-            item.setData(Qt.ItemDataRole.UserRole, conv.id)
-            self.conversation_list.addItem(item)
-            if conv.id == current:
-                self.conversation_list.setCurrentItem(item)
-        self.conversation_list.blockSignals(False)
+        self.panel.show_conversations(self.history.conversations(self.panel.search_text()), self.conversation_id)
 
     def new_conversation(self, system_prompt: str = "") -> int:
         """Create and open an empty conversation."""
@@ -551,8 +524,7 @@ class MainWindow(QMainWindow):
         self.stop_button.setEnabled(generating)
         self.regen_button.setEnabled(ready and bool(messages) and messages[-1].role == "assistant")
         self.verify_action.setEnabled(ready and self._has_draft())
-        for widget in (self.conversation_list, self.new_button, self.rename_button, self.delete_button,
-                       self.system_edit, self.new_action):
+        for widget in (self.panel, self.system_edit, self.new_action):
             widget.setEnabled(not generating)
         self.manager_action.setEnabled(not generating and s != EngineState.LOADING)
         if ready and self.pair is not None:
@@ -560,25 +532,6 @@ class MainWindow(QMainWindow):
             self.setWindowTitle(f"ssd-chat — {self.pair.name} — {mode}")
 
     # -- slots for widgets ------------------------------------------------------------------------
-    def _on_current_item_changed(self, item: QListWidgetItem | None, _prev: QListWidgetItem | None) -> None:
-        self.open_conversation(int(item.data(Qt.ItemDataRole.UserRole)) if item is not None else None)
-
-    def _on_rename_clicked(self) -> None:
-        if self.conversation_id is None:
-            return
-        title, ok = QInputDialog.getText(self, "Rename chat", "Title",
-                                         text=self.history.conversation(self.conversation_id).title)
-        if ok:
-            self.rename_conversation(self.conversation_id, title)
-
-    def _on_delete_clicked(self) -> None:
-        if self.conversation_id is None:
-            return
-        title = self.history.conversation(self.conversation_id).title
-        answer = QMessageBox.question(self, "Delete chat", f"Delete “{title}” and all its messages?")
-        if answer == QMessageBox.StandardButton.Yes:
-            self.delete_conversation(self.conversation_id)
-
     def _on_system_edited(self) -> None:
         if self.conversation_id is not None:
             self.history.set_system_prompt(self.conversation_id, self.system_edit.text())

@@ -5,7 +5,9 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
 from PySide6.QtCore import Qt
+from PySide6.QtWidgets import QInputDialog, QMessageBox
 from pytestqt.qtbot import QtBot
 
 from app.engine_worker import EngineState
@@ -149,7 +151,12 @@ def test_enter_sends_shift_enter_newlines_regenerate_and_edit(
 
 
 def test_conversation_list_rename_delete_search_export(
-    qtbot: QtBot, data_dir: Path, tiny: TinyPair, tmp_path: Path, closing: list[MainWindow]
+    qtbot: QtBot,
+    data_dir: Path,
+    tiny: TinyPair,
+    tmp_path: Path,
+    closing: list[MainWindow],
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     w = open_window(qtbot, tiny_pair(tiny), fast_settings(max_tokens=6))
     closing.append(w)
@@ -159,7 +166,11 @@ def test_conversation_list_rename_delete_search_export(
     w.new_conversation()
     send(qtbot, w, "about pears")
     assert w.conversation_list.count() == 2
-    w.rename_conversation(first, "Fruit 1")
+    monkeypatch.setattr(QInputDialog, "getText", lambda *a, **k: ("Fruit 1", True))
+    monkeypatch.setattr(QMessageBox, "question", lambda *a, **k: QMessageBox.StandardButton.Yes)
+    w.open_conversation(first)
+    w.refresh_conversations()
+    w.panel.rename_button.click()
     w.search_edit.setText("apples")
     assert [w.conversation_list.item(i).text() for i in range(w.conversation_list.count())] == ["Fruit 1"]
     w.search_edit.setText("")
@@ -169,13 +180,11 @@ def test_conversation_list_rename_delete_search_export(
     assert (tmp_path / "c.md").read_text().startswith("# Fruit 1")
     data = json.loads((tmp_path / "c.json").read_text())
     assert data["messages"][0]["content"] == "about apples" and data["messages"][1]["stats"]["mode"] == "ssd"
-    w.delete_conversation(first)
+    w.panel.delete_button.click()
     assert w.conversation_list.count() == 1 and w.conversation_id is None
 
 
-def test_verify_exactness_and_tint(
-    qtbot: QtBot, data_dir: Path, tiny: TinyPair, closing: list[MainWindow]
-) -> None:
+def test_verify_exactness_and_tint(qtbot: QtBot, data_dir: Path, tiny: TinyPair, closing: list[MainWindow]) -> None:
     w = open_window(qtbot, tiny_pair(tiny), fast_settings(max_tokens=16))
     closing.append(w)
     w.prompt_edit.setPlainText("check me")
