@@ -16,6 +16,9 @@ from engine.tinymodel import TinyPair
 
 TIMEOUT_MS = 20000
 
+# Qt warnings fail the app tests; the offscreen platform's size-hint notice is the one exception.
+QT_STRICT = [pytest.mark.qt_log_level_fail("WARNING"), pytest.mark.qt_log_ignore("propagateSizeHints")]
+
 
 def corrupt_model(path: Path) -> Path:
     """A file with the GGUF magic followed by garbage: passes the magic check, fails in llama.cpp."""
@@ -43,7 +46,7 @@ def open_window(qtbot: QtBot, pair: ActivePair | None, settings: Settings | None
     if settings is not None:
         window.apply_settings(settings)
     if pair is not None:
-        with qtbot.waitSignal(window.host.worker.model_loaded, timeout=TIMEOUT_MS):
+        with qtbot.waitSignal(window.host.model_loaded, timeout=TIMEOUT_MS):
             window.activate_pair(pair)
         qtbot.waitUntil(lambda: window.state == EngineState.READY, timeout=TIMEOUT_MS)
     return window

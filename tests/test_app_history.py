@@ -14,9 +14,7 @@ def test_conversations_messages_and_search(data_dir: Path) -> None:
     b = h.create_conversation("Pasta")
     h.add_message(a.id, "user", "what is 'a?")
     reply = h.add_message(a.id, "assistant", "", complete=False)
-    h.update_message(
-        reply.id, "A lifetime.", stats={"mode": "ssd", "new_tokens": 3}, runs=[(2, True), (9, False)]
-    )
+    h.update_message(reply.id, "A lifetime.", stats={"mode": "ssd", "new_tokens": 3}, runs=[(2, True), (9, False)])
     h.add_message(b.id, "user", "carbonara 100%")
     assert [c.title for c in h.conversations("lifetime")] == ["Rust lifetimes"]
     assert [c.title for c in h.conversations("100%")] == ["Pasta"]
@@ -49,7 +47,4 @@ def test_exports(data_dir: Path) -> None:
     assert "hit rate 50%" in md
     data = h.export_json(c.id)
     assert data["system_prompt"] == "You are terse." and data["messages"][1]["stats"]["mode"] == "ssd"
-    assert (
-        stats_summary({"mode": "ar", "new_tokens": 2, "finish_reason": "stopped"})
-        == "ar · 2 tokens · stopped"
-    )
+    assert stats_summary({"mode": "ar", "new_tokens": 2, "finish_reason": "stopped"}) == "ar · 2 tokens · stopped"

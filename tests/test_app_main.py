@@ -14,7 +14,9 @@ from app import crash
 from app.__main__ import early_check, main, parse_args
 from app.main_window import MainWindow
 from engine import offline
-from tests.app_helpers import closing, fast_settings, open_window, send
+from tests.app_helpers import QT_STRICT, closing, fast_settings, open_window, send
+
+pytestmark = QT_STRICT
 
 __all__ = ["closing"]
 

@@ -16,7 +16,9 @@ from engine.catalog import PairSpec, load_catalog
 from engine.hub import DownloadCancelled, DownloadProgress
 from engine.store import InstalledPair, ModelStore
 from engine.tinymodel import TinyPair
-from tests.app_helpers import TIMEOUT_MS
+from tests.app_helpers import QT_STRICT, TIMEOUT_MS
+
+pytestmark = QT_STRICT
 
 GB = 1_000_000_000
 
@@ -53,9 +55,7 @@ def test_import_refuses_an_incompatible_pair_then_imports_and_activates(
 ) -> None:
     dialog = manager(qtbot)
     assert dialog.import_files(tiny.target, tiny.small_draft) is None
-    assert (
-        dialog.message.text().startswith("Cannot import:") and "cannot be the draft" in dialog.message.text()
-    )
+    assert dialog.message.text().startswith("Cannot import:") and "cannot be the draft" in dialog.message.text()
     pair = dialog.import_files(tiny.target, tiny.draft_related)
     assert pair is not None and dialog.installed_table.rowCount() == 1
     dialog.installed_table.selectRow(0)
@@ -63,10 +63,7 @@ def test_import_refuses_an_incompatible_pair_then_imports_and_activates(
     with qtbot.waitSignal(dialog.pair_activated, timeout=TIMEOUT_MS) as blocker:
         dialog.use_button.click()
     active: ActivePair = blocker.args[0]  # type: ignore[index]
-    assert (
-        Path(active.target) == tiny.target.resolve()
-        and Path(str(active.draft)) == tiny.draft_related.resolve()
-    )
+    assert Path(active.target) == tiny.target.resolve() and Path(str(active.draft)) == tiny.draft_related.resolve()
     assert dialog.installed_table.item(0, 0).text() == "●"
     dialog.close()
 
@@ -76,9 +73,7 @@ def test_download_progress_cancel_and_resume(
 ) -> None:
     calls: list[int] = []
 
-    def fake_download(
-        spec: PairSpec, store: ModelStore, *, progress: object, cancel: threading.Event
-    ) -> InstalledPair:
+    def fake_download(spec: PairSpec, store: ModelStore, *, progress: object, cancel: threading.Event) -> InstalledPair:
         calls.append(1)
         report = progress  # type: ignore[assignment]
         if len(calls) == 1:

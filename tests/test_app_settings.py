@@ -10,6 +10,9 @@ from pytestqt.qtbot import QtBot
 from app.settings import Settings, effective_mode
 from app.settings_dialog import SettingsDialog
 from app.settings_store import ActivePair, SettingsStore
+from tests.app_helpers import QT_STRICT
+
+pytestmark = QT_STRICT
 
 
 def test_defaults_are_valid_and_bad_values_are_named() -> None:

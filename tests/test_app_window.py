@@ -15,7 +15,9 @@ from app.history import History
 from app.main_window import MainWindow
 from app.settings_store import ActivePair
 from engine.tinymodel import TinyPair
-from tests.app_helpers import TIMEOUT_MS, closing, corrupt_model, fast_settings, open_window, send, tiny_pair
+from tests.app_helpers import QT_STRICT, TIMEOUT_MS, closing, corrupt_model, fast_settings, open_window, send, tiny_pair
+
+pytestmark = QT_STRICT
 
 __all__ = ["closing"]
 

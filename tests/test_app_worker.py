@@ -13,7 +13,9 @@ from pytestqt.qtbot import QtBot
 from app.engine_worker import EngineHost, EngineState, LiveStats, Reply
 from engine import EngineConfig, GenerationParams, SamplingParams
 from engine.tinymodel import TinyPair
-from tests.app_helpers import TIMEOUT_MS, corrupt_model
+from tests.app_helpers import QT_STRICT, TIMEOUT_MS, corrupt_model
+
+pytestmark = QT_STRICT
 
 GREEDY = SamplingParams(temperature=0.0)
 CHAT = [("user", "Hello there")]
@@ -27,9 +29,7 @@ def host() -> Iterator[EngineHost]:
 
 
 def load(qtbot: QtBot, host: EngineHost, target: Path, draft: Path | None, **kw: Any) -> None:
-    with qtbot.waitSignal(
-        host.state_changed, timeout=TIMEOUT_MS, check_params_cb=lambda s: s == EngineState.READY
-    ):
+    with qtbot.waitSignal(host.state_changed, timeout=TIMEOUT_MS, check_params_cb=lambda s: s == EngineState.READY):
         host.load(EngineConfig(str(target), str(draft) if draft else None, **kw), "tiny")
 
 
@@ -139,9 +139,7 @@ def test_corrupt_model_fails_readably_and_worker_stays_usable(
         host.generate(CHAT, GenerationParams(mode="ar", max_tokens=2, sampling=GREEDY))
 
 
-def test_engine_error_mid_request_is_started_then_failed(
-    qtbot: QtBot, host: EngineHost, tiny: TinyPair
-) -> None:
+def test_engine_error_mid_request_is_started_then_failed(qtbot: QtBot, host: EngineHost, tiny: TinyPair) -> None:
     load(qtbot, host, tiny.target, None, n_ctx=64)
     w = host
     long_chat = [("user", "word " * 2000)]
@@ -169,9 +167,7 @@ def test_stop_mid_reply_takes_effect_within_one_round(qtbot: QtBot, host: Engine
     host.worker.token_generated.connect(on_token, Qt.ConnectionType.DirectConnection)
     params = GenerationParams(mode="sd", max_tokens=900, sampling=GREEDY, k=k)
     rec = Recorder(host)
-    with qtbot.waitSignals(
-        [host.generation_started, host.generation_finished], order="strict", timeout=TIMEOUT_MS
-    ):
+    with qtbot.waitSignals([host.generation_started, host.generation_finished], order="strict", timeout=TIMEOUT_MS):
         host.generate(CHAT, params)
     reply: Reply = next(args[0] for n, args in rec.events if n == "generation_finished")
     assert reply.stats["finish_reason"] == "stopped"
