@@ -43,10 +43,12 @@ class ModelManagerDialog(QDialog):
     Signals:
         pair_activated(ActivePair): the user chose the pair to chat with.
         download_requested(PairSpec): queued to the download worker.
+        verify_requested(): queued to the download worker (checksums read every file).
     """
 
     pair_activated = Signal(object)
     download_requested = Signal(object)
+    verify_requested = Signal()
 
     def __init__(self, parent: QWidget | None = None, *, active: ActivePair | None = None,
                  store: ModelStore | None = None, catalog: list[PairSpec] | None = None,
@@ -119,7 +121,10 @@ class ModelManagerDialog(QDialog):
         self.worker.downloaded.connect(self._on_downloaded)
         self.worker.cancelled.connect(self._on_cancelled)
         self.worker.failed.connect(self._on_download_failed)
+        self.worker.verified.connect(self._on_verified)
         self.download_requested.connect(self.worker.download)
+        self.verify_requested.connect(self.worker.verify)
+        self.verifying = False
         self.download_thread = start_thread(self.worker, "downloads")
         self.installed_table.itemSelectionChanged.connect(self._update_buttons)
         self.catalog_table.itemSelectionChanged.connect(self._update_buttons)
@@ -235,7 +240,14 @@ class ModelManagerDialog(QDialog):
         self.refresh()
 
     def _on_verify_clicked(self) -> None:
-        results = self.store.verify()
+        self.verifying = True
+        self.show_message("Checking sizes, checksums and vocabularies…")
+        self._update_buttons()
+        self.verify_requested.emit()
+
+    def _on_verified(self, results: list[tuple[str, bool, str]]) -> None:
+        self.verifying = False
+        self._update_buttons()
         bad = [f"{pid}: {msg}" for pid, ok, msg in results if not ok]
         if bad:
             self.show_message("Problems: " + "; ".join(bad), error=True)
@@ -275,6 +287,7 @@ class ModelManagerDialog(QDialog):
         if self.downloading is not None:
             self.status[self.downloading.id] = "failed"
         self.downloading = None
+        self.verifying = False
         self.show_message(message, error=True)
         self.refresh()
 
@@ -285,6 +298,7 @@ class ModelManagerDialog(QDialog):
         installed = spec is not None and any(p.id == spec.id for p in self.installed)
         self.download_button.setEnabled(spec is not None and self.downloading is None and not installed)
         self.cancel_button.setEnabled(self.downloading is not None)
+        self.verify_button.setEnabled(self.downloading is None and not self.verifying)
 
     def closeEvent(self, event: QCloseEvent) -> None:
         """Cancel a running download and join the download thread."""

@@ -15,18 +15,20 @@ log = logging.getLogger(__name__)
 
 
 class DownloadWorker(QObject):
-    """Downloads one catalog pair at a time; calling :meth:`download` again resumes a cancelled one.
+    """Slow model-store jobs: downloads (calling :meth:`download` again resumes) and checksum checks.
 
     Signals:
         progressed(DownloadProgress): both files counted together; ``filename`` is the current one.
         downloaded(InstalledPair): the pair is installed.
         cancelled(str): the download was cancelled (payload: pair id); partial files are kept.
+        verified(list): ``(pair_id, ok, message)`` for every installed pair.
         failed(str): a readable error.
     """
 
     progressed = Signal(object)
     downloaded = Signal(object)
     cancelled = Signal(str)
+    verified = Signal(list)
     failed = Signal(str)
 
     def __init__(self, store: ModelStore) -> None:
@@ -56,6 +58,21 @@ class DownloadWorker(QObject):
             self.failed.emit(f"Downloading {spec.name} failed: {type(exc).__name__}: {exc}")
             return
         self.downloaded.emit(pair)
+
+
+    @Slot()
+    def verify(self) -> None:
+        """Check sizes, checksums and vocabularies of every installed pair (reads every file)."""
+        try:
+            results = self._store.verify()
+        except EngineError as exc:
+            self.failed.emit(f"Verifying the model files failed: {exc}")
+            return
+        except Exception as exc:  # worker boundary
+            log.exception("verify failed")
+            self.failed.emit(f"Verifying the model files failed: {type(exc).__name__}: {exc}")
+            return
+        self.verified.emit(results)
 
 
 class OfflineSetupWorker(QObject):

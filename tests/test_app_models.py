@@ -65,6 +65,10 @@ def test_import_refuses_an_incompatible_pair_then_imports_and_activates(
     active: ActivePair = blocker.args[0]  # type: ignore[index]
     assert Path(active.target) == tiny.target.resolve() and Path(str(active.draft)) == tiny.draft_related.resolve()
     assert dialog.installed_table.item(0, 0).text() == "●"
+    dialog.verify_button.click()
+    assert not dialog.verify_button.isEnabled()
+    qtbot.waitUntil(lambda: "intact" in dialog.message.text(), timeout=TIMEOUT_MS)
+    assert dialog.verify_button.isEnabled()
     dialog.close()
 
 
