@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 
 from .drafter import Draft, Drafter
 from .fanout import uniform
-from .strategies import RoundResult, SSDOptions, Target
+from .strategies import RoundResult, SSDOptions, Target, served_round
 from .verify import Verdict
 from .worker import DraftWorker, Request
 
@@ -207,19 +207,14 @@ class AutoStrategy:
             backup=self.opts.backup if ssd else "jit",
             early_stop=self.opts.early_stop,
         )
-        t0 = time.perf_counter()
-        self.worker.request(req)
-        d = self.worker.reply()
-        t1 = time.perf_counter()
-        v = self.target.verify(d)
-        t2 = time.perf_counter()
+        d, v, wait, verify = served_round(self.target, self.worker, req)
         forced = self.last_accepted < 0
-        self._learn(plan, d, v, t1 - t0, t2 - t1, forced)
+        self._learn(plan, d, v, wait, verify, forced)
         self.last_accepted = v.accepted if ssd else -1
         return RoundResult(
             v.tokens(d.tokens), plan.mode, len(d.tokens), v.accepted,
             hit=(d.hit if ssd and not forced else None), backup=d.backup if ssd else None,
-            verify_s=t2 - t1, draft_s=t1 - t0,
+            verify_s=verify, draft_s=wait,
         )
 
     def _learn(self, plan: Plan, d: Draft, v: Verdict, wait: float, verify: float, forced: bool) -> None:

@@ -290,19 +290,6 @@ class Engine:
     ) -> Iterator[TokenEvent]:
         if not self._lock.acquire(timeout=5.0):
             raise EngineError("another generation is still running on this engine; stop it first")
-        try:
-            yield from self._run_locked(prompt, params, stop, stats, tokens)
-        finally:
-            self._lock.release()
-
-    def _run_locked(
-        self,
-        prompt: list[int],
-        params: GenerationParams,
-        stop: threading.Event,
-        stats: GenerationStats,
-        tokens: list[int],
-    ) -> Iterator[TokenEvent]:
         model = self.target_model
         decoder = codecs.getincrementaldecoder("utf-8")("replace")
         t0 = time.perf_counter()
@@ -349,8 +336,12 @@ class Engine:
                 raise ContextFullError(str(exc)) from exc
             raise
         finally:
+            try:
+                if strategy is not None:
+                    strategy.close()  # joins the draft thread
+            finally:
+                self._lock.release()
             if strategy is not None:
-                strategy.close()
                 stats.mode_switches = list(getattr(strategy, "switches", []))
                 tree = getattr(getattr(strategy, "worker", None), "tree_stats", None)
                 if tree:

@@ -85,6 +85,16 @@ class Target:
         return verify_sampled(draft.tokens, draft.q or [], rows, self.params, self.rng, self.model.is_eog)
 
 
+def served_round(target: Target, worker: DraftWorker, req: Request) -> tuple[Draft, Verdict, float, float]:
+    """Ask the draft thread for this round's draft, verify it; return it with (wait, verify) seconds."""
+    t0 = time.perf_counter()
+    worker.request(req)
+    d = worker.reply()
+    t1 = time.perf_counter()
+    v = target.verify(d)
+    return d, v, t1 - t0, time.perf_counter() - t1
+
+
 class Strategy(Protocol):
     name: str
 
@@ -180,12 +190,7 @@ class SSDStrategy:
             backup="jit" if sd_round else self.opts.backup,
             early_stop=self.opts.early_stop,
         )
-        t0 = time.perf_counter()
-        self.worker.request(req)
-        d = self.worker.reply()
-        t1 = time.perf_counter()
-        v = self.target.verify(d)
-        t2 = time.perf_counter()
+        d, v, wait, verify = served_round(self.target, self.worker, req)
         if d.tokens:
             rate = v.accepted / len(d.tokens)
             self.acceptance = 0.9 * self.acceptance + 0.1 * rate
@@ -209,8 +214,8 @@ class SSDStrategy:
             v.accepted,
             hit=hit,
             backup=d.backup,
-            verify_s=t2 - t1,
-            draft_s=t1 - t0,
+            verify_s=verify,
+            draft_s=wait,
         )
 
     def _track_fallback(self, d: Draft, v: Verdict) -> None:
