@@ -61,21 +61,26 @@ class CostModel:
     """Live timings and rates; predictions for any plan."""
 
     verify: dict[int, Ema] = field(default_factory=dict)  # seconds by batch width
+    verify_split: dict[int, Ema] = field(default_factory=dict)  # the same with ssd's split threads
     draft_token: Ema = field(default_factory=Ema)  # seconds per sequential draft token
     level: dict[int, Ema] = field(default_factory=dict)  # seconds per tree level by width
     acceptance: Ema = field(default_factory=lambda: Ema(0.15))
     hit: Ema = field(default_factory=lambda: Ema(0.2))
     ssd_slowdown: Ema = field(default_factory=lambda: Ema(0.3))  # measured / predicted ssd round time
+    split: bool = False  # ssd rounds run with split threads
 
-    def add_verify(self, width: int, seconds: float) -> None:
-        self.verify.setdefault(width, Ema()).add(seconds)
+    def add_verify(self, width: int, seconds: float, split: bool = False) -> None:
+        (self.verify_split if split else self.verify).setdefault(width, Ema()).add(seconds)
 
     def add_level(self, width: int, seconds: float) -> None:
         self.level.setdefault(width, Ema()).add(seconds)
 
-    def t_verify(self, width: int) -> float:
-        known = sorted((w, e.get(0.0)) for w, e in self.verify.items() if e.value is not None)
+    def t_verify(self, width: int, split: bool = False) -> float:
+        table = self.verify_split if split else self.verify
+        known = sorted((w, e.get(0.0)) for w, e in table.items() if e.value is not None)
         if not known:
+            if split and self.verify:  # not measured yet: assume fewer threads cost 50 % more
+                return 1.5 * self.t_verify(width)
             return 0.05 * (1 + 0.3 * (width - 1))
         for w, t in known:
             if w == width:
@@ -117,15 +122,17 @@ class CostModel:
         if plan.mode == "sd":
             return sd_time
         p = self.hit.get(0.5)
-        hit_time = max(self.t_verify(plan.k + 1), self.tree_time(plan.k, plan.budget))
-        return (p * hit_time + (1 - p) * sd_time) * self.ssd_slowdown.get(1.0)
+        verify = self.t_verify(plan.k + 1, self.split)
+        miss_time = plan.k * self.draft_token.get(0.02) + verify
+        hit_time = max(verify, self.tree_time(plan.k, plan.budget))
+        return (p * hit_time + (1 - p) * miss_time) * self.ssd_slowdown.get(1.0)
 
     def rate(self, plan: Plan) -> float:
         tokens = 1.0 if plan.mode == "ar" else self.expected_tokens(plan.k)
         return tokens / self.round_time(plan)
 
     def fits_window(self, k: int, budget: int) -> bool:
-        return self.tree_time(k, budget) <= WINDOW_MARGIN * self.t_verify(k + 1)
+        return self.tree_time(k, budget) <= WINDOW_MARGIN * self.t_verify(k + 1, self.split)
 
 
 class AutoStrategy:
@@ -141,7 +148,8 @@ class AutoStrategy:
         self.k_max = max(opts.k, k_max) if adaptive else opts.k
         self.max_branches = drafter.max_branches
         self.worker = DraftWorker(drafter)
-        self.model = CostModel()
+        self.threads = opts.threads
+        self.model = CostModel(split=bool(opts.threads and opts.threads.split))
         self.plan = Plan("sd", opts.k)
         self.held = 0
         self.rounds = 0
@@ -156,8 +164,8 @@ class AutoStrategy:
         plans = [Plan("ar")]
         for k in ks:
             plans.append(Plan("sd", k))
-            for f in (1, 2, 3):
-                budget = min(self.max_branches, f * (k + 1))
+            for budget in sorted({1, 2, k + 1, 2 * (k + 1), 3 * (k + 1)}):
+                budget = min(self.max_branches, budget)
                 if self.model.fits_window(k, budget):
                     plans.append(Plan("ssd", k, budget))
         return plans
@@ -189,6 +197,13 @@ class AutoStrategy:
         plan = self.choose()
         self.held += 1
         self.rounds += 1
+        t_threads, d_threads = 0, 0
+        if self.threads is not None:
+            if plan.mode == "ssd":
+                t_threads, d_threads = self.threads.concurrent()
+            else:
+                t_threads, d_threads = self.threads.target, self.threads.draft
+            self.target.set_threads(t_threads)
         if plan.mode == "ar":
             t0 = time.perf_counter()
             v = self.target.verify(Draft([], None))
@@ -206,6 +221,7 @@ class AutoStrategy:
             acceptance=self.model.acceptance.get(0.6),
             backup=self.opts.backup if ssd else "jit",
             early_stop=self.opts.early_stop,
+            draft_threads=d_threads,
         )
         d, v, wait, verify = served_round(self.target, self.worker, req)
         forced = self.last_accepted < 0
@@ -220,10 +236,11 @@ class AutoStrategy:
     def _learn(self, plan: Plan, d: Draft, v: Verdict, wait: float, verify: float, forced: bool) -> None:
         m = self.model
         n = len(d.tokens)
-        m.add_verify(n + 1, verify)
+        split = m.split and plan.mode == "ssd"
+        m.add_verify(n + 1, verify, split)
         if n:
             m.acceptance.add(v.accepted / n)
-        if d.backup == "jit" and n:
+        if d.backup == "jit" and n and not split:
             m.draft_token.add(d.serve_s / n)
         trees = self.worker.tree_stats
         for ts in trees[self._tree_seen :]:
@@ -246,3 +263,6 @@ class AutoStrategy:
 
     def close(self) -> None:
         self.worker.close()
+        if self.threads is not None:
+            self.target.set_threads(self.threads.target)
+            self.worker.drafter.set_threads(self.threads.draft)

@@ -153,7 +153,7 @@ def run_scenario(
                 for m in order:
                     bar.set_description(f"{sc.name} {pr['id']} {st} {m}")
                     params = GenerationParams(mode=m, max_tokens=args.max_tokens, sampling=sampling, k=args.k,
-                                              fanout=args.fanout)
+                                              fanout=args.fanout, budget=args.budget, geometric=args.geometric)
                     gen = eng.generate(toks, params).run()
                     results[m] = gen.tokens
                     rows[(st, m)].runs.append(_record(gen.stats, gen.tokens, pr["id"], m))
@@ -279,7 +279,8 @@ def cmd_bench(args: argparse.Namespace) -> int:
                                                        else []),
         "started": started, "machine": machine(),
         "models": {"target": str(target), "draft": str(draft), "f16_target": str(f16) if f16 else None},
-        "settings": {"max_tokens": args.max_tokens, "k": args.k, "fanout": args.fanout, "ctx": args.ctx,
+        "settings": {"max_tokens": args.max_tokens, "k": args.k, "fanout": args.fanout, "budget": args.budget,
+                     "geometric": args.geometric, "ctx": args.ctx,
                      "sampled": {"temperature": 0.7, "top_p": 0.9, "seed": args.seed} if args.sampled else None},
         "scenarios": [{"name": s.name, "description": s.description, "target": str(s.target), "threads": s.threads,
                        "draft_threads": s.draft_threads} for s in scs],
@@ -304,6 +305,8 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p.add_argument("--seed", type=int, default=7)
     p.add_argument("--k", type=int, default=3, help="draft length for sd, ssd and the peer (auto picks its own)")
     p.add_argument("--fanout", type=int, default=1, help="ssd candidates per outcome position (CPU trees are costly)")
+    p.add_argument("--budget", type=int, default=0, help="ssd tree branches per round (0 = fanout x (K+1))")
+    p.add_argument("--geometric", action="store_true", help="geometric fan-out allocation for ssd")
     p.add_argument("--ctx", type=int, default=2048)
     p.add_argument("--threads", type=int, default=0, help="cores for 'all cores' scenarios (0 = all)")
     p.add_argument("--target", help="target GGUF (default: the offline pair)")

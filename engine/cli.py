@@ -37,6 +37,7 @@ def _add_generate(sub: argparse._SubParsersAction) -> None:  # type: ignore[type
     p.add_argument("--k", type=int, default=4, help="draft length K")
     p.add_argument("--fanout", type=int, default=2, help="pre-speculated candidates per outcome position")
     p.add_argument("--geometric", action="store_true", help="geometric (Saguaro) fan-out allocation")
+    p.add_argument("--budget", type=int, default=0, help="ssd tree branches per round (0 = fanout x (K+1))")
     p.add_argument("--backup", choices=["jit", "ngram"], default="jit", help="speculator used on a cache miss")
     p.add_argument("--miss-limit", type=int, default=3, help="consecutive misses before rolling back to sd")
     p.add_argument("--ctx", type=int, default=4096, help="context length")
@@ -55,7 +56,7 @@ def cmd_generate(args: argparse.Namespace) -> int:
     sampling = SamplingParams(args.temperature, args.top_k, args.top_p, args.min_p, args.seed)
     params = GenerationParams(
         mode=args.mode, max_tokens=args.max_tokens, sampling=sampling, k=args.k, fanout=args.fanout,
-        geometric=args.geometric, backup=args.backup, miss_limit=args.miss_limit,
+        geometric=args.geometric, backup=args.backup, miss_limit=args.miss_limit, budget=args.budget,
     )
     if args.mode != "ar" and not args.draft:
         raise EngineError(f"--mode {args.mode} needs --draft")

@@ -98,12 +98,18 @@ class Drafter:
         self.params = SamplingParams()
         self.rng = np.random.default_rng(0)
         self.top_count = 4
+        self._threads = ctx.params.n_threads
 
     def configure(self, params: SamplingParams, rng: np.random.Generator, top_count: int) -> None:
         self.params = params
         self.rng = rng
         self.top_count = max(2, top_count)
         self.drop_tree()
+
+    def set_threads(self, n: int) -> None:
+        if n != self._threads:
+            self.ctx.set_threads(n, n)
+            self._threads = n
 
     def pick(self, row: npt.NDArray[np.float32]) -> tuple[int, Dist | None]:
         if self.params.greedy:

@@ -20,7 +20,7 @@ from .backend import Context, ContextParams, Model
 from .drafter import Drafter
 from .errors import ContextFullError, DecodeError, EngineError, ParameterError
 from .sampling import SamplingParams
-from .strategies import ARStrategy, RoundResult, SDStrategy, SSDOptions, SSDStrategy, Strategy, Target
+from .strategies import ARStrategy, RoundResult, SDStrategy, SSDOptions, SSDStrategy, Strategy, Target, Threads
 from .vocab import check_compatible
 
 log = logging.getLogger(__name__)
@@ -69,6 +69,7 @@ class GenerationParams:
     miss_limit: int = 3
     early_stop: bool = True
     adaptive: bool = True  # auto: choose K per round (dynamic draft length)
+    budget: int = 0  # ssd tree branches per round (0 = fanout * (K + 1))
 
     def __post_init__(self) -> None:
         if self.mode not in MODES:
@@ -81,6 +82,8 @@ class GenerationParams:
             raise ParameterError(f"fan-out must be between 0 and 16, got {self.fanout}")
         if self.backup not in ("jit", "ngram"):
             raise ParameterError(f"backup must be 'jit' or 'ngram', got {self.backup!r}")
+        if not 0 <= self.budget <= MAX_BRANCHES:
+            raise ParameterError(f"tree budget must be between 0 and {MAX_BRANCHES}, got {self.budget}")
         if self.miss_limit < 1:
             raise ParameterError(f"miss limit must be >= 1, got {self.miss_limit}")
 
@@ -208,6 +211,11 @@ class Engine:
                     n_threads=dthreads, n_threads_batch=dthreads, flash_attn=cfg.flash_attn))
             )
             self.drafter = Drafter(dctx, self.draft_model.is_eog, cfg.max_branches)
+        split = None
+        if cfg.gpu_layers == 0 and cfg.draft_gpu_layers == 0 and threads + dthreads > cores:
+            d = max(1, cores // 4)
+            split = (max(1, cores - d), d)
+        self.threads = Threads(threads, dthreads, split)
         self.n_ctx = self.target_ctx.n_ctx
 
     def close(self) -> None:
@@ -269,11 +277,12 @@ class Engine:
         k = min(params.k, MAX_K)
         seed = params.sampling.seed
         self.drafter.configure(params.sampling, np.random.default_rng([seed, 1]),
-                               top_count=params.fanout + 2)
+                               top_count=max(params.fanout + 2, 6))
         if params.mode == "sd":
             return SDStrategy(self.target, self.drafter, k)
         opts = SSDOptions(k=k, fanout=params.fanout, geometric=params.geometric, backup=params.backup,
-                          miss_limit=params.miss_limit, early_stop=params.early_stop)
+                          miss_limit=params.miss_limit, early_stop=params.early_stop, budget=params.budget,
+                          threads=self.threads)
         if params.mode == "auto":
             from .auto import AutoStrategy
 

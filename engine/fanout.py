@@ -41,7 +41,10 @@ def _round_to_budget(weights: list[float], budget: int) -> list[int]:
 
 
 def allocate(k: int, budget: int, *, geometric_on: bool, acceptance: float, r: float = 1.0) -> list[int]:
-    """The fan-out list (length K+1, sum ``budget``) for one round."""
-    if geometric_on:
+    """The fan-out list (length K+1, sum ``budget``) for one round.
+
+    A budget smaller than K+1 cannot be spread evenly, so it always goes where outcomes are likeliest.
+    """
+    if geometric_on or budget < k + 1:
         return geometric(k, budget, acceptance, r)
     return uniform(k, budget)

@@ -48,6 +48,12 @@ class Target:
         self.committed: list[int] = []
         self.params = SamplingParams()
         self.rng = np.random.default_rng(0)
+        self._threads = ctx.params.n_threads
+
+    def set_threads(self, n: int) -> None:
+        if n != self._threads:
+            self.ctx.set_threads(n, n)
+            self._threads = n
 
     def start(self, prompt: Sequence[int], params: SamplingParams, rng: np.random.Generator) -> int:
         """Prefill ``prompt`` (reusing the cached prefix) and sample the first token."""
@@ -142,6 +148,22 @@ class SDStrategy:
         pass
 
 
+@dataclass(frozen=True, slots=True)
+class Threads:
+    """CPU threads for (target, draft) when they run one after the other and when they run at once.
+
+    On a CPU-only pair whose thread counts add up to more than the cores, SSD's concurrent rounds use
+    ``split`` so the two models do not fight over cores (OpenMP spin barriers collapse when oversubscribed).
+    """
+
+    target: int
+    draft: int
+    split: tuple[int, int] | None = None
+
+    def concurrent(self) -> tuple[int, int]:
+        return self.split or (self.target, self.draft)
+
+
 @dataclass(slots=True)
 class SSDOptions:
     k: int = 4
@@ -151,6 +173,8 @@ class SSDOptions:
     miss_limit: int = 3  # consecutive misses before rolling back to sd
     probe_after: int = 32  # sd rounds before trying ssd again regardless
     early_stop: bool = True  # serve a shallower branch rather than wait for the whole tree
+    budget: int = 0  # tree branches per round; 0 = fanout * (K + 1)
+    threads: Threads | None = None
 
 
 class SSDStrategy:
@@ -176,10 +200,14 @@ class SSDStrategy:
 
     @property
     def budget(self) -> int:
-        return self.opts.fanout * (self.opts.k + 1)
+        return self.opts.budget or self.opts.fanout * (self.opts.k + 1)
 
     def step(self) -> RoundResult:
         sd_round = self.fallback_rounds > 0
+        th = self.opts.threads
+        t_threads, d_threads = (0, 0) if th is None else th.concurrent()
+        if t_threads:
+            self.target.set_threads(t_threads)
         req = Request(
             committed=tuple(self.target.committed),
             accepted=self.last_accepted,
@@ -189,6 +217,7 @@ class SSDStrategy:
             acceptance=self.acceptance,
             backup="jit" if sd_round else self.opts.backup,
             early_stop=self.opts.early_stop,
+            draft_threads=d_threads,
         )
         d, v, wait, verify = served_round(self.target, self.worker, req)
         if d.tokens:
@@ -233,3 +262,6 @@ class SSDStrategy:
 
     def close(self) -> None:
         self.worker.close()
+        if self.opts.threads is not None:
+            self.target.set_threads(self.opts.threads.target)
+            self.worker.drafter.set_threads(self.opts.threads.draft)

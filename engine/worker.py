@@ -24,6 +24,7 @@ class Request:
     acceptance: float
     backup: str
     early_stop: bool = True  # cut the tree short when the next request arrives
+    draft_threads: int = 0  # set the draft context's threads before serving (0: leave)
 
 
 @dataclass(slots=True)
@@ -69,6 +70,8 @@ class DraftWorker:
         req = self._requests.get()
         while req is not None:
             try:
+                if req.draft_threads:
+                    self.drafter.set_threads(req.draft_threads)
                 draft = self.drafter.serve(req.committed, req.accepted, req.k, req.backup)
             except BaseException as exc:  # crossing threads: the target side re-raises it
                 self._replies.put(Reply(None, exc))

@@ -130,6 +130,12 @@ class TestFanout:
         assert w[1] / w[0] == pytest.approx(a ** 0.5)
         assert w[3] / w[2] == pytest.approx(a ** 0.5 * (1 - a) ** -0.5)
 
+    def test_small_budget_goes_to_likely_outcomes(self) -> None:
+        # fewer branches than outcome positions: the all-accepted bonus and k=0 come first
+        assert fanout.allocate(3, 2, geometric_on=False, acceptance=0.8) == [1, 0, 0, 1]
+        assert fanout.allocate(3, 1, geometric_on=False, acceptance=0.9) == [0, 0, 0, 1]
+        assert fanout.allocate(3, 8, geometric_on=False, acceptance=0.8) == [2, 2, 2, 2]
+
     def test_low_acceptance_puts_budget_early(self) -> None:
         f = fanout.geometric(4, 10, acceptance=0.1)
         assert f[0] == max(f)
