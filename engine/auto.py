@@ -22,7 +22,7 @@ from .worker import DraftWorker, Request
 
 log = logging.getLogger(__name__)
 
-HOLD_ROUNDS = 6  # rounds a plan is kept before re-deciding
+HOLD_ROUNDS = 4  # rounds a plan is kept before re-deciding
 PROBE_EVERY = 40  # rounds between probes of the runner-up mode
 SWITCH_GAIN = 1.05  # a new plan must promise this much more
 WINDOW_MARGIN = 0.85  # the tree must fit in this share of one target verify
@@ -156,7 +156,8 @@ class AutoStrategy:
         self.last_accepted = -1  # -1: the previous round was not an ssd round
         self.switches: list[str] = []
         self._tree_seen = 0
-        self._probe: list[Plan] = [Plan("ar")]  # measure ar's verify once early on
+        # Measure ar's verify and one narrow tree early on; the cost model extrapolates the rest.
+        self._probe: list[Plan] = [Plan("ar"), Plan("ssd", opts.k, 1), Plan("ssd", opts.k, 1)]
 
     # -- planning --------------------------------------------------------------------------------
     def candidates(self) -> list[Plan]:
