@@ -199,14 +199,14 @@ def run_peer(peer: Path, sc: Scenario, draft: Path, eng_prompts: list[str], args
             tps = _parse_peer_speed(tool, out)
             row.runs.append({"prompt": i, "mode": row.mode, "returncode": r.returncode, "tokens_per_second": tps,
                              "decode_tokens": args.max_tokens if tps else 0,
-                             "decode_s": args.max_tokens / tps if tps else 0.0, "tail": out[-600:]})
+                             "decode_s": args.max_tokens / tps if tps else 0.0, "tail": out[-3000:]})
         rows.append(row)
     return rows
 
 
 def _parse_peer_speed(tool: str, out: str) -> float | None:
     if tool == "llama-speculative-simple":
-        m = re.search(r"speed:\s*([0-9.]+)\s*t/s", out)
+        m = re.search(r"decoded\s+\d+ tokens in\s+[0-9.]+ seconds, speed:\s*([0-9.]+)\s*t/s", out)
     else:
         m = re.search(r"eval time =.*?([0-9.]+) tokens per second", out.split("prompt eval time")[-1])
     return float(m.group(1)) if m else None

@@ -70,7 +70,12 @@ def argmax(row: FloatRow) -> int:
 
 
 def to_dist(row: FloatRow, params: SamplingParams) -> Dist:
-    """Apply temperature, then top-k, top-p and min-p to a logits row."""
+    """Apply temperature, then top-k, top-p and min-p to a logits row.
+
+    Only top-p needs an order, and only over the few best tokens: they are found by partial
+    selection, growing the candidate set until it holds the top-p mass (a full sort of a 150k
+    vocabulary costs ~10 ms a row).
+    """
     logits = row.astype(np.float64) / params.temperature
     n = len(logits)
     if 0 < params.top_k < n:
@@ -78,20 +83,24 @@ def to_dist(row: FloatRow, params: SamplingParams) -> Dist:
     else:
         ids = np.arange(n)
     sub = logits[ids]
-    order = np.argsort(-sub, kind="stable")
-    ids = ids[order]
-    sub = sub[order]
-    probs = np.exp(sub - sub[0])
-    probs /= probs.sum()
+    weights = np.exp(sub - sub.max())
+    total = weights.sum()
     if params.top_p < 1.0:
-        cum = np.cumsum(probs)
-        keep = int(np.searchsorted(cum, params.top_p, side="left")) + 1
-        ids, probs = ids[:keep], probs[:keep]
+        m = min(len(ids), 64)
+        while True:
+            part = np.argpartition(-sub, m - 1)[:m] if m < len(ids) else np.arange(len(ids))
+            part = part[np.lexsort((ids[part], -sub[part]))]  # best first, ties to the lowest id
+            cum = np.cumsum(weights[part]) / total
+            if cum[-1] >= params.top_p or m >= len(ids):
+                keep = min(int(np.searchsorted(cum, params.top_p, side="left")) + 1, len(part))
+                part = part[:keep]
+                break
+            m = min(len(ids), m * 8)
+        ids, weights = ids[part], weights[part]
     if params.min_p > 0.0:
-        mask = probs >= params.min_p * probs[0]
-        ids, probs = ids[mask], probs[mask]
-    probs = probs / probs.sum()
-    return Dist(ids.astype(np.int64), probs)
+        mask = weights >= params.min_p * weights.max()
+        ids, weights = ids[mask], weights[mask]
+    return Dist(ids.astype(np.int64), weights / weights.sum())
 
 
 def sample(dist: Dist, rng: np.random.Generator) -> int:
