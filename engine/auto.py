@@ -141,7 +141,7 @@ class AutoStrategy:
     name = "auto"
 
     def __init__(self, target: Target, drafter: Drafter, opts: SSDOptions, *, adaptive: bool = True,
-                 k_max: int = 8) -> None:
+                 k_max: int = 8, model: CostModel | None = None) -> None:
         self.target = target
         self.opts = opts
         self.adaptive = adaptive
@@ -149,15 +149,39 @@ class AutoStrategy:
         self.max_branches = drafter.max_branches
         self.worker = DraftWorker(drafter)
         self.threads = opts.threads
-        self.model = CostModel(split=bool(opts.threads and opts.threads.split))
-        self.plan = Plan("sd", opts.k)
+        # The machine's timings outlive one reply: the engine passes the same model to every generation.
+        self.model = model or CostModel(split=bool(opts.threads and opts.threads.split))
+        self.plan = Plan("ar")
         self.held = 0
         self.rounds = 0
         self.last_accepted = -1  # -1: the previous round was not an ssd round
         self.switches: list[str] = []
         self._tree_seen = 0
-        # Measure ar's verify and one narrow tree early on; the cost model extrapolates the rest.
-        self._probe: list[Plan] = [Plan("ar"), Plan("ssd", opts.k, 1), Plan("ssd", opts.k, 1)]
+        self._last_probe = 0
+        self._probe: list[Plan] = self._first_probes()
+
+    def _first_probes(self) -> list[Plan]:
+        """What is still unmeasured: ar's verify, a few sd rounds; a narrow tree only if it could pay."""
+        m = self.model
+        probes: list[Plan] = []
+        if 1 not in m.verify:
+            probes.append(Plan("ar"))
+        if m.draft_token.value is None:
+            probes += [Plan("sd", self.opts.k)] * 2
+        elif not m.level:
+            best = max(self.candidates_without_ssd(), key=m.rate)
+            hopeful = Plan("ssd", self.opts.k, 1)
+            saved = m.hit.value
+            m.hit.value = 1.0  # optimistic: would a tree that always hits beat the best known plan?
+            promising = m.rate(hopeful) > SWITCH_GAIN * m.rate(best)
+            m.hit.value = saved
+            if promising:
+                probes += [hopeful] * 2
+        return probes
+
+    def candidates_without_ssd(self) -> list[Plan]:
+        ks = range(1, self.k_max + 1) if self.adaptive else [self.opts.k]
+        return [Plan("ar"), *(Plan("sd", k) for k in ks)]
 
     # -- planning --------------------------------------------------------------------------------
     def candidates(self) -> list[Plan]:
@@ -173,7 +197,11 @@ class AutoStrategy:
 
     def choose(self) -> Plan:
         if self._probe:
-            return self._probe.pop(0)
+            plan = self._probe.pop(0)
+            if not self._probe:
+                self._probe = self._first_probes() if self.rounds < 8 else []
+                self.held = HOLD_ROUNDS  # decide right after the probes
+            return plan
         if self.held < HOLD_ROUNDS:
             return self.plan
         plans = self.candidates()
@@ -186,8 +214,9 @@ class AutoStrategy:
             log.info("auto: %s", self.switches[-1])
             self.plan = best
         self.held = 0
-        if self.rounds and self.rounds % PROBE_EVERY == 0:
+        if self.rounds - self._last_probe >= PROBE_EVERY:
             # Refresh the figures of the best plan of another mode.
+            self._last_probe = self.rounds
             others = [p for p in plans if p.mode != self.plan.mode]
             if others:
                 self._probe = [max(others, key=self.model.rate)] * 2

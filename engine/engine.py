@@ -16,6 +16,7 @@ from typing import Any
 import numpy as np
 
 from . import chat
+from .auto import AutoStrategy, CostModel
 from .backend import Context, ContextParams, Model
 from .drafter import Drafter
 from .errors import ContextFullError, DecodeError, EngineError, ParameterError
@@ -183,6 +184,7 @@ class Engine:
         self.drafter: Drafter | None = None
         self._lock = threading.Lock()
         self._active: Generation | None = None
+        self._cost_model: CostModel | None = None  # auto's measurements of this machine, kept across replies
         try:
             self._load()
         except BaseException:
@@ -284,9 +286,9 @@ class Engine:
                           miss_limit=params.miss_limit, early_stop=params.early_stop, budget=params.budget,
                           threads=self.threads)
         if params.mode == "auto":
-            from .auto import AutoStrategy
-
-            return AutoStrategy(self.target, self.drafter, opts, adaptive=params.adaptive)
+            if self._cost_model is None:
+                self._cost_model = CostModel(split=bool(self.threads.split))
+            return AutoStrategy(self.target, self.drafter, opts, adaptive=params.adaptive, model=self._cost_model)
         return SSDStrategy(self.target, self.drafter, opts)
 
     def _run(

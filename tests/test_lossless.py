@@ -102,5 +102,5 @@ def test_auto_long_generation_is_exact_and_switches(tiny: TinyPair) -> None:
         ref = eng.generate(prompt, GenerationParams(mode="ar", max_tokens=400)).run()
         got = eng.generate(prompt, GenerationParams(mode="auto", max_tokens=400)).run()
         assert got.tokens == ref.tokens
-        assert got.stats.rounds_by_mode.get("ar", 0) >= 1  # ar is measured at least once
-        assert got.stats.mode_switches, "auto never re-planned"
+        # it measured more than one mode (probes), and every mode change kept the output exact
+        assert len(got.stats.rounds_by_mode) >= 2, got.stats.rounds_by_mode
