@@ -15,7 +15,7 @@ import time
 from dataclasses import dataclass, field
 
 from .drafter import Draft, Drafter
-from .fanout import uniform
+from .fanout import allocate
 from .strategies import RoundResult, SSDOptions, Target, served_round
 from .verify import Verdict
 from .worker import DraftWorker, Request
@@ -23,7 +23,7 @@ from .worker import DraftWorker, Request
 log = logging.getLogger(__name__)
 
 HOLD_ROUNDS = 4  # rounds a plan is kept before re-deciding
-PROBE_EVERY = 40  # rounds between probes of the runner-up mode
+PROBE_EVERY = 64  # rounds between probes of the runner-up mode
 SWITCH_GAIN = 1.05  # a new plan must promise this much more
 WINDOW_MARGIN = 0.85  # the tree must fit in this share of one target verify
 
@@ -68,6 +68,7 @@ class CostModel:
     hit: Ema = field(default_factory=lambda: Ema(0.2))
     ssd_slowdown: Ema = field(default_factory=lambda: Ema(0.3))  # measured / predicted ssd round time
     split: bool = False  # ssd rounds run with split threads
+    top1: Ema = field(default_factory=lambda: Ema(0.2))  # the draft's best candidate is the target's next token
 
     def add_verify(self, width: int, seconds: float, split: bool = False) -> None:
         (self.verify_split if split else self.verify).setdefault(width, Ema()).add(seconds)
@@ -121,11 +122,20 @@ class CostModel:
         sd_time = plan.k * self.draft_token.get(0.02) + self.t_verify(plan.k + 1)
         if plan.mode == "sd":
             return sd_time
-        p = self.hit.get(0.5)
+        p = self.hit_prob(plan.k, plan.budget)
         verify = self.t_verify(plan.k + 1, self.split)
         miss_time = plan.k * self.draft_token.get(0.02) + verify
         hit_time = max(verify, self.tree_time(plan.k, plan.budget))
         return (p * hit_time + (1 - p) * miss_time) * self.ssd_slowdown.get(1.0)
+
+    def hit_prob(self, k: int, budget: int) -> float:
+        """P(the next outcome has a branch): outcome k' has P ∝ a^k'(1-a) (a^K at K); a branch covers it
+        when one of its F_k' candidates is the target's next token (top-1 accuracy ``top1``)."""
+        a = min(max(self.acceptance.get(0.6), 0.0), 0.999)
+        q = self.top1.get(0.6)
+        counts = allocate(k, budget, geometric_on=True, acceptance=a)
+        probs = [a**j * (1 - a) for j in range(k)] + [a**k]
+        return sum(p * (1 - (1 - q) ** f) for p, f in zip(probs, counts, strict=True) if f > 0)
 
     def rate(self, plan: Plan) -> float:
         tokens = 1.0 if plan.mode == "ar" else self.expected_tokens(plan.k)
@@ -158,6 +168,7 @@ class AutoStrategy:
         self.switches: list[str] = []
         self._tree_seen = 0
         self._last_probe = 0
+        self._covered = False  # did the tree built during the last round cover its outcome?
         self._probe: list[Plan] = self._first_probes()
 
     def _first_probes(self) -> list[Plan]:
@@ -247,7 +258,7 @@ class AutoStrategy:
             accepted=self.last_accepted if ssd else -1,
             k=plan.k,
             budget=plan.budget if ssd else 0,
-            geometric=self.opts.geometric,
+            geometric=True,  # the allocation hit_prob assumes
             acceptance=self.model.acceptance.get(0.6),
             backup=self.opts.backup if ssd else "jit",
             early_stop=self.opts.early_stop,
@@ -280,14 +291,17 @@ class AutoStrategy:
         if plan.mode == "ssd":
             if not forced:
                 m.hit.add(1.0 if d.hit else 0.0)
+                if self._covered:  # the outcome had a branch: a hit means its best candidate was right
+                    m.top1.add(1.0 if d.hit else 0.0)
                 predicted = m.round_time(plan) / m.ssd_slowdown.get(1.0)
                 if predicted > 0:
                     m.ssd_slowdown.add((wait + verify) / predicted)
+            counts = allocate(n, plan.budget, geometric_on=True, acceptance=m.acceptance.get(0.6))
+            self._covered = n > 0 and counts[min(v.accepted, n)] > 0
         elif n and v.accepted < n and v.accepted < len(d.top):
-            # Would an ssd tree have predicted this outcome? (top candidates of the row)
-            share = max(1, uniform(n, 2 * (n + 1))[v.accepted])
-            cands = [int(t) for t in d.top[v.accepted] if int(t) != d.tokens[v.accepted]][:share]
-            m.hit.add(1.0 if v.next_token in cands else 0.0)
+            # Would the draft's best candidate (after the rejected token) have been the target's token?
+            cands = [int(t) for t in d.top[v.accepted] if int(t) != d.tokens[v.accepted]][:1]
+            m.top1.add(1.0 if v.next_token in cands else 0.0)
         if not math.isfinite(m.round_time(plan)):
             raise AssertionError("cost model produced a non-finite estimate")
 

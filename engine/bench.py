@@ -143,8 +143,11 @@ def run_scenario(
     exact: list[dict[str, Any]] = []
     cfg = EngineConfig(str(sc.target), str(draft), n_ctx=args.ctx, threads=sc.threads, draft_threads=sc.draft_threads)
     with Engine(cfg) as eng:
-        warm = eng.tokenize("Hello")
+        # Warm up: page the weights in, and let auto measure this machine once, as it would have in the
+        # user's earlier replies (the engine keeps auto's cost model across replies).
+        warm = eng.chat_tokens("Say hello.")
         eng.generate(warm, GenerationParams(mode="sd", max_tokens=8)).run()
+        eng.generate(warm, GenerationParams(mode="auto", max_tokens=48, k=args.k)).run()
         for i, pr in enumerate(prompts):
             toks = eng.chat_tokens(pr["prompt"])
             for st, sampling in settings.items():

@@ -48,3 +48,14 @@ def test_verify_time_interpolates_between_widths() -> None:
     m = model_with({1: 0.1, 5: 0.5}, draft_token=0.01, acceptance=0.5, hit=0.5)
     assert abs(m.t_verify(3) - 0.3) < 1e-9
     assert m.t_verify(7) > m.t_verify(5)
+
+
+def test_hit_probability_grows_with_budget_and_one_branch_covers_only_full_acceptance() -> None:
+    m = model_with({1: 0.1}, draft_token=0.01, acceptance=0.8, hit=0.5)
+    for _ in range(30):
+        m.top1.add(0.9)
+    p = [m.hit_prob(4, b) for b in (1, 2, 5, 10)]
+    assert p == sorted(p) and p[-1] <= 1.0
+    # one branch goes to the all-accepted outcome: P = a^K * top1
+    assert abs(m.hit_prob(4, 1) - 0.8**4 * m.top1.get(0)) < 1e-9
+    assert m.hit_prob(8, 1) < m.hit_prob(2, 1)
