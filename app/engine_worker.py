@@ -186,13 +186,18 @@ class EngineWorker(QObject):
         self.model_loaded.emit(request.label)
         self.state_changed.emit(EngineState.READY)
 
+    def _engine_or_fail(self, request: GenerateRequest) -> Engine | None:
+        """The loaded engine, or None after telling the UI that no model is loaded."""
+        if self._engine is None:
+            self._forget(request)
+            self.failed.emit("No model is loaded: pick a model pair in the model manager.")
+        return self._engine
+
     @Slot(object)
     def generate(self, request: GenerateRequest) -> None:
         """Answer a chat turn, streaming tokens."""
-        eng = self._engine
+        eng = self._engine_or_fail(request)
         if eng is None:
-            self._forget(request)
-            self.failed.emit("No model is loaded: pick a model pair in the model manager.")
             return
         self.state_changed.emit(EngineState.GENERATING)
         self.generation_started.emit(request.request_id)
@@ -240,10 +245,8 @@ class EngineWorker(QObject):
     @Slot(object)
     def verify(self, request: GenerateRequest) -> None:
         """Run the prompt greedily with ``ar`` and with ``request.params.mode``; compare the tokens."""
-        eng = self._engine
+        eng = self._engine_or_fail(request)
         if eng is None:
-            self._forget(request)
-            self.failed.emit("No model is loaded: pick a model pair in the model manager.")
             return
         self.state_changed.emit(EngineState.GENERATING)
         try:
