@@ -25,6 +25,7 @@ log = logging.getLogger(__name__)
 HOLD_ROUNDS = 4  # rounds a plan is kept before re-deciding
 PROBE_EVERY = 64  # rounds between probes of the runner-up mode
 SWITCH_GAIN = 1.05  # a new plan must promise this much more
+PROBE_IF_WITHIN = 0.8  # re-measure another mode only if it is predicted within this share of the current
 WINDOW_MARGIN = 0.85  # the tree must fit in this share of one target verify
 
 
@@ -230,7 +231,11 @@ class AutoStrategy:
             self._last_probe = self.rounds
             others = [p for p in plans if p.mode != self.plan.mode]
             if others:
-                self._probe = [max(others, key=self.model.rate)] * 2
+                runner_up = max(others, key=self.model.rate)
+                # Only when the decision is close: a probe of sd/ssd after many ar rounds also pays for
+                # the draft catching up on every token since it last ran.
+                if self.model.rate(runner_up) > PROBE_IF_WITHIN * self.model.rate(self.plan):
+                    self._probe = [runner_up] * 2
         return self.plan
 
     # -- one round -------------------------------------------------------------------------------
