@@ -333,7 +333,7 @@ class Engine:
                 if stop.is_set():
                     stats.finish_reason = "stopped"
                     return
-                if len(self.target.committed) + params.k + 2 > self.n_ctx:
+                if len(self.target.committed) + max(params.k, 8) + 2 > self.n_ctx:  # auto may raise K to 8
                     stats.finish_reason = "context"
                     return
                 rr: RoundResult = strategy.step()
