@@ -19,6 +19,7 @@ from PySide6.QtCore import QObject, QThread, Signal, Slot
 
 from engine import Engine, EngineConfig, EngineError, GenerationParams, GenerationStats
 from engine.chat import Message as ChatMessage
+from engine.verify import first_difference
 
 log = logging.getLogger(__name__)
 
@@ -265,9 +266,7 @@ class EngineWorker(QObject):
         finally:
             self._forget(request)
         a, b = list(ar.tokens), list(spec.tokens)
-        diff = next((i for i, (x, y) in enumerate(zip(a, b, strict=False)) if x != y), None)
-        if diff is None and len(a) != len(b):
-            diff = min(len(a), len(b))
+        diff = first_difference(a, b)
         at = diff or 0
         self.verification_finished.emit(Verification(
             mode=request.params.mode, identical=diff is None, ar_tokens=len(a), spec_tokens=len(b),

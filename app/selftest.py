@@ -58,11 +58,10 @@ class SelfTestResult:
 
 
 def first_difference(a: Sequence[int], b: Sequence[int]) -> int | None:
-    """Index of the first mismatch between ``a`` and ``b``; a length difference counts; None if equal."""
-    for i, (x, y) in enumerate(zip(a, b, strict=False)):
-        if x != y:
-            return i
-    return None if len(a) == len(b) else min(len(a), len(b))
+    """The engine's comparison, imported late: this module must load even when llama.cpp cannot."""
+    from engine.verify import first_difference as compare
+
+    return compare(a, b)
 
 
 def _at(tokens: Sequence[int], pos: int) -> str:

@@ -3,22 +3,13 @@
 from __future__ import annotations
 
 import importlib.util
-import os
 from dataclasses import dataclass, fields, replace
 from typing import Any
 
 from engine import EngineConfig, GenerationParams, SamplingParams
+from engine.engine import MAX_FANOUT, MAX_K, cpu_cores
 
-MODES = ("auto", "ar", "sd", "ssd")
-MAX_K = 16
-MAX_FANOUT = 16
-
-
-def cpu_count() -> int:
-    """Cores usable by this process (the upper bound for thread settings)."""
-    if hasattr(os, "sched_getaffinity"):
-        return max(1, len(os.sched_getaffinity(0)))
-    return max(1, os.cpu_count() or 1)
+MODES = ("auto", "ar", "sd", "ssd")  # the engine's modes, in the order the settings dialog offers them
 
 
 @dataclass(frozen=True, slots=True)
@@ -60,7 +51,7 @@ class Settings:
             out["n_ctx"] = "context length must be between 256 and 131072 tokens"
         if not 1 <= self.max_tokens <= self.n_ctx:
             out["max_tokens"] = "reply length must be between 1 and the context length"
-        cores = cpu_count()
+        cores = cpu_cores()
         for name in ("threads", "draft_threads"):
             if not 0 <= getattr(self, name) <= cores:
                 out[name] = f"threads must be between 0 (all cores) and {cores}"

@@ -18,8 +18,9 @@ from PySide6.QtWidgets import (
 )
 
 from engine import backend
+from engine.engine import cpu_cores
 
-from .settings import MODES, Settings, auto_available, cpu_count
+from .settings import MODES, Settings, auto_available
 
 ERROR_STYLE = "color: #cf222e;"
 
@@ -91,7 +92,7 @@ class SettingsDialog(QDialog):
             "This build of llama.cpp has no GPU offload:\n"
             "everything runs on the CPU and GPU layers are ignored.")
         self.gpu_note.setStyleSheet("color: #6e7781;")
-        hardware.addRow(QLabel(f"Threads: 0 = all {cpu_count()} cores."))
+        hardware.addRow(QLabel(f"Threads: 0 = all {cpu_cores()} cores."))
         hardware.addRow(self.gpu_note)
         if not self._gpu:
             self.edits["gpu_layers"].setEnabled(False)

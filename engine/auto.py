@@ -191,16 +191,16 @@ class AutoStrategy:
                 probes += [hopeful] * 2
         return probes
 
+    def _ks(self) -> range | list[int]:
+        return range(1, self.k_max + 1) if self.adaptive else [self.opts.k]
+
     def candidates_without_ssd(self) -> list[Plan]:
-        ks = range(1, self.k_max + 1) if self.adaptive else [self.opts.k]
-        return [Plan("ar"), *(Plan("sd", k) for k in ks)]
+        return [Plan("ar"), *(Plan("sd", k) for k in self._ks())]
 
     # -- planning --------------------------------------------------------------------------------
     def candidates(self) -> list[Plan]:
-        ks = range(1, self.k_max + 1) if self.adaptive else [self.opts.k]
-        plans = [Plan("ar")]
-        for k in ks:
-            plans.append(Plan("sd", k))
+        plans = self.candidates_without_ssd()
+        for k in self._ks():
             for budget in sorted({1, 2, k + 1, 2 * (k + 1), 3 * (k + 1)}):
                 budget = min(self.max_branches, budget)
                 if self.model.fits_window(k, budget):

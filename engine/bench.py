@@ -29,10 +29,11 @@ from tqdm import tqdm
 
 from . import offline
 from .convert import ensure_f16
-from .engine import Engine, EngineConfig, GenerationParams, _cores
+from .engine import Engine, EngineConfig, GenerationParams, cpu_cores
 from .errors import EngineError
 from .paths import resources_dir
 from .sampling import SamplingParams
+from .verify import first_difference
 
 MODES = ("ar", "sd", "ssd", "auto")
 
@@ -94,7 +95,7 @@ def machine() -> dict[str, Any]:
     except (OSError, ValueError, IndexError):
         pass
     return {
-        "platform": platform.platform(), "python": platform.python_version(), "cpu": cpu, "cores": _cores(),
+        "platform": platform.platform(), "python": platform.python_version(), "cpu": cpu, "cores": cpu_cores(),
         "memory_bytes": mem, "llama_cpp_python": llama_cpp.__version__,
         "llama_system_info": llama_cpp.llama_print_system_info().decode(errors="replace").strip(),
     }
@@ -177,7 +178,8 @@ def _exactness(
         if toks == ref:
             rep[m] = {"identical": True}
             continue
-        i = next((j for j, (a, b) in enumerate(zip(toks, ref, strict=False)) if a != b), min(len(toks), len(ref)))
+        i = first_difference(toks, ref)
+        assert i is not None
         rep[m] = {"identical": False, "first_divergence": i, "top2_margin": eng.top2_margin(prompt + ref[:i])}
     return rep
 
@@ -261,7 +263,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
     settings = {"greedy": SamplingParams()}
     if args.sampled:
         settings["sampled"] = SamplingParams(temperature=0.7, top_p=0.9, seed=args.seed)
-    scs = scenarios(names, target, args.threads or _cores(), f16)
+    scs = scenarios(names, target, args.threads or cpu_cores(), f16)
     total = len(scs) * len(prompts) * len(settings) * len(modes)
     started = time.strftime("%Y-%m-%dT%H:%M:%S%z")
     rows: list[Row] = []

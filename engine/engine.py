@@ -10,7 +10,6 @@ import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import asdict, dataclass, field
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -28,6 +27,7 @@ log = logging.getLogger(__name__)
 
 MODES = ("ar", "sd", "ssd", "auto")
 MAX_K = 16
+MAX_FANOUT = 16
 MAX_BRANCHES = 48
 
 
@@ -79,8 +79,8 @@ class GenerationParams:
             raise ParameterError(f"max tokens must be >= 1, got {self.max_tokens}")
         if not 1 <= self.k <= MAX_K:
             raise ParameterError(f"draft length K must be between 1 and {MAX_K}, got {self.k}")
-        if not 0 <= self.fanout <= 16:
-            raise ParameterError(f"fan-out must be between 0 and 16, got {self.fanout}")
+        if not 0 <= self.fanout <= MAX_FANOUT:
+            raise ParameterError(f"fan-out must be between 0 and {MAX_FANOUT}, got {self.fanout}")
         if self.backup not in ("jit", "ngram"):
             raise ParameterError(f"backup must be 'jit' or 'ngram', got {self.backup!r}")
         if not 0 <= self.budget <= MAX_BRANCHES:
@@ -165,7 +165,8 @@ class Generation:
         return "".join(self.text_parts)
 
 
-def _cores() -> int:
+def cpu_cores() -> int:
+    """Cores usable by this process."""
     return max(1, len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1))
 
 
@@ -193,7 +194,7 @@ class Engine:
 
     def _load(self) -> None:
         cfg = self.config
-        cores = _cores()
+        cores = cpu_cores()
         threads = cfg.threads or cores
         dthreads = cfg.draft_threads or cores
         self.target_model = self._stack.enter_context(Model(cfg.target_path, gpu_layers=cfg.gpu_layers))
@@ -318,7 +319,7 @@ class Engine:
             t_dec_loop = self.target_ctx.decode_seconds
             d_dec_loop = self.drafter.ctx.decode_seconds if self.drafter else 0.0
             pending: list[tuple[int, bool]] = [(first, False)]
-            strategy = self._make_strategy(params) if params.mode != "ar" else ARStrategy(self.target)
+            strategy = self._make_strategy(params)
             n_round = 0
             while True:
                 for tok, from_draft in pending:
@@ -393,7 +394,3 @@ class Engine:
             stats.hits += int(rr.hit)
         if rr.mode == "ssd" and rr.backup is not None:
             stats.backup_uses += 1
-
-
-def load_engine(target: str | Path, draft: str | Path | None = None, **kwargs: Any) -> Engine:
-    return Engine(EngineConfig(str(target), str(draft) if draft else None, **kwargs))

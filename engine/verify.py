@@ -65,6 +65,14 @@ def verify_sampled(
     return Verdict(len(draft), sample(to_dist(rows[len(draft)], params), rng))
 
 
+def first_difference(a: Sequence[int], b: Sequence[int]) -> int | None:
+    """Index of the first mismatch between two token lists; a length difference counts; None if equal."""
+    for i, (x, y) in enumerate(zip(a, b, strict=False)):
+        if x != y:
+            return i
+    return None if len(a) == len(b) else min(len(a), len(b))
+
+
 def residual(p: Dist, q: Dist) -> Dist:
     """The renormalised max(0, p - q) on p's support."""
     size = int(max(p.ids.max(), q.ids.max())) + 1

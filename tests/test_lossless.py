@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 from engine import Engine, EngineConfig, GenerationParams
+from engine.verify import first_difference
 from tests.tiny_models import TinyPair
 
 N_TOKENS = 40
@@ -51,14 +52,7 @@ def test_greedy_speculation_matches_ar(engine: tuple[str, Engine]) -> None:
                 early_stop=base.early_stop, adaptive=base.adaptive, max_tokens=N_TOKENS,
             )
             got = eng.generate(prompt, params).run()
-            assert got.tokens == ref.tokens, f"{name} {params}: diverges at {_first_diff(got.tokens, ref.tokens)}"
-
-
-def _first_diff(a: list[int], b: list[int]) -> int:
-    for i, (x, y) in enumerate(zip(a, b, strict=False)):
-        if x != y:
-            return i
-    return min(len(a), len(b))
+            assert got.tokens == ref.tokens, f"{name} {params}: diverges at {first_difference(got.tokens, ref.tokens)}"
 
 
 def test_identical_draft_hits_nearly_always(tiny: TinyPair) -> None:

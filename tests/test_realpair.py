@@ -17,6 +17,7 @@ import pytest
 
 from engine import offline
 from engine.backend import Context, ContextParams, Model
+from engine.verify import first_difference
 
 pytestmark = pytest.mark.realmodels
 
@@ -57,7 +58,8 @@ def test_three_modes_agree_at_temperature_zero(real_pair: offline.OfflinePair) -
         assert isinstance(got, list)
         if got == ref:
             continue
-        i = next((j for j, (x, y) in enumerate(zip(got, ref, strict=False)) if x != y), min(len(got), len(ref)))
+        i = first_difference(got, ref)
+        assert i is not None
         margin = top2_margin(real_pair, prompt + ref[:i])
         print(f"{mode} diverges from ar at token {i}: target top-2 margin {margin:.4f}")
         assert margin < NEAR_TIE, f"{mode} differs from ar at {i} where the target's top-2 margin is {margin:.3f}"
