@@ -1,19 +1,68 @@
-"""ssd-chat's engine: llama.cpp decoding with ar, sd and ssd strategies. Never imports Qt."""
+"""ssd-chat's engine: llama.cpp decoding with ar, sd, ssd and auto; model distribution; tools. Never imports Qt.
 
-from .engine import Engine, EngineConfig, GenerationParams, GenerationStats, TokenEvent
+This module is the engine's public surface: ``app/`` (and the local server) import only from here.
+``hub`` and ``offline`` are exported as modules because callers use (and tests replace) their functions.
+"""
+
+from . import hub, offline
+from .backend import init_backend, supports_gpu_offload
+from .catalog import PairSpec, fit_label, format_bytes, load_catalog, system_memory
+from .chat import Message as ChatMessage
+from .engine import (
+    MAX_BRANCHES,
+    MAX_FANOUT,
+    MAX_K,
+    MODES,
+    Engine,
+    EngineConfig,
+    Generation,
+    GenerationParams,
+    GenerationStats,
+    TokenEvent,
+    cpu_cores,
+)
 from .errors import ContextFullError, EngineError, ModelLoadError, ParameterError, VocabMismatchError
+from .hub import DownloadCancelled, DownloadProgress
+from .paths import user_data_dir
 from .sampling import SamplingParams
+from .store import InstalledPair, ModelStore
+from .tinymodel import TinyPair, write_model
+from .verify import first_difference
 
 __all__ = [
+    "MAX_BRANCHES",
+    "MAX_FANOUT",
+    "MAX_K",
+    "MODES",
+    "ChatMessage",
     "ContextFullError",
+    "DownloadCancelled",
+    "DownloadProgress",
     "Engine",
     "EngineConfig",
     "EngineError",
+    "Generation",
     "GenerationParams",
     "GenerationStats",
+    "InstalledPair",
     "ModelLoadError",
+    "ModelStore",
+    "PairSpec",
     "ParameterError",
     "SamplingParams",
+    "TinyPair",
     "TokenEvent",
     "VocabMismatchError",
+    "cpu_cores",
+    "first_difference",
+    "fit_label",
+    "format_bytes",
+    "hub",
+    "init_backend",
+    "load_catalog",
+    "offline",
+    "supports_gpu_offload",
+    "system_memory",
+    "user_data_dir",
+    "write_model",
 ]
