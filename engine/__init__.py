@@ -8,21 +8,10 @@ from . import hub, offline
 from .backend import init_backend, supports_gpu_offload
 from .catalog import PairSpec, fit_label, format_bytes, load_catalog, system_memory
 from .chat import Message as ChatMessage
-from .engine import (
-    MAX_BRANCHES,
-    MAX_FANOUT,
-    MAX_K,
-    MODES,
-    Engine,
-    EngineConfig,
-    Generation,
-    GenerationParams,
-    GenerationStats,
-    TokenEvent,
-    cpu_cores,
-)
+from .engine import Engine, EngineConfig, Generation, GenerationParams, GenerationStats, TokenEvent
 from .errors import ContextFullError, EngineError, ModelLoadError, ParameterError, VocabMismatchError
 from .hub import DownloadCancelled, DownloadProgress
+from .options import MAX_BRANCHES, MAX_CONTEXT, MAX_FANOUT, MAX_K, MODES, OPTIONS, Option, cpu_cores
 from .paths import user_data_dir
 from .sampling import SamplingParams
 from .store import InstalledPair, ModelStore
@@ -31,9 +20,11 @@ from .verify import first_difference
 
 __all__ = [
     "MAX_BRANCHES",
+    "MAX_CONTEXT",
     "MAX_FANOUT",
     "MAX_K",
     "MODES",
+    "OPTIONS",
     "ChatMessage",
     "ContextFullError",
     "DownloadCancelled",
@@ -47,6 +38,7 @@ __all__ = [
     "InstalledPair",
     "ModelLoadError",
     "ModelStore",
+    "Option",
     "PairSpec",
     "ParameterError",
     "SamplingParams",

@@ -11,6 +11,7 @@ from collections.abc import Sequence
 
 from . import models_cli
 from .errors import EngineError
+from .options import MODES
 
 
 class _Parser(argparse.ArgumentParser):
@@ -24,7 +25,7 @@ def _add_generate(sub: argparse._SubParsersAction) -> None:  # type: ignore[type
     p = sub.add_parser("generate", help="generate text with ar, sd, ssd or auto")
     p.add_argument("--target", required=True, help="target GGUF file")
     p.add_argument("--draft", help="draft GGUF file (needed for sd, ssd, auto)")
-    p.add_argument("--mode", choices=["ar", "sd", "ssd", "auto"], default="ssd")
+    p.add_argument("--mode", choices=MODES, default="ssd")
     p.add_argument("--prompt", required=True)
     p.add_argument("--chat", action="store_true", help="wrap the prompt in the target's chat template")
     p.add_argument("--system", help="system prompt (with --chat)")

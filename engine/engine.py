@@ -5,7 +5,6 @@ from __future__ import annotations
 import codecs
 import contextlib
 import logging
-import os
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
@@ -15,78 +14,61 @@ from typing import Any
 import numpy as np
 
 from . import chat
+from . import options as opt
 from .auto import AutoStrategy, CostModel
 from .backend import Context, ContextParams, Model
 from .drafter import Drafter
 from .errors import ContextFullError, DecodeError, EngineError, ParameterError
+from .options import MAX_FANOUT as MAX_FANOUT  # these three: re-exported while app/ imports them from here
+from .options import MAX_K as MAX_K
+from .options import cpu_cores as cpu_cores
 from .sampling import SamplingParams
 from .strategies import ARStrategy, RoundResult, SDStrategy, SSDOptions, SSDStrategy, Strategy, Target, Threads
 from .vocab import check_compatible
 
 log = logging.getLogger(__name__)
 
-MODES = ("ar", "sd", "ssd", "auto")
-MAX_K = 16
-MAX_FANOUT = 16
-MAX_BRANCHES = 48
+CONFIG_FIELDS = ("n_ctx", "threads", "draft_threads", "gpu_layers", "draft_gpu_layers", "max_branches", "flash_attn")
+GENERATION_FIELDS = ("mode", "max_tokens", "k", "fanout", "geometric", "backup", "miss_limit", "early_stop",
+                     "adaptive", "budget")
 
 
 @dataclass(frozen=True, slots=True)
 class EngineConfig:
-    """Which models to load and how to run them."""
+    """Which models to load and how to run them (bounds and defaults: :mod:`engine.options`)."""
 
     target_path: str
     draft_path: str | None = None
-    n_ctx: int = 4096
-    threads: int = 0  # 0: all cores
-    draft_threads: int = 0  # 0: all cores
-    gpu_layers: int = 0
-    draft_gpu_layers: int = 0
-    max_branches: int = 32
-    flash_attn: bool = True
+    n_ctx: int = opt.N_CTX.default
+    threads: int = opt.THREADS.default  # 0: all cores
+    draft_threads: int = opt.DRAFT_THREADS.default  # 0: all cores
+    gpu_layers: int = opt.GPU_LAYERS.default
+    draft_gpu_layers: int = opt.DRAFT_GPU_LAYERS.default
+    max_branches: int = opt.BRANCHES.default
+    flash_attn: bool = opt.FLASH_ATTN.default
 
     def __post_init__(self) -> None:
-        if not 64 <= self.n_ctx <= 1 << 20:
-            raise ParameterError(f"context length must be between 64 and 1048576, got {self.n_ctx}")
-        if self.threads < 0 or self.draft_threads < 0:
-            raise ParameterError("thread counts must be >= 0 (0 = all cores)")
-        if self.gpu_layers < -1 or self.draft_gpu_layers < -1:
-            raise ParameterError("GPU layers must be >= -1 (-1 = all)")
-        if not 1 <= self.max_branches <= MAX_BRANCHES:
-            raise ParameterError(f"max branches must be between 1 and {MAX_BRANCHES}, got {self.max_branches}")
+        opt.check_fields(self, CONFIG_FIELDS)
 
 
 @dataclass(frozen=True, slots=True)
 class GenerationParams:
-    """One generation: mode, length, sampler and speculation settings."""
+    """One generation: mode, length, sampler and speculation settings (see :mod:`engine.options`)."""
 
-    mode: str = "ssd"
-    max_tokens: int = 256
+    mode: str = opt.MODE.default
+    max_tokens: int = opt.MAX_TOKENS.default
     sampling: SamplingParams = field(default_factory=SamplingParams)
-    k: int = 4
-    fanout: int = 2
-    geometric: bool = False
-    backup: str = "jit"
-    miss_limit: int = 3
-    early_stop: bool = True
-    adaptive: bool = True  # auto: choose K per round (dynamic draft length)
-    budget: int = 0  # ssd tree branches per round (0 = fanout * (K + 1))
+    k: int = opt.K.default
+    fanout: int = opt.FANOUT.default
+    geometric: bool = opt.GEOMETRIC.default
+    backup: str = opt.BACKUP.default
+    miss_limit: int = opt.MISS_LIMIT.default
+    early_stop: bool = opt.EARLY_STOP.default
+    adaptive: bool = opt.ADAPTIVE.default  # auto: choose K per round (dynamic draft length)
+    budget: int = opt.BUDGET.default  # ssd tree branches per round (0 = fanout * (K + 1))
 
     def __post_init__(self) -> None:
-        if self.mode not in MODES:
-            raise ParameterError(f"mode must be one of {', '.join(MODES)}, got {self.mode!r}")
-        if self.max_tokens < 1:
-            raise ParameterError(f"max tokens must be >= 1, got {self.max_tokens}")
-        if not 1 <= self.k <= MAX_K:
-            raise ParameterError(f"draft length K must be between 1 and {MAX_K}, got {self.k}")
-        if not 0 <= self.fanout <= MAX_FANOUT:
-            raise ParameterError(f"fan-out must be between 0 and {MAX_FANOUT}, got {self.fanout}")
-        if self.backup not in ("jit", "ngram"):
-            raise ParameterError(f"backup must be 'jit' or 'ngram', got {self.backup!r}")
-        if not 0 <= self.budget <= MAX_BRANCHES:
-            raise ParameterError(f"tree budget must be between 0 and {MAX_BRANCHES}, got {self.budget}")
-        if self.miss_limit < 1:
-            raise ParameterError(f"miss limit must be >= 1, got {self.miss_limit}")
+        opt.check_fields(self, GENERATION_FIELDS)
 
 
 @dataclass(frozen=True, slots=True)
@@ -163,11 +145,6 @@ class Generation:
     @property
     def text(self) -> str:
         return "".join(self.text_parts)
-
-
-def cpu_cores() -> int:
-    """Cores usable by this process."""
-    return max(1, len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1))
 
 
 class Engine:

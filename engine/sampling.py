@@ -12,7 +12,7 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
-from .errors import ParameterError
+from . import options as opt
 
 FloatRow = npt.NDArray[np.float32]
 
@@ -21,23 +21,14 @@ FloatRow = npt.NDArray[np.float32]
 class SamplingParams:
     """Sampler settings. ``temperature == 0`` means greedy (argmax, ties to the lowest id)."""
 
-    temperature: float = 0.0
-    top_k: int = 0
-    top_p: float = 1.0
-    min_p: float = 0.0
-    seed: int = 0
+    temperature: float = opt.TEMPERATURE.default
+    top_k: int = opt.TOP_K.default
+    top_p: float = opt.TOP_P.default
+    min_p: float = opt.MIN_P.default
+    seed: int = opt.SEED.default
 
     def __post_init__(self) -> None:
-        if not 0.0 <= self.temperature <= 5.0:
-            raise ParameterError(f"temperature must be between 0 and 5, got {self.temperature}")
-        if self.top_k < 0:
-            raise ParameterError(f"top-k must be >= 0 (0 = off), got {self.top_k}")
-        if not 0.0 < self.top_p <= 1.0:
-            raise ParameterError(f"top-p must be in (0, 1], got {self.top_p}")
-        if not 0.0 <= self.min_p < 1.0:
-            raise ParameterError(f"min-p must be in [0, 1), got {self.min_p}")
-        if self.seed < 0:
-            raise ParameterError(f"seed must be >= 0, got {self.seed}")
+        opt.check_fields(self, ("temperature", "top_k", "top_p", "min_p", "seed"))
 
     @property
     def greedy(self) -> bool:
