@@ -8,12 +8,13 @@ from . import hub, offline
 from .backend import init_backend, supports_gpu_offload
 from .catalog import PairSpec, fit_label, format_bytes, load_catalog, system_memory
 from .chat import Message as ChatMessage
-from .engine import Engine, EngineConfig, Generation, GenerationParams, GenerationStats, TokenEvent
+from .engine import Engine, EngineConfig, Generation, GenerationParams, TokenEvent
 from .errors import ContextFullError, EngineError, ModelLoadError, ParameterError, VocabMismatchError
 from .hub import DownloadCancelled, DownloadProgress
 from .options import MAX_BRANCHES, MAX_CONTEXT, MAX_FANOUT, MAX_K, MODES, OPTIONS, Option, cpu_cores
 from .paths import user_data_dir
 from .sampling import SamplingParams
+from .stats import GenerationStats
 from .store import InstalledPair, ModelStore
 from .tinymodel import TinyPair, write_model
 from .verify import first_difference

@@ -16,8 +16,7 @@ from dataclasses import dataclass, field
 
 from .drafter import Draft, Drafter
 from .fanout import allocate
-from .strategies import RoundResult, SSDOptions, Target, served_round
-from .verify import Verdict
+from .strategies import RoundResult, Served, SSDOptions, Target, served_round, speculator
 from .worker import DraftWorker, Request
 
 log = logging.getLogger(__name__)
@@ -166,8 +165,7 @@ class AutoStrategy:
         self.held = 0
         self.rounds = 0
         self.last_accepted = -1  # -1: the previous round was not an ssd round
-        self.switches: list[str] = []
-        self._tree_seen = 0
+        self.why = ""  # why the latest chosen plan was chosen (reported with the round)
         self._last_probe = 0
         self._covered = False  # did the tree built during the last round cover its outcome?
         self._probe: list[Plan] = self._first_probes()
@@ -210,20 +208,20 @@ class AutoStrategy:
     def choose(self) -> Plan:
         if self._probe:
             plan = self._probe.pop(0)
+            self.why = f"probe {plan}"
             if not self._probe:
                 self._probe = self._first_probes() if self.rounds < 8 else []
                 self.held = HOLD_ROUNDS  # decide right after the probes
             return plan
+        self.why = f"plan {self.plan}"
         if self.held < HOLD_ROUNDS:
             return self.plan
         plans = self.candidates()
         best = max(plans, key=self.model.rate)
         current = self.model.rate(self.plan) if self.plan in plans else 0.0
         if best != self.plan and self.model.rate(best) > SWITCH_GAIN * current:
-            self.switches.append(
-                f"{self.plan}->{best} (predicted {current:.1f} -> {self.model.rate(best):.1f} tok/s)"
-            )
-            log.info("auto: %s", self.switches[-1])
+            self.why = f"plan {best}: predicted {current:.1f} -> {self.model.rate(best):.1f} tok/s"
+            log.info("auto: %s -> %s", self.plan, self.why)
             self.plan = best
         self.held = 0
         if self.rounds - self._last_probe >= PROBE_EVERY:
@@ -256,7 +254,7 @@ class AutoStrategy:
             dt = time.perf_counter() - t0
             self.model.add_verify(1, dt)
             self.last_accepted = -1
-            return RoundResult([v.next_token], "ar", verify_s=dt)
+            return RoundResult([v.next_token], "ar", verify_s=dt, why=self.why)
         ssd = plan.mode == "ssd"
         req = Request(
             committed=tuple(self.target.committed),
@@ -269,17 +267,19 @@ class AutoStrategy:
             early_stop=self.opts.early_stop,
             draft_threads=d_threads,
         )
-        d, v, wait, verify = served_round(self.target, self.worker, req)
+        served = served_round(self.target, self.worker, req)
+        d, v = served.draft, served.verdict
         forced = self.last_accepted < 0
-        self._learn(plan, d, v, wait, verify, forced)
+        self._learn(plan, served, forced)
         self.last_accepted = v.accepted if ssd else -1
         return RoundResult(
-            v.tokens(d.tokens), plan.mode, len(d.tokens), v.accepted,
-            hit=(d.hit if ssd and not forced else None), backup=d.backup if ssd else None,
-            verify_s=verify, draft_s=wait,
+            v.tokens(d.tokens), plan.mode, speculator(d), len(d.tokens), v.accepted,
+            hit=(d.hit if ssd and not forced else None), verify_s=served.verify_s, wait_s=served.wait_s,
+            trees=served.trees, why=self.why,
         )
 
-    def _learn(self, plan: Plan, d: Draft, v: Verdict, wait: float, verify: float, forced: bool) -> None:
+    def _learn(self, plan: Plan, served: Served, forced: bool) -> None:
+        d, v, wait, verify = served.draft, served.verdict, served.wait_s, served.verify_s
         m = self.model
         n = len(d.tokens)
         split = m.split and plan.mode == "ssd"
@@ -288,11 +288,9 @@ class AutoStrategy:
             m.acceptance.add(v.accepted / n)
         if d.backup == "jit" and n and not split:
             m.draft_token.add(d.serve_s / n)
-        trees = self.worker.tree_stats
-        for ts in trees[self._tree_seen :]:
+        for ts in served.trees:
             if ts.levels and ts.branches:
                 m.add_level(ts.branches, ts.seconds / (ts.levels + 1))
-        self._tree_seen = len(trees)
         if plan.mode == "ssd":
             if not forced:
                 m.hit.add(1.0 if d.hit else 0.0)

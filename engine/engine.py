@@ -6,10 +6,8 @@ import codecs
 import contextlib
 import logging
 import threading
-import time
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import asdict, dataclass, field
-from typing import Any
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -23,6 +21,7 @@ from .options import MAX_FANOUT as MAX_FANOUT  # these three: re-exported while 
 from .options import MAX_K as MAX_K
 from .options import cpu_cores as cpu_cores
 from .sampling import SamplingParams
+from .stats import DecodeTimes, GenerationStats, StatsRecorder
 from .strategies import ARStrategy, RoundResult, SDStrategy, SSDOptions, SSDStrategy, Strategy, Target, Threads
 from .vocab import check_compatible
 
@@ -79,38 +78,6 @@ class TokenEvent:
     text: str
     from_draft: bool
     round: int
-
-
-@dataclass(slots=True)
-class GenerationStats:
-    mode: str = ""
-    prompt_tokens: int = 0
-    new_tokens: int = 0
-    seconds: float = 0.0
-    tokens_per_second: float = 0.0
-    ttft_s: float = 0.0
-    rounds: int = 0
-    drafted: int = 0
-    accepted: int = 0
-    acceptance_rate: float | None = None
-    mean_accepted: float | None = None
-    hit_rate: float | None = None
-    hits: int = 0
-    lookups: int = 0
-    backup_uses: int = 0
-    mean_verify_ms: float = 0.0
-    mean_draft_ms: float = 0.0
-    mean_tree_ms: float | None = None
-    target_decode_s: float = 0.0  # inside llama_decode on the target
-    draft_decode_s: float = 0.0  # inside llama_decode on the draft (any thread)
-    draft_wait_s: float = 0.0  # target thread waiting for a draft (sd: drafting itself)
-    python_share: float | None = None  # share of the decode loop spent outside llama.cpp on the target thread
-    mode_switches: list[str] = field(default_factory=list)
-    finish_reason: str = ""
-    rounds_by_mode: dict[str, int] = field(default_factory=dict)
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
 
 
 class Generation:
@@ -281,20 +248,13 @@ class Engine:
             raise EngineError("another generation is still running on this engine; stop it first")
         model = self.target_model
         decoder = codecs.getincrementaldecoder("utf-8")("replace")
-        t0 = time.perf_counter()
+        recorder = StatsRecorder(stats)
         rng = np.random.default_rng([params.sampling.seed, 0])
         strategy: Strategy | None = None
-        verify_total = draft_total = 0.0
-        t_dec0 = self.target_ctx.decode_seconds
-        d_dec0 = self.drafter.ctx.decode_seconds if self.drafter else 0.0
-        t_loop = 0.0
-        t_dec_loop = d_dec_loop = 0.0
+        start = self._decode_times()
         try:
             first = self.target.start(prompt, params.sampling, rng)
-            stats.ttft_s = time.perf_counter() - t0
-            t_loop = time.perf_counter()
-            t_dec_loop = self.target_ctx.decode_seconds
-            d_dec_loop = self.drafter.ctx.decode_seconds if self.drafter else 0.0
+            recorder.first_token(self._decode_times())
             pending: list[tuple[int, bool]] = [(first, False)]
             strategy = self._make_strategy(params)
             n_round = 0
@@ -304,6 +264,7 @@ class Engine:
                         stats.finish_reason = "stop"
                         return
                     tokens.append(tok)
+                    recorder.token()
                     yield TokenEvent(tok, decoder.decode(model.token_bytes(tok)), from_draft, n_round)
                     if len(tokens) >= params.max_tokens:
                         stats.finish_reason = "length"
@@ -316,9 +277,7 @@ class Engine:
                     return
                 rr: RoundResult = strategy.step()
                 n_round += 1
-                self._account(stats, rr)
-                verify_total += rr.verify_s
-                draft_total += rr.draft_s
+                recorder.round(rr)
                 pending = [(t, i < rr.accepted) for i, t in enumerate(rr.tokens)]
         except DecodeError as exc:
             if "full" in str(exc):
@@ -330,44 +289,8 @@ class Engine:
                     strategy.close()  # joins the draft thread
             finally:
                 self._lock.release()
-            if strategy is not None:
-                stats.mode_switches = list(getattr(strategy, "switches", []))
-                tree = getattr(getattr(strategy, "worker", None), "tree_stats", None)
-                if tree:
-                    stats.mean_tree_ms = 1000.0 * sum(s.seconds for s in tree) / len(tree)
-            stats.new_tokens = len(tokens)
-            stats.seconds = time.perf_counter() - t0
-            stats.target_decode_s = self.target_ctx.decode_seconds - t_dec0
-            stats.draft_decode_s = (self.drafter.ctx.decode_seconds - d_dec0) if self.drafter else 0.0
-            stats.draft_wait_s = draft_total
-            if t_loop and stats.rounds:
-                loop = time.perf_counter() - t_loop
-                inside = self.target_ctx.decode_seconds - t_dec_loop
-                if params.mode == "sd" and self.drafter is not None:  # the draft runs on this thread
-                    inside += self.drafter.ctx.decode_seconds - d_dec_loop
-                else:  # waiting for the draft thread
-                    inside += draft_total
-                stats.python_share = max(0.0, 1.0 - inside / loop) if loop > 0 else None
-            stats.tokens_per_second = stats.new_tokens / stats.seconds if stats.seconds > 0 else 0.0
-            if stats.rounds:
-                stats.mean_verify_ms = 1000.0 * verify_total / stats.rounds
-                stats.mean_draft_ms = 1000.0 * draft_total / stats.rounds
-            spec_rounds = sum(v for m, v in stats.rounds_by_mode.items() if m != "ar")
-            if stats.drafted:
-                stats.acceptance_rate = stats.accepted / stats.drafted
-            if spec_rounds:
-                stats.mean_accepted = stats.accepted / spec_rounds
-            if stats.lookups:
-                stats.hit_rate = stats.hits / stats.lookups
+            recorder.finish(start, self._decode_times(),
+                            draft_on_this_thread=params.mode == "sd" and self.drafter is not None)
 
-    @staticmethod
-    def _account(stats: GenerationStats, rr: RoundResult) -> None:
-        stats.rounds += 1
-        stats.rounds_by_mode[rr.mode] = stats.rounds_by_mode.get(rr.mode, 0) + 1
-        stats.drafted += rr.drafted
-        stats.accepted += rr.accepted
-        if rr.hit is not None:
-            stats.lookups += 1
-            stats.hits += int(rr.hit)
-        if rr.mode == "ssd" and rr.backup is not None:
-            stats.backup_uses += 1
+    def _decode_times(self) -> DecodeTimes:
+        return DecodeTimes(self.target_ctx.decode_seconds, self.drafter.ctx.decode_seconds if self.drafter else 0.0)

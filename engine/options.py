@@ -73,9 +73,9 @@ class Option(Generic[Value]):
             return None if value in self.choices else f"{self.noun} must be {self.bounds_text()}, got {value!r}"
         if self.minimum is None or self.maximum is None:
             return None
-        x = float(value)  # type: ignore[arg-type]
-        too_low = x <= self.minimum if self.above_minimum else x < self.minimum
-        too_high = x >= self.maximum if self.below_maximum else x > self.maximum
+        x, lo, hi = _number(value), _number(self.minimum), _number(self.maximum)
+        too_low = x <= lo if self.above_minimum else x < lo
+        too_high = x >= hi if self.below_maximum else x > hi
         return f"{self.noun} must be {self.bounds_text()}, got {_fmt(value)}" if too_low or too_high else None
 
     def check(self, value: object) -> None:
@@ -107,6 +107,11 @@ class Option(Generic[Value]):
 
 _KIND_WORDS: dict[type, str] = {int: "a whole number", float: "a number", bool: "true or false", str: "a word"}
 _BOOL_WORDS = {"true": True, "1": True, "yes": True, "false": False, "0": False, "no": False}
+
+
+def _number(value: object) -> float:
+    assert isinstance(value, int | float), value  # bounds exist on numeric settings only
+    return float(value)
 
 
 def _fmt(value: object) -> str:

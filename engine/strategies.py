@@ -16,7 +16,7 @@ import numpy as np
 import numpy.typing as npt
 
 from .backend import Context, Model
-from .drafter import Draft, Drafter, KVTrack
+from .drafter import Draft, Drafter, KVTrack, TreeStats
 from .errors import ContextFullError
 from .fanout import uniform
 from .sampling import SamplingParams
@@ -26,16 +26,22 @@ from .worker import DraftWorker, Request
 
 @dataclass(frozen=True, slots=True)
 class RoundResult:
-    """What one round emitted and how it went."""
+    """The one event a round reports: what it emitted, which step and speculator ran, and how it went."""
 
     tokens: list[int]
-    mode: str
+    mode: str  # the step that ran: "ar", "sd" or "ssd"
+    speculator: str | None = None  # what drafted: "cache" (an ssd hit), "jit" (the draft model), "ngram"; ar: None
     drafted: int = 0
     accepted: int = 0
     hit: bool | None = None  # None: not an SSD round, or the forced first miss
-    backup: str | None = None
     verify_s: float = 0.0
-    draft_s: float = 0.0  # time the target spent waiting for the draft
+    wait_s: float = 0.0  # time the target spent waiting for the draft (sd: drafting itself)
+    trees: tuple[TreeStats, ...] = ()  # speculation trees the draft thread finished since the previous round
+    why: str = ""  # why this round's step was chosen, when it differs from the previous round's
+
+
+def speculator(d: Draft) -> str:
+    return "cache" if d.hit else (d.backup or "jit")
 
 
 class Target:
@@ -91,14 +97,25 @@ class Target:
         return verify_sampled(draft.tokens, draft.q or [], rows, self.params, self.rng, self.model.is_eog)
 
 
-def served_round(target: Target, worker: DraftWorker, req: Request) -> tuple[Draft, Verdict, float, float]:
-    """Ask the draft thread for this round's draft, verify it; return it with (wait, verify) seconds."""
+@dataclass(frozen=True, slots=True)
+class Served:
+    """A round served by the draft thread: the draft, its verdict, timings and finished trees."""
+
+    draft: Draft
+    verdict: Verdict
+    wait_s: float
+    verify_s: float
+    trees: tuple[TreeStats, ...]
+
+
+def served_round(target: Target, worker: DraftWorker, req: Request) -> Served:
+    """Ask the draft thread for this round's draft and verify it."""
     t0 = time.perf_counter()
     worker.request(req)
-    d = worker.reply()
+    d, trees = worker.reply()
     t1 = time.perf_counter()
     v = target.verify(d)
-    return d, v, t1 - t0, time.perf_counter() - t1
+    return Served(d, v, t1 - t0, time.perf_counter() - t1, trees)
 
 
 class Strategy(Protocol):
@@ -142,7 +159,8 @@ class SDStrategy:
         t1 = time.perf_counter()
         v = self.target.verify(d)
         t2 = time.perf_counter()
-        return RoundResult(v.tokens(d.tokens), "sd", len(d.tokens), v.accepted, verify_s=t2 - t1, draft_s=t1 - t0)
+        return RoundResult(v.tokens(d.tokens), "sd", speculator(d), len(d.tokens), v.accepted, verify_s=t2 - t1,
+                           wait_s=t1 - t0)
 
     def close(self) -> None:
         pass
@@ -196,7 +214,7 @@ class SSDStrategy:
         self.fallback_rounds = 0  # > 0 while rolled back to sd
         self.would_hit_streak = 0
         self.acceptance = 0.8
-        self.switches: list[str] = []
+        self._why = ""  # the reason for the switch the next round makes
 
     @property
     def budget(self) -> int:
@@ -219,7 +237,9 @@ class SSDStrategy:
             early_stop=self.opts.early_stop,
             draft_threads=d_threads,
         )
-        d, v, wait, verify = served_round(self.target, self.worker, req)
+        served = served_round(self.target, self.worker, req)
+        d, v = served.draft, served.verdict
+        why, self._why = self._why, ""
         if d.tokens:
             rate = v.accepted / len(d.tokens)
             self.acceptance = 0.9 * self.acceptance + 0.1 * rate
@@ -234,17 +254,19 @@ class SSDStrategy:
             if self.misses >= self.opts.miss_limit:
                 self.fallback_rounds = 1
                 self.would_hit_streak = 0
-                self.switches.append(f"ssd->sd after {self.misses} misses")
+                self._why = f"{self.misses} misses in a row"
                 self.misses = 0
         return RoundResult(
             v.tokens(d.tokens),
             "sd" if sd_round else "ssd",
+            speculator(d),
             len(d.tokens),
             v.accepted,
             hit=hit,
-            backup=d.backup,
-            verify_s=verify,
-            draft_s=wait,
+            verify_s=served.verify_s,
+            wait_s=served.wait_s,
+            trees=served.trees,
+            why=why,
         )
 
     def _track_fallback(self, d: Draft, v: Verdict) -> None:
@@ -255,8 +277,7 @@ class SSDStrategy:
             self.would_hit_streak = self.would_hit_streak + 1 if v.next_token in cands else 0
         self.fallback_rounds += 1
         if self.would_hit_streak >= 2 or self.fallback_rounds > self.opts.probe_after:
-            why = "predictions recovered" if self.would_hit_streak >= 2 else "probe"
-            self.switches.append(f"sd->ssd ({why})")
+            self._why = "predictions recovered" if self.would_hit_streak >= 2 else "probe"
             self.fallback_rounds = 0
             self.last_accepted = -1  # the next ssd round starts with a forced miss
 

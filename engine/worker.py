@@ -29,8 +29,11 @@ class Request:
 
 @dataclass(slots=True)
 class Reply:
+    """A served draft and the speculation trees the thread finished since its previous reply."""
+
     draft: Draft | None
     error: BaseException | None = None
+    trees: tuple[TreeStats, ...] = ()
 
 
 class DraftWorker:
@@ -41,18 +44,19 @@ class DraftWorker:
         self._requests: queue.SimpleQueue[Request | None] = queue.SimpleQueue()
         self._replies: queue.SimpleQueue[Reply] = queue.SimpleQueue()
         self._thread = threading.Thread(target=self._run, name="ssd-draft", daemon=True)
-        self.tree_stats: list[TreeStats] = []
+        self._trees: list[TreeStats] = []  # owned by the draft thread; handed over with the next reply
         self._thread.start()
 
     def request(self, req: Request) -> None:
         self._requests.put(req)
 
-    def reply(self) -> Draft:
+    def reply(self) -> tuple[Draft, tuple[TreeStats, ...]]:
+        """The requested draft, and the trees built since the previous reply."""
         rep = self._replies.get()
         if rep.error is not None:
             raise rep.error
         assert rep.draft is not None
-        return rep.draft
+        return rep.draft, rep.trees
 
     def close(self, timeout: float = 30.0) -> None:
         """Ask the thread to exit (it checks between tree levels) and join it."""
@@ -77,7 +81,8 @@ class DraftWorker:
                 self._replies.put(Reply(None, exc))
                 req = self._requests.get()
                 continue
-            self._replies.put(Reply(draft))
+            self._replies.put(Reply(draft, trees=tuple(self._trees)))
+            self._trees.clear()
             if req.budget > 0 and draft.tokens:
                 try:
                     stats = self.drafter.build_tree(
@@ -88,7 +93,7 @@ class DraftWorker:
                         fanout=fanout_fn(req.geometric, req.acceptance),
                         interrupt=(lambda: not self._requests.empty()) if req.early_stop else (lambda: False),
                     )
-                    self.tree_stats.append(stats)
+                    self._trees.append(stats)
                 except BaseException:
                     log.exception("speculation tree failed; the next round will miss")
                     self.drafter.reset()

@@ -1,0 +1,137 @@
+"""Generation statistics: every round reports one :class:`RoundResult`; one recorder derives the rates.
+
+:class:`StatsRecorder` is the only place where acceptance, hit rate, tokens per second, mean
+timings and mode switches are computed. It updates the :class:`GenerationStats` after every token
+and every round, so a reader sees consistent live figures while a generation runs.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from .strategies import RoundResult
+
+
+@dataclass(slots=True)
+class GenerationStats:
+    """What a generation did, live while it runs and complete when it ends."""
+
+    mode: str = ""  # the requested mode ("auto" stays "auto")
+    current_mode: str = ""  # the step the latest round ran: "ar", "sd" or "ssd"
+    prompt_tokens: int = 0
+    new_tokens: int = 0
+    seconds: float = 0.0
+    tokens_per_second: float = 0.0
+    ttft_s: float = 0.0
+    rounds: int = 0
+    drafted: int = 0
+    accepted: int = 0
+    acceptance_rate: float | None = None  # accepted / drafted
+    mean_accepted: float | None = None  # accepted drafts per speculative round
+    hit_rate: float | None = None  # ssd cache hits / lookups
+    hits: int = 0
+    lookups: int = 0
+    backup_uses: int = 0  # ssd rounds whose draft came from the backup speculator
+    mean_verify_ms: float = 0.0
+    mean_draft_ms: float = 0.0  # the target waiting for a draft, per round
+    mean_tree_ms: float | None = None  # trees finished before a later round (the last, cut-short one is left out)
+    target_decode_s: float = 0.0  # inside llama_decode on the target
+    draft_decode_s: float = 0.0  # inside llama_decode on the draft (any thread)
+    draft_wait_s: float = 0.0  # target thread waiting for a draft (sd: drafting itself)
+    python_share: float | None = None  # share of the decode loop spent outside llama.cpp on the target thread
+    mode_switches: list[str] = field(default_factory=list)  # one entry per change of current_mode
+    finish_reason: str = ""
+    rounds_by_mode: dict[str, int] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass(frozen=True, slots=True)
+class DecodeTimes:
+    """Seconds inside llama_decode, as read from the two contexts' counters."""
+
+    target: float = 0.0
+    draft: float = 0.0
+
+
+class StatsRecorder:
+    """Fills one :class:`GenerationStats` from tokens and round events."""
+
+    def __init__(self, stats: GenerationStats, clock: Callable[[], float] = time.perf_counter) -> None:
+        self.stats = stats
+        self._clock = clock
+        self._t0 = clock()
+        self._verify_s = 0.0
+        self._wait_s = 0.0
+        self._tree_s: list[float] = []
+        self._spec_rounds = 0
+        self._loop_t0 = 0.0
+        self._loop_dec = DecodeTimes()
+
+    def first_token(self, decode: DecodeTimes) -> None:
+        """The prompt is in and the first token sampled; the decoding loop starts now."""
+        self._loop_t0 = self._clock()
+        self._loop_dec = decode
+        self.stats.ttft_s = self._loop_t0 - self._t0
+
+    def token(self) -> None:
+        s = self.stats
+        s.new_tokens += 1
+        s.seconds = self._clock() - self._t0
+        s.tokens_per_second = s.new_tokens / s.seconds if s.seconds > 0 else 0.0
+
+    def round(self, rr: RoundResult) -> None:
+        s = self.stats
+        if s.current_mode and rr.mode != s.current_mode:
+            s.mode_switches.append(f"{s.current_mode}->{rr.mode}" + (f" ({rr.why})" if rr.why else ""))
+        s.current_mode = rr.mode
+        s.rounds += 1
+        s.rounds_by_mode[rr.mode] = s.rounds_by_mode.get(rr.mode, 0) + 1
+        s.drafted += rr.drafted
+        s.accepted += rr.accepted
+        if rr.mode != "ar":
+            self._spec_rounds += 1
+        if rr.hit is not None:
+            s.lookups += 1
+            s.hits += int(rr.hit)
+        if rr.mode == "ssd" and rr.speculator != "cache":
+            s.backup_uses += 1
+        self._tree_s.extend(t.seconds for t in rr.trees)
+        self._verify_s += rr.verify_s
+        self._wait_s += rr.wait_s
+        self._rates()
+
+    def _rates(self) -> None:
+        s = self.stats
+        s.acceptance_rate = s.accepted / s.drafted if s.drafted else None
+        s.mean_accepted = s.accepted / self._spec_rounds if self._spec_rounds else None
+        s.hit_rate = s.hits / s.lookups if s.lookups else None
+        if s.rounds:
+            s.mean_verify_ms = 1000.0 * self._verify_s / s.rounds
+            s.mean_draft_ms = 1000.0 * self._wait_s / s.rounds
+        if self._tree_s:
+            s.mean_tree_ms = 1000.0 * sum(self._tree_s) / len(self._tree_s)
+        s.draft_wait_s = self._wait_s
+
+    def finish(self, start: DecodeTimes, end: DecodeTimes, *, draft_on_this_thread: bool) -> None:
+        """The generation ended: total time, decode split, and the share of the loop outside llama.cpp.
+
+        ``draft_on_this_thread``: plain sd drafts on the target's thread, so the draft's decode time is
+        llama.cpp time of this loop; otherwise the loop only waited for the draft thread.
+        """
+        s = self.stats
+        now = self._clock()
+        s.seconds = now - self._t0
+        s.tokens_per_second = s.new_tokens / s.seconds if s.seconds > 0 else 0.0
+        s.target_decode_s = end.target - start.target
+        s.draft_decode_s = end.draft - start.draft
+        self._rates()
+        if self._loop_t0 and s.rounds:
+            loop = now - self._loop_t0
+            inside = end.target - self._loop_dec.target
+            inside += end.draft - self._loop_dec.draft if draft_on_this_thread else self._wait_s
+            s.python_share = max(0.0, 1.0 - inside / loop) if loop > 0 else None

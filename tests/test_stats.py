@@ -1,0 +1,62 @@
+"""The stats recorder: rates computed once from round events, live and final; mode switches follow the rounds."""
+
+from __future__ import annotations
+
+import pytest
+
+from engine.stats import DecodeTimes, GenerationStats, StatsRecorder
+from engine.strategies import RoundResult
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 100.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def test_rates_and_switches_from_round_events() -> None:
+    clock = Clock()
+    stats = GenerationStats(mode="auto")
+    rec = StatsRecorder(stats, clock)
+    clock.now += 0.5
+    rec.first_token(DecodeTimes(0.4, 0.0))
+    rounds = [
+        RoundResult([7], "ar", verify_s=0.1, why="probe ar"),
+        RoundResult([1, 2, 3], "sd", "jit", drafted=3, accepted=2, verify_s=0.2, wait_s=0.1, why="probe sd(K=3)"),
+        RoundResult([4, 5], "ssd", "jit", drafted=3, accepted=1, hit=None, verify_s=0.2, wait_s=0.1),
+        RoundResult([6, 7, 8, 9], "ssd", "cache", drafted=3, accepted=3, hit=True, verify_s=0.2),
+        RoundResult([1], "ssd", "jit", drafted=3, accepted=0, hit=False, verify_s=0.2, wait_s=0.1),
+    ]
+    for rr in rounds:
+        for _ in rr.tokens:
+            clock.now += 0.1
+            rec.token()
+        rec.round(rr)
+        assert stats.current_mode == rr.mode  # live: the latest round's step
+    assert stats.rounds_by_mode == {"ar": 1, "sd": 1, "ssd": 3}
+    assert stats.mode_switches == ["ar->sd (probe sd(K=3))", "sd->ssd"]
+    assert (stats.drafted, stats.accepted) == (12, 6)
+    assert stats.acceptance_rate == pytest.approx(0.5)
+    assert stats.mean_accepted == pytest.approx(6 / 4)
+    assert (stats.hits, stats.lookups, stats.hit_rate) == (1, 2, 0.5)
+    assert stats.backup_uses == 2  # ssd rounds drafted by the backup (the forced first miss included)
+    assert stats.new_tokens == 11
+    assert stats.tokens_per_second == pytest.approx(11 / 1.6)
+    assert stats.mean_verify_ms == pytest.approx(1000 * 0.9 / 5)
+    clock.now += 0.4
+    rec.finish(DecodeTimes(0.0, 0.0), DecodeTimes(1.0, 0.5), draft_on_this_thread=False)
+    assert stats.seconds == pytest.approx(2.0)
+    assert (stats.target_decode_s, stats.draft_decode_s) == (1.0, 0.5)
+    # loop of 1.5 s: 0.6 s target decode after the first token, 0.3 s waiting for the draft
+    assert stats.python_share == pytest.approx(1 - 0.9 / 1.5)
+
+
+def test_a_mode_that_never_changes_reports_no_switch() -> None:
+    stats = GenerationStats(mode="ar")
+    rec = StatsRecorder(stats, Clock())
+    for _ in range(3):
+        rec.round(RoundResult([1], "ar", why="whatever"))
+    assert stats.mode_switches == [] and stats.rounds_by_mode == {"ar": 3}
+    assert stats.acceptance_rate is None and stats.hit_rate is None and stats.mean_accepted is None
