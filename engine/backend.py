@@ -20,6 +20,7 @@ import llama_cpp as ll
 import numpy as np
 import numpy.typing as npt
 
+from . import cpu_check
 from .errors import DecodeError, ModelLoadError
 
 log = logging.getLogger(__name__)
@@ -87,6 +88,7 @@ class Model:
         mp = ll.llama_model_default_params()
         mp.n_gpu_layers = gpu_layers
         mp.vocab_only = vocab_only
+        mp.use_extra_bufts = cpu_check.extra_bufts_allowed()  # False where the CPU faults in AMX/repack kernels
         ptr = ll.llama_model_load_from_file(str(self.path).encode(), mp)
         if not ptr:
             raise ModelLoadError(f"llama.cpp could not load the model (truncated or unsupported GGUF?): {self.path}")

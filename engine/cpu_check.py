@@ -1,0 +1,259 @@
+"""Whether llama.cpp's extra CPU buffer types (AMX tiles, repacked weights) are safe on this machine.
+
+Some virtual machines advertise Intel AMX but fault on tile instructions: llama.cpp then dies with
+SIGILL in ``ggml_backend_amx_mul_mat`` as soon as a K-quant model decodes a batch. No Python code can
+catch that, so the check runs once per llama.cpp build and CPU in a child process: it quantizes a tiny
+model to Q4_K_M, loads it with the extra buffer types on and decodes through the engine's own
+``Model``/``Context`` path. A child killed by a signal means "not safe": models then load with
+``use_extra_bufts = False`` (what ``--no-repack`` does in llama.cpp's tools), which runs the plain CPU
+kernels. The verdict is remembered in the user cache folder, keyed by the build and the CPU; the user
+may override it (settings dialog), and the override is kept in the user data folder.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import datetime
+import hashlib
+import json
+import logging
+import multiprocessing
+import os
+import platform
+import signal
+import tempfile
+import threading
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Literal, cast
+
+import llama_cpp as ll
+import platformdirs
+
+from .paths import APP_NAME, user_data_dir
+
+log = logging.getLogger(__name__)
+
+Override = Literal["auto", "on", "off"]
+OVERRIDES: tuple[Override, ...] = ("auto", "on", "off")
+
+FAULT_ENV = "SSD_CHAT_CPU_CHECK_FAULT"  # a signal name the probe's child raises before decoding (tests)
+CHILD_ENV = "SSD_CHAT_CPU_CHECK_CHILD"  # set inside the child: it tests the extra buffer types
+CACHE_ENV = "SSD_CHAT_CACHE_DIR"  # where verdicts are kept (tests, portable installs)
+PROBE_TIMEOUT_S = 120.0
+
+_lock = threading.Lock()
+_memo: dict[str, Verdict] = {}
+
+
+@dataclass(frozen=True, slots=True)
+class Verdict:
+    """The outcome of one probe on one llama.cpp build and CPU."""
+
+    safe: bool
+    detail: str  # what the child did: "decoded 8+2 tokens" or "killed by SIGILL: Fatal Python error: ..."
+    key: str
+    checked_at: str
+
+
+@dataclass(frozen=True, slots=True)
+class Status:
+    """What the settings dialog shows: the verdict (None until probed), the override and the result."""
+
+    verdict: Verdict | None
+    override: Override
+    allowed: bool
+
+
+def cache_dir() -> Path:
+    override = os.environ.get(CACHE_ENV)
+    return Path(override) if override else Path(platformdirs.user_cache_dir(APP_NAME, appauthor=False))
+
+
+def verdict_file() -> Path:
+    return cache_dir() / "cpu-check.json"
+
+
+def override_file() -> Path:
+    return user_data_dir() / "cpu-kernels.json"
+
+
+def cpu_name() -> str:
+    """The CPU's model name and feature flags (Linux), or what :mod:`platform` knows."""
+    try:
+        text = Path("/proc/cpuinfo").read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return f"{platform.machine()} {platform.processor()}"
+    fields = dict(line.split(":", 1) for line in text.splitlines() if ":" in line)
+    return " ".join(fields.get(k, "").strip() for k in ("model name", "flags", "Features"))
+
+
+def build_key() -> str:
+    """Identifies the llama.cpp build and the CPU: a new build or another CPU is probed anew."""
+    system_info = (ll.llama_print_system_info() or b"").decode("utf-8", "replace")
+    raw = f"{ll.__version__}|{system_info}|{cpu_name()}"
+    return hashlib.sha256(raw.encode()).hexdigest()[:16]
+
+
+def read_override() -> Override:
+    try:
+        value = json.loads(override_file().read_text(encoding="utf-8")).get("extra_bufts", "auto")
+    except (OSError, ValueError, AttributeError):
+        return "auto"
+    return cast(Override, value) if value in OVERRIDES else "auto"
+
+
+def set_override(value: Override) -> None:
+    """Keep the user's choice; it applies to models loaded from now on."""
+    if value not in OVERRIDES:
+        raise ValueError(f"override must be one of {', '.join(OVERRIDES)}, not {value!r}")
+    path = override_file()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps({"extra_bufts": value}), encoding="utf-8")
+
+
+def _read_verdicts() -> dict[str, dict[str, object]]:
+    try:
+        data = json.loads(verdict_file().read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
+def remembered(key: str) -> Verdict | None:
+    """The verdict kept for ``key``, if any (in-process first, then the cache file)."""
+    if key in _memo:
+        return _memo[key]
+    entry = _read_verdicts().get(key)
+    if not isinstance(entry, dict):
+        return None
+    try:
+        verdict = Verdict(bool(entry["safe"]), str(entry["detail"]), key, str(entry["checked_at"]))
+    except KeyError:
+        return None
+    _memo[key] = verdict
+    return verdict
+
+
+def _remember(verdict: Verdict) -> None:
+    _memo[verdict.key] = verdict
+    data = _read_verdicts()
+    data[verdict.key] = {k: v for k, v in asdict(verdict).items() if k != "key"}
+    path = verdict_file()
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_suffix(".tmp")
+        tmp.write_text(json.dumps(data, indent=1), encoding="utf-8")
+        tmp.replace(path)
+    except OSError as exc:  # a read-only cache only costs a probe per process
+        log.warning("could not remember the CPU check in %s: %s", path, exc)
+
+
+def status() -> Status:
+    """The current verdict (without probing), the user's override and whether extra buffers are used."""
+    override = read_override()
+    verdict = remembered(build_key())
+    if override != "auto":
+        allowed = override == "on"
+    else:
+        allowed = verdict.safe if verdict is not None else True
+    return Status(verdict, override, allowed)
+
+
+def extra_bufts_allowed() -> bool:
+    """Whether models should load with llama.cpp's extra CPU buffer types; probes once if unknown."""
+    if os.environ.get(CHILD_ENV):
+        return True
+    override = read_override()
+    if override != "auto":
+        return override == "on"
+    return check().safe
+
+
+def check(*, recheck: bool = False) -> Verdict:
+    """The remembered verdict for this build and CPU, or a new probe's (``recheck`` forces one)."""
+    key = build_key()
+    with _lock:
+        known = None if recheck else remembered(key)
+        if known is not None:
+            return known
+        verdict = probe(key)
+        if verdict.safe:
+            log.info("CPU check: llama.cpp's extra CPU buffer types run on this CPU (%s)", verdict.detail)
+        else:
+            log.warning("CPU check: llama.cpp's extra CPU buffer types fault on this CPU (%s); "
+                        "models load without them", verdict.detail)
+        if not verdict.detail.startswith("timed out"):
+            _remember(verdict)
+        return verdict
+
+
+def probe(key: str) -> Verdict:
+    """Run the tiny K-quant decode in a child process and judge how it ended."""
+    now = datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds")
+    with tempfile.TemporaryDirectory(prefix="ssd-chat-cpu-check-") as tmp:
+        folder = Path(tmp)
+        child = multiprocessing.get_context("spawn").Process(target=_child, args=(str(folder),), daemon=True)
+        child.start()
+        child.join(PROBE_TIMEOUT_S)
+        if child.is_alive():
+            child.kill()
+            child.join()
+            return Verdict(False, f"timed out after {PROBE_TIMEOUT_S:.0f} s", key, now)
+        code = child.exitcode if child.exitcode is not None else 1
+        stderr = _fault_line(folder / "stderr.txt")
+        if code < 0:
+            name = signal.Signals(-code).name if -code in signal.valid_signals() else f"signal {-code}"
+            return Verdict(False, f"killed by {name}" + (f": {stderr}" if stderr else ""), key, now)
+        if code != 0:  # a Python error in the child is no CPU fault: keep the fast kernels
+            return Verdict(True, f"probe failed without a fault (exit {code}): {stderr}", key, now)
+        return Verdict(True, (folder / "result.txt").read_text(encoding="utf-8"), key, now)
+
+
+def _fault_line(path: Path) -> str:
+    """faulthandler's "Fatal Python error: ..." line from the child's stderr, else its last line."""
+    with contextlib.suppress(OSError):
+        lines = [ln.strip() for ln in path.read_text(encoding="utf-8", errors="replace").splitlines() if ln.strip()]
+        fatal = [ln for ln in lines if ln.startswith("Fatal Python error")]
+        return fatal[0] if fatal else (lines[-1] if lines else "")
+    return ""
+
+
+def write_kquant_model(folder: Path) -> Path:
+    """A tiny Q4_K_M llama model (rows of 256, as K-quants need), quantized by llama.cpp itself."""
+    from .tinymodel import small_vocab, write_model
+
+    f32 = write_model(folder / "cpu-check-f32.gguf", vocab=small_vocab(), n_layer=1, n_embd=256, n_head=4, n_ff=512)
+    out = folder / "cpu-check-q4_k_m.gguf"
+    qp = ll.llama_model_quantize_default_params()
+    qp.ftype = ll.LLAMA_FTYPE_MOSTLY_Q4_K_M
+    qp.nthread = 1
+    if ll.llama_model_quantize(str(f32).encode(), str(out).encode(), ctypes.byref(qp)) != 0:
+        raise RuntimeError("llama.cpp could not quantize the check model")
+    return out
+
+
+def _child(folder_name: str) -> None:  # pragma: no cover - runs in the probe's child process
+    folder = Path(folder_name)
+    os.environ[CHILD_ENV] = "1"
+    err = os.open(folder / "stderr.txt", os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    os.dup2(err, 2)  # faulthandler's "Fatal Python error: Illegal instruction" lands here
+    import faulthandler
+
+    faulthandler.enable()
+    from .backend import Context, ContextParams, Model, init_backend
+
+    init_backend()
+    path = write_kquant_model(folder)
+    with Model(path) as model, Context(model, ContextParams(n_ctx=256, n_batch=32, n_threads=2,
+                                                            n_threads_batch=2)) as ctx:
+        fault = os.environ.get(FAULT_ENV)
+        if fault:
+            signal.raise_signal(signal.Signals[fault])
+        prompt = [model.bos, *range(3, 10)]
+        ctx.decode(prompt, list(range(len(prompt))), outputs=list(range(len(prompt))))
+        for i in range(2):
+            ctx.decode([3 + i], [len(prompt) + i])
+    (folder / "result.txt").write_text(f"decoded a batch of {len(prompt)} and 2 single tokens with "
+                                       "Q4_K_M weights", encoding="utf-8")
