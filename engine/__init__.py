@@ -8,6 +8,11 @@ from . import hub, offline
 from .backend import init_backend, supports_gpu_offload
 from .catalog import PairSpec, fit_label, format_bytes, load_catalog, system_memory
 from .chat import Message as ChatMessage
+from .cpu_check import Override as CpuCheckOverride
+from .cpu_check import Status as CpuCheckStatus
+from .cpu_check import Verdict as CpuCheckVerdict
+from .cpu_check import set_override as set_cpu_check_override
+from .cpu_check import status as cpu_check_status
 from .engine import Engine, EngineConfig, Generation, GenerationParams, TokenEvent
 from .errors import ContextFullError, EngineError, ModelLoadError, ParameterError, VocabMismatchError
 from .hub import DownloadCancelled, DownloadProgress
@@ -28,6 +33,9 @@ __all__ = [
     "OPTIONS",
     "ChatMessage",
     "ContextFullError",
+    "CpuCheckOverride",
+    "CpuCheckStatus",
+    "CpuCheckVerdict",
     "DownloadCancelled",
     "DownloadProgress",
     "Engine",
@@ -46,6 +54,7 @@ __all__ = [
     "TinyPair",
     "TokenEvent",
     "VocabMismatchError",
+    "cpu_check_status",
     "cpu_cores",
     "first_difference",
     "fit_label",
@@ -54,6 +63,7 @@ __all__ = [
     "init_backend",
     "load_catalog",
     "offline",
+    "set_cpu_check_override",
     "supports_gpu_offload",
     "system_memory",
     "user_data_dir",
