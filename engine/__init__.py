@@ -19,10 +19,10 @@ from .hub import DownloadCancelled, DownloadProgress
 from .options import MAX_BRANCHES, MAX_CONTEXT, MAX_FANOUT, MAX_K, MODES, OPTIONS, Option, cpu_cores
 from .paths import user_data_dir
 from .sampling import SamplingParams
+from .spec.verify import first_difference
 from .stats import GenerationStats
 from .store import InstalledPair, ModelStore
 from .tinymodel import TinyPair, write_model
-from .verify import first_difference
 
 __all__ = [
     "MAX_BRANCHES",

@@ -33,7 +33,7 @@ from .engine import Engine, EngineConfig, GenerationParams, cpu_cores
 from .errors import EngineError
 from .paths import resources_dir
 from .sampling import SamplingParams
-from .verify import first_difference
+from .spec.verify import first_difference
 
 MODES = ("ar", "sd", "ssd", "auto")
 

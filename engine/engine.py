@@ -13,16 +13,16 @@ import numpy as np
 
 from . import chat
 from . import options as opt
-from .auto import AutoStrategy, CostModel
 from .backend import Context, ContextParams, Model
-from .drafter import Drafter
 from .errors import ContextFullError, DecodeError, EngineError, ParameterError
 from .options import MAX_FANOUT as MAX_FANOUT  # these three: re-exported while app/ imports them from here
 from .options import MAX_K as MAX_K
 from .options import cpu_cores as cpu_cores
 from .sampling import SamplingParams
+from .spec.auto import AutoStrategy, CostModel
+from .spec.drafter import Drafter
+from .spec.steps import ARStrategy, RoundResult, SDStrategy, SSDOptions, SSDStrategy, Strategy, Target, Threads
 from .stats import DecodeTimes, GenerationStats, StatsRecorder
-from .strategies import ARStrategy, RoundResult, SDStrategy, SSDOptions, SSDStrategy, Strategy, Target, Threads
 from .vocab import check_compatible
 
 log = logging.getLogger(__name__)

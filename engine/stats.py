@@ -12,7 +12,7 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from .strategies import RoundResult
+from .spec.steps import RoundResult
 
 
 @dataclass(slots=True)

@@ -17,7 +17,7 @@ import pytest
 
 from engine import offline
 from engine.backend import Context, ContextParams, Model
-from engine.verify import first_difference
+from engine.spec.verify import first_difference
 
 pytestmark = pytest.mark.realmodels
 

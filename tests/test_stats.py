@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
+from engine.spec.steps import RoundResult
 from engine.stats import DecodeTimes, GenerationStats, StatsRecorder
-from engine.strategies import RoundResult
 
 
 class Clock:

@@ -5,11 +5,11 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from engine import fanout, ngram
 from engine.errors import ParameterError
 from engine.sampling import Dist, SamplingParams, sample, to_dist, top_ids
-from engine.speccache import Branch, SpecCache
-from engine.verify import residual, verify_greedy, verify_sampled
+from engine.spec import fanout, ngram
+from engine.spec.speccache import Branch, SpecCache
+from engine.spec.verify import residual, verify_greedy, verify_sampled
 
 
 def never_eog(_t: int) -> bool:

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 
 from .drafter import Draft, Drafter
 from .fanout import allocate
-from .strategies import RoundResult, Served, SSDOptions, Target, served_round, speculator
+from .steps import RoundResult, Served, SSDOptions, Target, served_round, speculator
 from .worker import DraftWorker, Request
 
 log = logging.getLogger(__name__)

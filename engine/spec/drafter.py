@@ -14,10 +14,11 @@ from dataclasses import dataclass, field
 import numpy as np
 import numpy.typing as npt
 
+from engine.backend import Context
+from engine.sampling import Dist, SamplingParams, argmax, sample, to_dist, top_ids
+
 from . import fanout as fanout_mod
 from . import ngram
-from .backend import Context
-from .sampling import Dist, SamplingParams, argmax, sample, to_dist, top_ids
 from .speccache import Branch, SpecCache
 
 IdRow = npt.NDArray[np.int64]

@@ -15,11 +15,12 @@ from typing import Protocol
 import numpy as np
 import numpy.typing as npt
 
-from .backend import Context, Model
+from engine.backend import Context, Model
+from engine.errors import ContextFullError
+from engine.sampling import SamplingParams
+
 from .drafter import Draft, Drafter, KVTrack, TreeStats
-from .errors import ContextFullError
 from .fanout import uniform
-from .sampling import SamplingParams
 from .verify import Verdict, verify_greedy, verify_sampled
 from .worker import DraftWorker, Request
 

@@ -1,0 +1,1 @@
+"""Speculation: the verifier, the drafter and its tree, the draft thread, the ar/sd/ssd steps, auto's planner."""
