@@ -12,6 +12,7 @@ from collections.abc import Sequence
 from . import models_cli
 from .errors import EngineError
 from .options import MODES
+from .server import add_serve_parser
 
 
 class _Parser(argparse.ArgumentParser):
@@ -97,6 +98,7 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
     _add_generate(sub)
     models_cli.register(sub)
+    add_serve_parser(sub)
     try:
         from . import bench
     except ImportError:  # pragma: no cover - bench is optional while it is built

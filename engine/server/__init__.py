@@ -1,0 +1,38 @@
+"""A local OpenAI-compatible HTTP server over one loaded engine (FastAPI + uvicorn).
+
+In-process use (the app's "Local server" switch)::
+
+    from engine.server import LocalServer, ServerConfig
+    server = LocalServer(engine, ServerConfig(port=8080, api_key=None))
+    server.start()            # background thread; ServerError if the port is taken
+    server.status()           # ServerStatus: url, served, running, queued, rejected, failed
+    server.stop()
+
+Names are imported lazily, so ``add_serve_parser`` costs the CLI nothing until ``serve`` runs.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from .app import create_app
+    from .cli import add_serve_parser, cmd_serve
+    from .config import FinishedRequest, RunningRequest, ServerConfig, ServerStatus
+    from .local import LocalServer, ServerError
+
+_WHERE = {
+    "FinishedRequest": "config", "LocalServer": "local", "RunningRequest": "config", "ServerConfig": "config",
+    "ServerError": "local", "ServerStatus": "config", "add_serve_parser": "cli", "cmd_serve": "cli",
+    "create_app": "app",
+}
+
+__all__ = ["FinishedRequest", "LocalServer", "RunningRequest", "ServerConfig", "ServerError", "ServerStatus",
+           "add_serve_parser", "cmd_serve", "create_app"]
+
+
+def __getattr__(name: str) -> Any:
+    if name in _WHERE:
+        return getattr(importlib.import_module(f"{__name__}.{_WHERE[name]}"), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -1,0 +1,252 @@
+"""The FastAPI application: /health, /v1/models, /v1/chat/completions and /v1/completions."""
+
+from __future__ import annotations
+
+import asyncio
+import hmac
+import secrets
+import time
+import uuid
+from collections.abc import AsyncIterator
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+from fastapi import FastAPI, Request
+from fastapi.middleware.cors import CORSMiddleware
+from fastapi.responses import JSONResponse, Response, StreamingResponse
+from jinja2 import TemplateError
+from starlette.concurrency import run_in_threadpool
+from starlette.types import ASGIApp, Receive, Scope, Send
+
+from engine import ChatMessage, ContextFullError, Engine, GenerationParams, ParameterError, SamplingParams
+
+from . import errors, replies
+from .config import FinishedRequest, RunningRequest, ServerConfig
+from .errors import APIError
+from .gate import Gate, QueueFull
+from .job import Job, Outcome
+from .schemas import ChatCompletionRequest, CompletionRequest
+
+POLL_S = 0.25  # how often a waiting request checks whether its client is still there
+
+
+class BearerAuth:
+    """Rejects /v1/* requests without ``Authorization: Bearer <key>`` (401, before the body is read)."""
+
+    def __init__(self, app: ASGIApp, key: str) -> None:
+        self.app = app
+        self._expected = f"Bearer {key}".encode()
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http" and str(scope["path"]).startswith("/v1"):
+            given = dict(scope["headers"]).get(b"authorization", b"")
+            if not hmac.compare_digest(given, self._expected):
+                msg = "a valid API key is required: send 'Authorization: Bearer <key>'" if not given else \
+                    "the API key is not valid"
+                err = APIError(401, msg, code="invalid_api_key", headers={"WWW-Authenticate": "Bearer"})
+                await err.response()(scope, receive, send)
+                return
+        await self.app(scope, receive, send)
+
+
+class Service:
+    """The endpoints' logic around one engine and its gate."""
+
+    def __init__(self, engine: Engine, config: ServerConfig, gate: Gate) -> None:
+        self.engine = engine
+        self.config = config
+        self.gate = gate
+        self.model_id = config.model_id or Path(engine.config.target_path).stem
+        self.created = int(time.time())
+        self.jobs: set[Job] = set()
+
+    def model_card(self) -> dict[str, Any]:
+        draft = self.engine.config.draft_path
+        return {"id": self.model_id, "object": "model", "created": self.created, "owned_by": "ssd-chat",
+                "draft": Path(draft).stem if draft else None, "context_length": self.engine.n_ctx,
+                "modes": ["ar", "sd", "ssd", "auto"] if draft else ["ar"]}
+
+    def check_model(self, name: str) -> None:
+        if name != self.model_id:
+            raise APIError(404, f"the model {name!r} does not exist; this server has {self.model_id!r}",
+                           param="model", code="model_not_found")
+
+    def params(self, body: ChatCompletionRequest | CompletionRequest, n_prompt: int, prompt_field: str) \
+            -> GenerationParams:
+        n_ctx = self.engine.n_ctx
+        if n_prompt + 1 >= n_ctx:
+            raise APIError(400, f"the prompt has {n_prompt} tokens but the context holds only {n_ctx}",
+                           param=prompt_field, code="context_length_exceeded")
+        field, limit = body.token_limit
+        room = n_ctx - n_prompt
+        if limit is not None and limit > room:
+            raise APIError(400, f"{field} {limit} is beyond the context: the prompt has {n_prompt} tokens and the "
+                           f"context holds {n_ctx}, leaving room for {room}", param=field,
+                           code="context_length_exceeded")
+        base = self.config.generation
+        mode = body.mode or base.mode
+        if mode != "ar" and not self.engine.config.draft_path:
+            if body.mode is not None:
+                raise APIError(400, f"mode {mode!r} needs a draft model and this server has none", param="mode")
+            mode = "ar"
+        seed = body.seed if body.seed is not None else secrets.randbelow(1 << 31)
+        try:
+            sampling = SamplingParams(body.temperature, body.top_k, body.top_p, body.min_p, seed)
+            return replace(base, mode=mode, max_tokens=limit or room, sampling=sampling)
+        except ParameterError as exc:
+            raise APIError(400, str(exc)) from exc
+
+    async def wait_turn(self, request: Request) -> bool:
+        """Wait for the engine; False if the client left meanwhile. Raises 429 when the line is full."""
+        task = asyncio.ensure_future(self.gate.acquire())
+        try:
+            while True:
+                done, _ = await asyncio.wait({task}, timeout=POLL_S)
+                if done:
+                    task.result()
+                    return True
+                if await request.is_disconnected():
+                    task.cancel()
+                    await asyncio.wait({task})
+                    if not task.cancelled() and task.exception() is None:
+                        self.gate.release()
+                    return False
+        except QueueFull:
+            raise APIError(429, f"the server is busy: one generation is running and {self.gate.max_queue} "
+                           "requests are waiting; retry later", code="queue_full",
+                           headers={"Retry-After": str(self.config.retry_after_s)}) from None
+
+    async def serve(self, request: Request, kind: str, body: ChatCompletionRequest | CompletionRequest,
+                    prompt: list[int], prompt_field: str) -> Response:
+        params = self.params(body, len(prompt), prompt_field)
+        if not await self.wait_turn(request):
+            return APIError(400, "the client disconnected", code="client_disconnected").response()
+        rid = ("chatcmpl-" if kind == replies.CHAT else "cmpl-") + uuid.uuid4().hex[:24]
+        loop = asyncio.get_running_loop()
+
+        def on_end(out: Outcome) -> None:  # worker thread, once the engine is free
+            st = out.stats
+            finish = "error" if out.error else "cancelled" if out.cancelled else out.finish_reason
+            self.gate.finished(FinishedRequest(
+                rid, kind, len(prompt), st.new_tokens if st else 0, finish, st.seconds if st else 0.0,
+                st.tokens_per_second if st else 0.0, params.mode))
+            try:
+                loop.call_soon_threadsafe(self.gate.release)
+            except RuntimeError:  # the server's loop has closed
+                pass
+
+        try:
+            job = Job(self.engine, prompt, params, body.stop_strings,
+                      lambda n: self.gate.progressed(rid, n), on_end)
+            self.gate.started(RunningRequest(rid, kind, body.stream, len(prompt), 0, time.time()))
+            job.start()
+        except BaseException:
+            self.gate.release()
+            raise
+        self.jobs.add(job)
+        head = (kind, rid, int(time.time()), self.model_id)
+        if body.stream:
+            return StreamingResponse(self._stream(job, head, body, len(prompt)), media_type="text/event-stream",
+                                     headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"})
+        return await self._whole(request, job, head, len(prompt))
+
+    async def _whole(self, request: Request, job: Job, head: tuple[str, str, int, str], n_prompt: int) -> Response:
+        async def collect() -> str:
+            return "".join([piece async for piece in job.pieces()])
+
+        task = asyncio.ensure_future(collect())
+        try:
+            while not (await asyncio.wait({task}, timeout=POLL_S))[0]:
+                if await request.is_disconnected():
+                    job.cancel()
+            text = task.result()
+        finally:
+            job.cancel()
+            self.jobs.discard(job)
+        out = job.outcome
+        if out.error is not None:
+            raise engine_failure(out.error)
+        return JSONResponse(replies.whole(*head, text, out.finish_reason, n_prompt, out.stats))
+
+    async def _stream(self, job: Job, head: tuple[str, str, int, str], body: ChatCompletionRequest |
+                      CompletionRequest, n_prompt: int) -> AsyncIterator[str]:
+        try:
+            if head[0] == replies.CHAT:
+                yield replies.sse(replies.chunk(*head, role=True, text=""))
+            async for piece in job.pieces():
+                yield replies.sse(replies.chunk(*head, text=piece))
+            out = job.outcome
+            if out.error is not None:
+                self.gate.count_failure()
+                yield replies.sse(engine_failure(out.error).body())
+            else:
+                yield replies.sse(replies.chunk(*head, finish=out.finish_reason, stats=out.stats))
+                if body.include_usage:
+                    yield replies.sse(replies.usage_chunk(*head, n_prompt, out.stats))
+            yield replies.sse("[DONE]")
+        finally:  # also when the client has gone: stop the generation within one round
+            job.cancel()
+            self.jobs.discard(job)
+
+    def cancel_all(self) -> None:
+        for job in list(self.jobs):
+            job.cancel()
+
+
+def engine_failure(exc: Exception) -> APIError:
+    """The reply for an engine error raised during a generation."""
+    if isinstance(exc, ContextFullError):
+        return APIError(400, str(exc), code="context_length_exceeded")
+    if isinstance(exc, ParameterError):
+        return APIError(400, str(exc), code="invalid_value")
+    return APIError(503, f"the engine could not generate: {exc}", code="engine_unavailable")
+
+
+def create_app(engine: Engine, config: ServerConfig, gate: Gate | None = None) -> FastAPI:
+    """The ASGI app for ``engine`` (already loaded); ``app.state.service`` holds its :class:`Service`."""
+    service = Service(engine, config, gate or Gate(config.max_queue))
+    app = FastAPI(title="ssd-chat local server", docs_url=None, redoc_url=None, openapi_url=None)
+    app.state.service = service
+    errors.install(app, on_error=service.gate.count_failure)
+    if config.api_key:
+        app.add_middleware(BearerAuth, key=config.api_key)
+    if config.cors_origins:  # added last: outermost, so preflight requests need no key
+        app.add_middleware(CORSMiddleware, allow_origins=list(config.cors_origins), allow_methods=["GET", "POST"],
+                           allow_headers=["Authorization", "Content-Type"])
+
+    @app.get("/health")
+    async def health() -> dict[str, Any]:
+        g = service.gate
+        return {"status": "ok", "model": service.model_id, "busy": g.busy, "queued": g.queued, "served": g.served}
+
+    @app.get("/v1/models")
+    async def models() -> dict[str, Any]:
+        return {"object": "list", "data": [service.model_card()]}
+
+    @app.get("/v1/models/{model}")
+    async def model(model: str) -> dict[str, Any]:
+        service.check_model(model)
+        return service.model_card()
+
+    @app.post("/v1/chat/completions")
+    async def chat_completions(request: Request) -> Response:
+        body = errors.parse_body(await request.body(), ChatCompletionRequest)
+        service.check_model(body.model)
+        messages: list[ChatMessage] = [{"role": "system" if m.role == "developer" else m.role, "content": m.text}
+                                   for m in body.messages]
+        try:
+            prompt = await run_in_threadpool(engine.messages_tokens, messages)
+        except TemplateError as exc:  # e.g. a template that insists on alternating user/assistant turns
+            raise APIError(400, f"the model's chat template rejected the messages: {exc}", param="messages",
+                           code="invalid_messages") from exc
+        return await service.serve(request, replies.CHAT, body, prompt, "messages")
+
+    @app.post("/v1/completions")
+    async def completions(request: Request) -> Response:
+        body = errors.parse_body(await request.body(), CompletionRequest)
+        service.check_model(body.model)
+        prompt = await run_in_threadpool(engine.tokenize, body.text)
+        return await service.serve(request, replies.TEXT, body, prompt, "prompt")
+
+    return app

@@ -1,0 +1,62 @@
+"""``python -m engine serve``: load a model pair and serve it until Ctrl+C."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+
+def add_serve_parser(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    """Register ``serve`` on the engine CLI's subcommands (imports nothing heavy)."""
+    p = subparsers.add_parser("serve", help="serve a model pair over an OpenAI-compatible HTTP API")
+    p.add_argument("--target", required=True, help="target GGUF file")
+    p.add_argument("--draft", help="draft GGUF file (needed for sd, ssd, auto)")
+    p.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1: this machine only)")
+    p.add_argument("--port", type=int, default=8080, help="port (0 = any free port)")
+    p.add_argument("--mode", choices=["ar", "sd", "ssd", "auto"], default=None,
+                   help="speculation mode (default: auto with a draft, ar without)")
+    p.add_argument("--api-key", help="require 'Authorization: Bearer KEY' on /v1/*")
+    p.add_argument("--model-id", default="", help="the model name clients send (default: the target's file name)")
+    p.add_argument("--queue", type=int, default=8, help="requests that may wait for the engine before 429")
+    p.add_argument("--cors-origin", action="append", default=[], metavar="ORIGIN",
+                   help="allow browser requests from ORIGIN (repeatable; CORS is off by default)")
+    p.add_argument("--k", type=int, default=4, help="draft length K")
+    p.add_argument("--fanout", type=int, default=2, help="pre-speculated candidates per outcome position")
+    p.add_argument("--ctx", type=int, default=4096, help="context length")
+    p.add_argument("--threads", type=int, default=0, help="target CPU threads (0 = all cores)")
+    p.add_argument("--draft-threads", type=int, default=0, help="draft CPU threads (0 = all cores)")
+    p.add_argument("--gpu-layers", type=int, default=0, help="target layers on the GPU (-1 = all)")
+    p.add_argument("--draft-gpu-layers", type=int, default=0, help="draft layers on the GPU (-1 = all)")
+    p.set_defaults(func=cmd_serve)
+
+
+def cmd_serve(args: argparse.Namespace) -> int:
+    """Load the engine, serve until interrupted; errors are ``EngineError`` (one line, exit 2)."""
+    from engine import Engine, EngineConfig, EngineError, GenerationParams
+
+    from .config import ServerConfig
+    from .local import LocalServer
+
+    mode = args.mode or ("auto" if args.draft else "ar")
+    if mode != "ar" and not args.draft:
+        raise EngineError(f"--mode {mode} needs --draft")
+    gen = GenerationParams(mode=mode, k=args.k, fanout=args.fanout)
+    config = ServerConfig(host=args.host, port=args.port, api_key=args.api_key, model_id=args.model_id,
+                          generation=gen, max_queue=args.queue, cors_origins=tuple(args.cors_origin),
+                          access_log=bool(getattr(args, "verbose", False)))
+    engine_config = EngineConfig(
+        args.target, args.draft if mode != "ar" else None, n_ctx=args.ctx, threads=args.threads,
+        draft_threads=args.draft_threads, gpu_layers=args.gpu_layers, draft_gpu_layers=args.draft_gpu_layers,
+    )
+    with Engine(engine_config) as engine:
+        server = LocalServer(engine, config)
+        server.start()
+        print(f"serving {server.status().url} (model {server.model_id!r}, mode {mode}); "
+              "Ctrl+C stops", file=sys.stderr, flush=True)
+        try:
+            server.wait()
+        except KeyboardInterrupt:
+            pass
+        finally:
+            server.stop()
+    return 0

@@ -1,0 +1,149 @@
+"""One generation on a worker thread, its text handed to the event loop piece by piece."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import threading
+from collections.abc import AsyncIterator, Callable, Sequence
+from dataclasses import dataclass
+
+from engine import Engine, EngineError, GenerationParams, GenerationStats
+
+log = logging.getLogger(__name__)
+
+_FINISH = {"stop": "stop", "length": "length", "context": "length", "stopped": "stop"}
+
+
+class StopMatcher:
+    """Cuts streamed text at the first stop string, holding back a tail that may start one."""
+
+    def __init__(self, stops: Sequence[str]) -> None:
+        self.stops = [s for s in stops if s]
+        self._buf = ""
+        self.hit = False
+
+    def feed(self, text: str) -> str:
+        """The text that is safe to send now; sets ``hit`` when a stop string is complete."""
+        if not self.stops:
+            return text
+        self._buf += text
+        cut = min((i for i in (self._buf.find(s) for s in self.stops) if i >= 0), default=-1)
+        if cut >= 0:
+            self.hit = True
+            out, self._buf = self._buf[:cut], ""
+            return out
+        hold = 0
+        for s in self.stops:
+            for n in range(min(len(s) - 1, len(self._buf)), hold, -1):
+                if self._buf.endswith(s[:n]):
+                    hold = n
+                    break
+        out = self._buf[: len(self._buf) - hold]
+        self._buf = self._buf[len(self._buf) - hold :]
+        return out
+
+    def flush(self) -> str:
+        out, self._buf = self._buf, ""
+        return out
+
+
+@dataclass(slots=True)
+class Outcome:
+    """How a generation ended; complete once :meth:`Job.pieces` is exhausted."""
+
+    stats: GenerationStats | None = None  # None if the engine refused to start
+    finish_reason: str = "stop"
+    error: EngineError | None = None
+    cancelled: bool = False
+
+
+_END = object()
+
+
+class Job:
+    """Runs ``engine.generate`` on its own thread; :meth:`cancel` stops it within one round.
+
+    ``on_token(n)`` is called on the worker thread after each token, ``on_end(outcome)`` once when the engine
+    is free again (also after an error or a cancel).
+    """
+
+    def __init__(
+        self,
+        engine: Engine,
+        prompt: Sequence[int],
+        params: GenerationParams,
+        stops: Sequence[str],
+        on_token: Callable[[int], None],
+        on_end: Callable[[Outcome], None],
+    ) -> None:
+        self._engine = engine
+        self._prompt = list(prompt)
+        self._params = params
+        self._matcher = StopMatcher(stops)
+        self._on_token = on_token
+        self._on_end = on_end
+        self._stop = threading.Event()
+        self._loop = asyncio.get_running_loop()
+        self._queue: asyncio.Queue[object] = asyncio.Queue()
+        self._thread = threading.Thread(target=self._work, name="ssd-chat-server-gen", daemon=True)
+        self.outcome = Outcome()
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def cancel(self) -> None:
+        """Ask the generation to stop (any thread); the engine checks between rounds. No-op once it ended."""
+        if self._thread.is_alive() and not self._stop.is_set():
+            self.outcome.cancelled = True
+            self._stop.set()
+
+    def join(self, timeout: float | None = None) -> bool:
+        self._thread.join(timeout)
+        return not self._thread.is_alive()
+
+    async def pieces(self) -> AsyncIterator[str]:
+        """The reply's text as it is made (never empty strings); then ``outcome`` is final."""
+        while True:
+            item = await self._queue.get()
+            if item is _END:
+                return
+            assert isinstance(item, str)
+            yield item
+
+    def _put(self, item: object) -> None:
+        try:
+            self._loop.call_soon_threadsafe(self._queue.put_nowait, item)
+        except RuntimeError:  # the event loop is closed: nobody is listening any more
+            pass
+
+    def _work(self) -> None:
+        gen = None
+        try:
+            gen = self._engine.generate(self._prompt, self._params, self._stop)
+            for n, ev in enumerate(gen, 1):
+                text = self._matcher.feed(ev.text)
+                if text:
+                    self._put(text)
+                self._on_token(n)
+                if self._matcher.hit or self._stop.is_set():
+                    break
+            gen.close()
+            if not self._matcher.hit:
+                tail = self._matcher.flush()
+                if tail:
+                    self._put(tail)
+            self.outcome.finish_reason = "stop" if self._matcher.hit else _FINISH.get(gen.stats.finish_reason, "stop")
+        except EngineError as exc:
+            self.outcome.error = exc
+        except Exception as exc:  # never let a worker thread die silently; the reply says what failed
+            log.exception("generation failed")
+            self.outcome.error = EngineError(f"generation failed: {type(exc).__name__}: {exc}")
+        finally:
+            if gen is not None:
+                gen.close()
+                self.outcome.stats = gen.stats
+            try:
+                self._on_end(self.outcome)
+            finally:
+                self._put(_END)

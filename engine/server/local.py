@@ -1,0 +1,199 @@
+"""Run the server in-process on a background thread, around an engine that is already loaded."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import socket
+import threading
+import time
+from collections.abc import Iterator
+
+import uvicorn
+
+from engine import Engine, EngineError
+
+from .app import Service, create_app
+from .config import ServerConfig, ServerStatus
+from .gate import Gate
+
+log = logging.getLogger(__name__)
+
+
+class ServerError(EngineError):
+    """The server could not start (the port is taken, the host does not exist, ...)."""
+
+
+def _url(host: str, port: int) -> str:
+    shown = "127.0.0.1" if host in ("0.0.0.0", "") else ("[::1]" if host == "::" else host)
+    if ":" in shown and not shown.startswith("["):
+        shown = f"[{shown}]"
+    return f"http://{shown}:{port}/v1"
+
+
+class LocalServer:
+    """An OpenAI-compatible HTTP server for one loaded :class:`~engine.Engine`, on its own thread.
+
+    The engine stays the caller's: the server never closes it. While the server runs it generates on
+    the engine one request at a time; the caller must not generate on the same engine meanwhile (the
+    engine would refuse one of the two after 5 s with "another generation is still running").
+
+    Example:
+        >>> server = LocalServer(engine, ServerConfig(port=0))
+        >>> server.start()               # returns once it listens; raises ServerError otherwise
+        >>> server.url                   # 'http://127.0.0.1:54321/v1'
+        >>> server.status().served       # poll from any thread (e.g. a 500 ms timer)
+        >>> server.stop()                # stops any running generation, frees the port
+    """
+
+    def __init__(self, engine: Engine, config: ServerConfig | None = None) -> None:
+        self.engine = engine
+        self.config = config or ServerConfig()
+        self.gate = Gate(self.config.max_queue)
+        self.app = create_app(engine, self.config, self.gate)
+        self._service: Service = self.app.state.service
+        self._server: uvicorn.Server | None = None
+        self._thread: threading.Thread | None = None
+        self._port = 0
+        self._error: BaseException | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+
+    @property
+    def running(self) -> bool:
+        return self._server is not None and self._server.started and self._thread is not None \
+            and self._thread.is_alive()
+
+    @property
+    def url(self) -> str:
+        """The API base clients use (``base_url`` of the openai client); "" when not listening."""
+        return _url(self.config.host, self._port) if self.running else ""
+
+    @property
+    def port(self) -> int:
+        return self._port
+
+    @property
+    def model_id(self) -> str:
+        """The name clients send as ``model``."""
+        return self._service.model_id
+
+    def status(self) -> ServerStatus:
+        g = self.gate
+        return ServerStatus(url=self.url, listening=self.running, served=g.served, running=g.running, busy=g.busy,
+                            queued=g.queued, rejected=g.rejected, failed=g.failed, recent=g.recent)
+
+    def start(self, timeout: float = 10.0) -> None:
+        """Bind the port and serve on a daemon thread; returns once it accepts connections."""
+        if self._thread is not None and self._thread.is_alive():
+            raise ServerError("the server is already running")
+        sock = self._bind()
+        self.gate.reset()
+        self._port = int(sock.getsockname()[1])
+        cfg = uvicorn.Config(self.app, log_config=None, access_log=self.config.access_log, lifespan="off",
+                             http="h11", loop="asyncio", timeout_graceful_shutdown=3, log_level="warning")
+        self._server = uvicorn.Server(cfg)
+        self._error = None
+        self._thread = threading.Thread(target=self._serve, args=(sock,), name="ssd-chat-server", daemon=True)
+        self._thread.start()
+        deadline = time.monotonic() + timeout
+        while not self._server.started:
+            if not self._thread.is_alive() or time.monotonic() > deadline:
+                self.stop()
+                sock.close()
+                raise ServerError(f"the server did not start on {self.config.host}:{self._port}"
+                                  + (f": {self._error}" if self._error else ""))
+            time.sleep(0.01)
+        log.info("serving %s on %s", self._service.model_id, self.url)
+
+    def stop(self, timeout: float = 10.0) -> None:
+        """Stop serving: cancel the running generation, close connections, free the port. Idempotent."""
+        self._service.cancel_all()
+        if self._server is not None:
+            self._server.should_exit = True
+        if self._thread is not None:
+            self._thread.join(timeout)
+            if self._thread.is_alive():
+                log.warning("the server thread did not stop within %.0f s", timeout)
+        for job in list(self._service.jobs):
+            job.join(timeout)
+        self._thread = None
+
+    @contextlib.contextmanager
+    def exclusive(self, timeout: float | None = None) -> Iterator[None]:
+        """Hold the engine for the caller's own generation (e.g. the app's chat) while the server runs.
+
+        Waits (on the calling thread, never the server's) for the running request to end, ahead of no
+        one: it takes its place at the end of the waiting line, whatever the line's bound. Requests that
+        arrive meanwhile wait or get 429 as usual. Raises :class:`ServerError` after ``timeout`` seconds.
+        """
+        loop = self._loop
+        if loop is None or not self.running:
+            yield
+            return
+        fut = asyncio.run_coroutine_threadsafe(self.gate.acquire(unbounded=True), loop)
+        try:
+            fut.result(timeout)
+        except TimeoutError:
+            if not fut.cancel():  # it got the engine just now
+                self._release(loop)
+            raise ServerError(f"the engine stayed busy with server requests for {timeout} s") from None
+        try:
+            yield
+        finally:
+            self._release(loop)
+
+    def _release(self, loop: asyncio.AbstractEventLoop) -> None:
+        try:
+            loop.call_soon_threadsafe(self.gate.release)
+        except RuntimeError:  # the server has stopped meanwhile
+            pass
+
+    def wait(self) -> None:
+        """Block until the server stops (the CLI's foreground)."""
+        while self._thread is not None and self._thread.is_alive():
+            self._thread.join(0.5)
+
+    def __enter__(self) -> LocalServer:
+        self.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    def _bind(self) -> socket.socket:
+        host, port = self.config.host, self.config.port
+        try:
+            family, kind, proto, _, addr = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)[0]
+        except socket.gaierror as exc:
+            raise ServerError(f"cannot listen on {host!r}: {exc.strerror}") from exc
+        sock = socket.socket(family, kind, proto)
+        try:
+            if hasattr(socket, "SO_EXCLUSIVEADDRUSE"):  # Windows: refuse a port another process listens on
+                sock.setsockopt(socket.SOL_SOCKET, socket.SO_EXCLUSIVEADDRUSE, 1)
+            else:
+                sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            sock.bind(addr)
+            sock.listen(128)
+            sock.setblocking(False)
+        except OSError as exc:
+            sock.close()
+            raise ServerError(f"cannot listen on {host}:{port}: {exc.strerror or exc}") from exc
+        return sock
+
+    def _serve(self, sock: socket.socket) -> None:
+        server = self._server
+        assert server is not None
+
+        async def main() -> None:
+            self._loop = asyncio.get_running_loop()
+            await server.serve(sockets=[sock])
+
+        try:
+            asyncio.run(main())
+        except BaseException as exc:  # the thread's boundary: keep the reason for start()
+            self._error = exc
+            log.exception("the server stopped with an error")
+        finally:
+            self._loop = None
+            sock.close()

@@ -1,0 +1,94 @@
+"""Reply bodies: whole completions, SSE chunks, usage and the ``speculation`` extra field."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from engine import GenerationStats
+
+CHAT = "chat.completions"
+TEXT = "completions"
+
+
+def speculation(stats: GenerationStats) -> dict[str, Any]:
+    """How speculation went for this reply (an extension; OpenAI clients keep unknown fields)."""
+    return {
+        "mode": stats.mode,
+        "rounds_by_mode": dict(stats.rounds_by_mode),
+        "mode_switches": list(stats.mode_switches),
+        "acceptance_rate": stats.acceptance_rate,
+        "hit_rate": stats.hit_rate,
+        "mean_accepted": stats.mean_accepted,
+        "tokens_per_second": stats.tokens_per_second,
+        "ttft_s": stats.ttft_s,
+        "seconds": stats.seconds,
+        "rounds": stats.rounds,
+        "drafted": stats.drafted,
+        "accepted": stats.accepted,
+        "backup_uses": stats.backup_uses,
+    }
+
+
+def usage(prompt_tokens: int, stats: GenerationStats | None) -> dict[str, int]:
+    completion = stats.new_tokens if stats is not None else 0
+    return {"prompt_tokens": prompt_tokens, "completion_tokens": completion, "total_tokens": prompt_tokens + completion}
+
+
+def _head(kind: str, rid: str, created: int, model: str, chunk: bool) -> dict[str, Any]:
+    obj = ("chat.completion.chunk" if chunk else "chat.completion") if kind == CHAT else "text_completion"
+    return {"id": rid, "object": obj, "created": created, "model": model, "system_fingerprint": None}
+
+
+def whole(
+    kind: str, rid: str, created: int, model: str, text: str, finish: str, prompt_tokens: int,
+    stats: GenerationStats | None,
+) -> dict[str, Any]:
+    """A non-streamed reply."""
+    choice: dict[str, Any] = {"index": 0, "finish_reason": finish, "logprobs": None}
+    if kind == CHAT:
+        choice["message"] = {"role": "assistant", "content": text, "refusal": None}
+    else:
+        choice["text"] = text
+    out = _head(kind, rid, created, model, chunk=False)
+    out["choices"] = [choice]
+    out["usage"] = usage(prompt_tokens, stats)
+    if stats is not None:
+        out["speculation"] = speculation(stats)
+    return out
+
+
+def chunk(
+    kind: str, rid: str, created: int, model: str, *, text: str | None = None, role: bool = False,
+    finish: str | None = None, stats: GenerationStats | None = None,
+) -> dict[str, Any]:
+    """One streamed piece: text, the opening role (chat), or the closing finish reason with stats."""
+    choice: dict[str, Any] = {"index": 0, "finish_reason": finish, "logprobs": None}
+    if kind == CHAT:
+        delta: dict[str, Any] = {}
+        if role:
+            delta["role"] = "assistant"
+        if text is not None:
+            delta["content"] = text
+        choice["delta"] = delta
+    else:
+        choice["text"] = text or ""
+    out = _head(kind, rid, created, model, chunk=True)
+    out["choices"] = [choice]
+    if stats is not None:
+        out["speculation"] = speculation(stats)
+    return out
+
+
+def usage_chunk(kind: str, rid: str, created: int, model: str, prompt_tokens: int,
+                stats: GenerationStats | None) -> dict[str, Any]:
+    """The last chunk when ``stream_options.include_usage`` is set: no choices, only usage."""
+    out = _head(kind, rid, created, model, chunk=True)
+    out["choices"] = []
+    out["usage"] = usage(prompt_tokens, stats)
+    return out
+
+
+def sse(data: dict[str, Any] | str) -> str:
+    """One server-sent event."""
+    return f"data: {data if isinstance(data, str) else json.dumps(data, ensure_ascii=False)}\n\n"
