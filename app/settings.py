@@ -1,63 +1,55 @@
-"""App settings as a frozen dataclass that validates without I/O and maps onto engine parameters."""
+"""App settings as a frozen dataclass that validates without I/O and maps onto engine parameters.
+
+Bounds, defaults, labels and help come from the engine's declarations (``engine.OPTIONS``); the
+app adds only what is its own (the draft tint) and the one rule across two settings (a reply
+must fit in the context).
+"""
 
 from __future__ import annotations
 
-import importlib.util
 from dataclasses import dataclass, fields, replace
 from typing import Any
 
-from engine import EngineConfig, GenerationParams, SamplingParams
-from engine.engine import MAX_FANOUT, MAX_K, cpu_cores
+from engine import OPTIONS, EngineConfig, GenerationParams, Option, SamplingParams
 
-MODES = ("auto", "ar", "sd", "ssd")  # the engine's modes, in the order the settings dialog offers them
+TINT_DRAFTS = Option("tint_drafts", bool, False, "Tint drafts", "Tint text that came from accepted drafts", "view")
+APP_OPTIONS: dict[str, Option[Any]] = {TINT_DRAFTS.name: TINT_DRAFTS}
+
+
+def _default(name: str) -> Any:
+    return OPTIONS[name].app_default
 
 
 @dataclass(frozen=True, slots=True)
 class Settings:
     """Everything the settings dialog edits; :meth:`problems` lists invalid fields in plain words."""
 
-    mode: str = "auto"
-    k: int = 4
-    adaptive: bool = True
-    fanout: int = 2
-    geometric: bool = False
-    temperature: float = 0.7
-    top_p: float = 0.95
-    seed: int = 0
-    n_ctx: int = 4096
-    max_tokens: int = 1024
-    threads: int = 0
-    draft_threads: int = 0
-    gpu_layers: int = 0
-    draft_gpu_layers: int = 0
-    tint_drafts: bool = False
+    mode: str = _default("mode")
+    k: int = _default("k")
+    adaptive: bool = _default("adaptive")
+    fanout: int = _default("fanout")
+    geometric: bool = _default("geometric")
+    temperature: float = _default("temperature")
+    top_p: float = _default("top_p")
+    seed: int = _default("seed")
+    max_tokens: int = _default("max_tokens")
+    n_ctx: int = _default("n_ctx")
+    threads: int = _default("threads")
+    draft_threads: int = _default("draft_threads")
+    gpu_layers: int = _default("gpu_layers")
+    draft_gpu_layers: int = _default("draft_gpu_layers")
+    tint_drafts: bool = TINT_DRAFTS.default
 
     def problems(self) -> dict[str, str]:
         """Map of field name to a one-line reason, empty when every value is usable."""
         out: dict[str, str] = {}
-        if self.mode not in MODES:
-            out["mode"] = f"mode must be one of {', '.join(MODES)}"
-        if not 1 <= self.k <= MAX_K:
-            out["k"] = f"draft length K must be between 1 and {MAX_K}"
-        if not 0 <= self.fanout <= MAX_FANOUT:
-            out["fanout"] = f"fan-out must be between 0 and {MAX_FANOUT}"
-        if not 0.0 <= self.temperature <= 5.0:
-            out["temperature"] = "temperature must be between 0 and 5 (0 = greedy)"
-        if not 0.0 < self.top_p <= 1.0:
-            out["top_p"] = "top-p must be above 0 and at most 1"
-        if not 0 <= self.seed < 2**32:
-            out["seed"] = "seed must be between 0 and 4294967295"
-        if not 256 <= self.n_ctx <= 131072:
-            out["n_ctx"] = "context length must be between 256 and 131072 tokens"
-        if not 1 <= self.max_tokens <= self.n_ctx:
-            out["max_tokens"] = "reply length must be between 1 and the context length"
-        cores = cpu_cores()
-        for name in ("threads", "draft_threads"):
-            if not 0 <= getattr(self, name) <= cores:
-                out[name] = f"threads must be between 0 (all cores) and {cores}"
-        for name in ("gpu_layers", "draft_gpu_layers"):
-            if not -1 <= getattr(self, name) <= 999:
-                out[name] = "GPU layers must be between -1 (all) and 999"
+        for name, option in setting_options().items():
+            problem = option.problem(getattr(self, name))
+            if problem is not None:
+                out[name] = problem
+        if "max_tokens" not in out and "n_ctx" not in out and self.max_tokens > self.n_ctx:
+            out["max_tokens"] = (f"{OPTIONS['max_tokens'].noun} must be at most the context length"
+                                 f" ({self.n_ctx}), got {self.max_tokens}")
         return out
 
     def with_values(self, **changes: Any) -> Settings:
@@ -79,34 +71,22 @@ class Settings:
         """
         sampling = SamplingParams(temperature=0.0 if greedy else self.temperature,
                                   top_p=1.0 if greedy else self.top_p, seed=(self.seed + seed_offset) % 2**32)
-        chosen = effective_mode(mode or self.mode, has_draft=has_draft)
-        kwargs: dict[str, Any] = {
-            "mode": chosen, "max_tokens": max_tokens or self.max_tokens, "sampling": sampling,
-            "k": self.k, "fanout": self.fanout, "geometric": self.geometric,
-        }
-        if "adaptive" in _param_names():
-            kwargs["adaptive"] = self.adaptive
-        return GenerationParams(**kwargs)
+        return GenerationParams(
+            mode=effective_mode(mode or self.mode, has_draft=has_draft), max_tokens=max_tokens or self.max_tokens,
+            sampling=sampling, k=self.k, fanout=self.fanout, geometric=self.geometric, adaptive=self.adaptive)
 
 
-def _param_names() -> set[str]:
-    return {f.name for f in fields(GenerationParams)}
-
-
-def auto_available() -> bool:
-    """Whether this engine build has the ``auto`` strategy (``engine/auto.py``)."""
-    return importlib.util.find_spec("engine.auto") is not None
+def setting_options() -> dict[str, Option[Any]]:
+    """The declaration of every field of :class:`Settings`, in field order."""
+    known = {**OPTIONS, **APP_OPTIONS}
+    return {f.name: known[f.name] for f in fields(Settings)}
 
 
 def effective_mode(mode: str, *, has_draft: bool) -> str:
-    """The mode actually run: ``ar`` without a draft, ``ssd`` for ``auto`` until the engine has it."""
-    if not has_draft:
-        return "ar"
-    if mode == "auto" and not auto_available():
-        return "ssd"
-    return mode
+    """The mode actually run: ``ar`` without a draft, else ``mode``."""
+    return mode if has_draft else "ar"
 
 
-def field_names() -> list[str]:
-    """The settings' field names in declaration order."""
-    return [f.name for f in fields(Settings)]
+def load_fields() -> list[str]:
+    """The settings read when a model loads (the "hardware" group): changing one reloads the pair."""
+    return [name for name, option in setting_options().items() if option.group == "hardware"]

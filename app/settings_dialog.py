@@ -1,8 +1,12 @@
-"""The settings dialog: decoding, sampling and hardware settings with inline validation."""
+"""The settings dialog: decoding, sampling and hardware settings built from the engine's declarations.
+
+Each field's label, help, bounds and special values come from ``engine.OPTIONS``; a typed value is
+checked by the same declaration the engine validates with, and a problem is shown under its field.
+"""
 
 from __future__ import annotations
 
-from dataclasses import fields
+from typing import Any
 
 from PySide6.QtWidgets import (
     QCheckBox,
@@ -17,91 +21,51 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from engine import backend
-from engine.engine import cpu_cores
+from engine import EngineError, Option, supports_gpu_offload
 
-from .settings import MODES, Settings, auto_available
+from .cpu_kernels import CpuKernelsBox
+from .settings import Settings, setting_options
 
 ERROR_STYLE = "color: #cf222e;"
-
-MODE_TEXT = {
-    "auto": "auto: pick the fastest mode as it goes",
-    "ar": "ar: plain autoregressive (target only)",
-    "sd": "sd: speculative decoding",
-    "ssd": "ssd: speculative speculative decoding",
-}
-
-LABELS = {
-    "k": "Draft length K",
-    "fanout": "Pre-speculation window (fan-out)",
-    "temperature": "Temperature",
-    "top_p": "Top-p",
-    "seed": "Seed",
-    "max_tokens": "Reply length (tokens)",
-    "n_ctx": "Context length (tokens)",
-    "threads": "CPU threads, target",
-    "draft_threads": "CPU threads, draft",
-    "gpu_layers": "GPU layers, target",
-    "draft_gpu_layers": "GPU layers, draft",
-}
-
-NUMBER_FIELDS = ("k", "fanout", "temperature", "top_p", "seed", "max_tokens", "n_ctx", "threads",
-                 "draft_threads", "gpu_layers", "draft_gpu_layers")
+NOTE_STYLE = "color: #6e7781;"
+GROUPS = {"decoding": "Decoding", "sampling": "Sampling", "hardware": "Hardware"}
+GPU_FIELDS = ("gpu_layers", "draft_gpu_layers")
 
 
 class SettingsDialog(QDialog):
     """Edits a :class:`Settings`; OK stays disabled while any field is invalid, and says why inline."""
 
     def __init__(self, settings: Settings, parent: QWidget | None = None, *,
-                 gpu_offload: bool | None = None) -> None:
+                 gpu_offload: bool | None = None, cpu_kernels: CpuKernelsBox | None = None) -> None:
         super().__init__(parent)
         self.setWindowTitle("Settings")
         self.setObjectName("settings-dialog")
         self.setMinimumWidth(560)
         self._initial = settings
-        self._gpu = backend.supports_gpu_offload() if gpu_offload is None else gpu_offload
+        self._gpu = supports_gpu_offload() if gpu_offload is None else gpu_offload
         self.edits: dict[str, QLineEdit] = {}
         self.errors: dict[str, QLabel] = {}
-        self.mode = QComboBox()
-        for m in MODES:
-            self.mode.addItem(MODE_TEXT[m], m)
-        self.mode.setCurrentIndex(MODES.index(settings.mode))
-        self.adaptive = QCheckBox("Adaptive draft length (auto mode)")
-        self.adaptive.setChecked(settings.adaptive)
-        self.geometric = QCheckBox("Geometric allocation of the fan-out")
-        self.geometric.setChecked(settings.geometric)
-
-        decoding = QFormLayout()
-        decoding.addRow("Mode", self.mode)
-        if not auto_available():
-            note = QLabel("This engine build runs auto as ssd for now.")
-            note.setStyleSheet("color: #6e7781;")
-            decoding.addRow("", note)
-        self._add_number(decoding, "k", settings)
-        decoding.addRow("", self.adaptive)
-        self._add_number(decoding, "fanout", settings)
-        decoding.addRow("", self.geometric)
-        sampling = QFormLayout()
-        for name in ("temperature", "top_p", "seed", "max_tokens"):
-            self._add_number(sampling, name, settings)
-        hardware = QFormLayout()
-        for name in ("n_ctx", "threads", "draft_threads", "gpu_layers", "draft_gpu_layers"):
-            self._add_number(hardware, name, settings)
-        self.gpu_note = QLabel(
-            "Layers offloaded to the GPU: -1 = all, 0 = none." if self._gpu else
-            "This build of llama.cpp has no GPU offload:\n"
-            "everything runs on the CPU and GPU layers are ignored.")
-        self.gpu_note.setStyleSheet("color: #6e7781;")
-        hardware.addRow(QLabel(f"Threads: 0 = all {cpu_cores()} cores."))
-        hardware.addRow(self.gpu_note)
-        if not self._gpu:
-            self.edits["gpu_layers"].setEnabled(False)
-            self.edits["draft_gpu_layers"].setEnabled(False)
+        self.choices: dict[str, QComboBox] = {}
+        self.checks: dict[str, QCheckBox] = {}
+        forms = {group: QFormLayout() for group in GROUPS}
+        for name, option in setting_options().items():
+            if option.group in forms:
+                self._add_field(forms[option.group], option, getattr(settings, name))
+        self.mode = self.choices["mode"]
+        self.gpu_note = QLabel("This build of llama.cpp has no GPU offload:\n"
+                               "everything runs on the CPU and GPU layers are ignored.")
+        self.gpu_note.setStyleSheet(NOTE_STYLE)
+        self.gpu_note.setVisible(not self._gpu)
+        forms["hardware"].addRow(self.gpu_note)
+        for name in GPU_FIELDS:
+            self.edits[name].setEnabled(self._gpu)
+        self.cpu_kernels = cpu_kernels or CpuKernelsBox()
+        forms["hardware"].addRow(self.cpu_kernels)
 
         layout = QVBoxLayout(self)
-        for title, form in (("Decoding", decoding), ("Sampling", sampling), ("Hardware", hardware)):
+        for group, title in GROUPS.items():
             box = QGroupBox(title)
-            box.setLayout(form)
+            box.setLayout(forms[group])
             layout.addWidget(box)
         self.buttons = QDialogButtonBox(
             QDialogButtonBox.StandardButton.Ok | QDialogButtonBox.StandardButton.Cancel
@@ -111,12 +75,30 @@ class SettingsDialog(QDialog):
         restore = self.buttons.button(QDialogButtonBox.StandardButton.RestoreDefaults)
         restore.clicked.connect(self._on_restore_clicked)
         layout.addWidget(self.buttons)
-        self.mode.currentIndexChanged.connect(self._on_changed)
         self._on_changed()
 
-    def _add_number(self, form: QFormLayout, name: str, settings: Settings) -> None:
-        edit = QLineEdit(_fmt(getattr(settings, name)))
-        edit.setObjectName(name)
+    def _add_field(self, form: QFormLayout, option: Option[Any], value: object) -> None:
+        tip = f"{option.help} ({option.bounds_text()})" if option.minimum is not None else option.help
+        if option.choices:
+            combo = QComboBox()
+            for choice in option.choices:
+                combo.addItem(str(choice), choice)
+            combo.setCurrentIndex(option.choices.index(value))
+            combo.setToolTip(tip)
+            combo.currentIndexChanged.connect(self._on_changed)
+            self.choices[option.name] = combo
+            form.addRow(option.label, combo)
+            return
+        if option.kind is bool:
+            check = QCheckBox(option.label)
+            check.setChecked(bool(value))
+            check.setToolTip(tip)
+            self.checks[option.name] = check
+            form.addRow("", check)
+            return
+        edit = QLineEdit(_fmt(value))
+        edit.setObjectName(option.name)
+        edit.setToolTip(tip)
         edit.textChanged.connect(self._on_changed)
         error = QLabel()
         error.setStyleSheet(ERROR_STYLE)
@@ -129,23 +111,22 @@ class SettingsDialog(QDialog):
         box.addWidget(error)
         holder = QWidget()
         holder.setLayout(box)
-        form.addRow(LABELS[name], holder)
-        self.edits[name] = edit
-        self.errors[name] = error
+        form.addRow(f"{option.label} ({option.note})" if option.note else option.label, holder)
+        self.edits[option.name] = edit
+        self.errors[option.name] = error
 
     def values(self) -> tuple[Settings | None, dict[str, str]]:
         """The settings as typed, or None, and a field→reason map of problems."""
         problems: dict[str, str] = {}
-        values: dict[str, object] = {"mode": self.mode.currentData(), "adaptive": self.adaptive.isChecked(),
-                                     "geometric": self.geometric.isChecked(),
-                                     "tint_drafts": self._initial.tint_drafts}
-        kinds = {f.name: type(getattr(self._initial, f.name)) for f in fields(Settings)}
+        values: dict[str, object] = {"tint_drafts": self._initial.tint_drafts}
+        values.update({name: combo.currentData() for name, combo in self.choices.items()})
+        values.update({name: check.isChecked() for name, check in self.checks.items()})
+        options = setting_options()
         for name, edit in self.edits.items():
-            text = edit.text().strip()
             try:
-                values[name] = kinds[name](text)
-            except ValueError:
-                problems[name] = "enter a whole number" if kinds[name] is int else "enter a number"
+                values[name] = options[name].parse(edit.text())
+            except EngineError as exc:
+                problems[name] = str(exc)
         if problems:
             return None, problems
         settings = Settings(**values)  # type: ignore[arg-type]
@@ -166,16 +147,18 @@ class SettingsDialog(QDialog):
         mode = self.mode.currentData()
         self.edits["k"].setEnabled(mode != "ar")
         self.edits["fanout"].setEnabled(mode in ("ssd", "auto"))
-        self.geometric.setEnabled(mode in ("ssd", "auto"))
-        self.adaptive.setEnabled(mode == "auto")
+        self.checks["geometric"].setEnabled(mode in ("ssd", "auto"))
+        self.checks["adaptive"].setEnabled(mode == "auto")
 
     def _on_restore_clicked(self) -> None:
         defaults = Settings(tint_drafts=self._initial.tint_drafts)
-        self.mode.setCurrentIndex(MODES.index(defaults.mode))
-        self.adaptive.setChecked(defaults.adaptive)
-        self.geometric.setChecked(defaults.geometric)
+        for name, combo in self.choices.items():
+            combo.setCurrentIndex(combo.findData(getattr(defaults, name)))
+        for name, check in self.checks.items():
+            check.setChecked(getattr(defaults, name))
         for name, edit in self.edits.items():
             edit.setText(_fmt(getattr(defaults, name)))
+        self.cpu_kernels.set_choice("auto")
 
 
 def _fmt(value: object) -> str:

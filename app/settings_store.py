@@ -3,14 +3,14 @@
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
 from pathlib import Path
 
 from PySide6.QtCore import QSettings
 
-from engine.paths import user_data_dir
+from engine import EngineError, user_data_dir
 
-from .settings import Settings
+from .settings import Settings, setting_options
 
 log = logging.getLogger(__name__)
 
@@ -39,18 +39,16 @@ class SettingsStore:
         self._qs = QSettings(str(self.path), QSettings.Format.IniFormat)
 
     def load(self) -> Settings:
-        """The saved settings; unreadable or invalid values fall back to their defaults."""
-        defaults = Settings()
+        """The saved settings; unreadable or out-of-bounds values fall back to their defaults."""
         values: dict[str, object] = {}
-        for f in fields(Settings):
-            default = getattr(defaults, f.name)
-            raw = self._qs.value(f"generation/{f.name}", None)
+        for name, option in setting_options().items():
+            raw = self._qs.value(f"generation/{name}", None)
             if raw is None:
                 continue
             try:
-                values[f.name] = _coerce(raw, default)
-            except (TypeError, ValueError):
-                log.warning("ignoring unreadable setting %s=%r", f.name, raw)
+                values[name] = option.parse(str(raw))
+            except EngineError as exc:
+                log.warning("ignoring an unreadable setting %s=%r: %s", name, raw, exc)
         loaded = Settings(**values)  # type: ignore[arg-type]
         bad = loaded.problems()
         if bad:
@@ -60,8 +58,8 @@ class SettingsStore:
 
     def save(self, settings: Settings) -> None:
         """Persist ``settings`` (they must be valid)."""
-        for f in fields(Settings):
-            self._qs.setValue(f"generation/{f.name}", getattr(settings, f.name))
+        for name in setting_options():
+            self._qs.setValue(f"generation/{name}", getattr(settings, name))
         self._qs.sync()
 
     def active_pair(self) -> ActivePair | None:
@@ -96,21 +94,3 @@ class SettingsStore:
         self._qs.setValue("window/geometry", geometry)
         self._qs.setValue("window/splitter", splitter)
         self._qs.sync()
-
-
-def _coerce(raw: object, default: object) -> object:
-    """Ini files store strings: convert ``raw`` to the type of ``default``."""
-    if isinstance(default, bool):
-        if isinstance(raw, bool):
-            return raw
-        text = str(raw).strip().lower()
-        if text in ("true", "1", "yes"):
-            return True
-        if text in ("false", "0", "no"):
-            return False
-        raise ValueError(text)
-    if isinstance(default, int):
-        return int(str(raw))
-    if isinstance(default, float):
-        return float(str(raw))
-    return str(raw)

@@ -4,12 +4,15 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
 from PySide6.QtWidgets import QDialogButtonBox
 from pytestqt.qtbot import QtBot
 
-from app.settings import Settings, effective_mode
+from app.cpu_kernels import CpuKernelsBox
+from app.settings import Settings, effective_mode, load_fields, setting_options
 from app.settings_dialog import SettingsDialog
 from app.settings_store import ActivePair, SettingsStore
+from engine import OPTIONS, CpuCheckStatus, CpuCheckVerdict, EngineConfig, ParameterError, cpu_check_status
 from tests.app_helpers import QT_STRICT
 
 pytestmark = QT_STRICT
@@ -42,13 +45,34 @@ def test_defaults_are_valid_and_bad_values_are_named() -> None:
     assert "between 1 and 16" in bad.problems()["k"]
 
 
+def test_bounds_and_defaults_are_the_engines() -> None:
+    for name, option in setting_options().items():
+        if name in OPTIONS:
+            assert option is OPTIONS[name]
+            assert getattr(Settings(), name) == option.app_default
+    lowest, highest = OPTIONS["n_ctx"].minimum, OPTIONS["n_ctx"].maximum
+    for n_ctx in (lowest, highest):  # what the engine accepts, the settings accept
+        assert "n_ctx" not in Settings(n_ctx=n_ctx).problems()
+        EngineConfig("t.gguf", n_ctx=n_ctx)
+    message = Settings(n_ctx=lowest - 1).problems()["n_ctx"]
+    try:
+        EngineConfig("t.gguf", n_ctx=lowest - 1)
+    except ParameterError as exc:
+        assert str(exc) == message
+    else:
+        raise AssertionError("EngineConfig accepted a context below its minimum")
+    assert load_fields() == ["n_ctx", "threads", "draft_threads", "gpu_layers", "draft_gpu_layers"]
+
+
 def test_generation_params_follow_the_settings() -> None:
     s = Settings(mode="sd", k=6, temperature=0.3, seed=7)
     p = s.generation_params(has_draft=True)
     assert (p.mode, p.k, p.sampling.temperature, p.sampling.seed) == ("sd", 6, 0.3, 7)
     assert s.generation_params(has_draft=False).mode == "ar"
     assert s.generation_params(has_draft=True, greedy=True).sampling.temperature == 0.0
-    assert effective_mode("auto", has_draft=True) in ("auto", "ssd")
+    assert Settings(mode="auto", adaptive=False).generation_params(has_draft=True).adaptive is False
+    assert effective_mode("auto", has_draft=True) == "auto"
+    assert effective_mode("auto", has_draft=False) == "ar"
 
 
 def test_store_round_trip_and_bad_values_fall_back(data_dir: Path) -> None:
@@ -81,7 +105,7 @@ def test_store_round_trip_and_bad_values_fall_back(data_dir: Path) -> None:
 
 
 def test_dialog_validates_inline_and_blocks_ok(qtbot: QtBot, data_dir: Path) -> None:
-    dialog = SettingsDialog(Settings(), gpu_offload=False)
+    dialog = SettingsDialog(Settings(), gpu_offload=False, cpu_kernels=CpuKernelsBox(SAFE))
     qtbot.addWidget(dialog)
     dialog.show()
     ok = dialog.buttons.button(QDialogButtonBox.StandardButton.Ok)
@@ -90,7 +114,7 @@ def test_dialog_validates_inline_and_blocks_ok(qtbot: QtBot, data_dir: Path) -> 
     assert not ok.isEnabled()
     assert dialog.errors["k"].isVisible() and "between 1 and 16" in dialog.errors["k"].text()
     dialog.edits["k"].setText("abc")
-    assert dialog.errors["k"].text() == "enter a whole number"
+    assert "enter a whole number" in dialog.errors["k"].text()
     dialog.edits["k"].setText("8")
     dialog.edits["temperature"].setText("0.25")
     dialog.edits["max_tokens"].setText("99999")
@@ -107,8 +131,32 @@ def test_dialog_validates_inline_and_blocks_ok(qtbot: QtBot, data_dir: Path) -> 
 
 
 def test_dialog_restore_defaults(qtbot: QtBot, data_dir: Path) -> None:
-    dialog = SettingsDialog(Settings(k=9, seed=3), gpu_offload=True)
+    dialog = SettingsDialog(Settings(k=9, seed=3), gpu_offload=True, cpu_kernels=CpuKernelsBox(SAFE))
     qtbot.addWidget(dialog)
     dialog.buttons.button(QDialogButtonBox.StandardButton.RestoreDefaults).click()
     assert dialog.settings() == Settings()
-    assert dialog.edits["gpu_layers"].isEnabled()
+    assert dialog.edits["gpu_layers"].isEnabled() and not dialog.gpu_note.isVisible()
+
+
+SAFE = CpuCheckStatus(CpuCheckVerdict(True, "decoded a batch of 8 and 2 single tokens", "key", "now"), "auto", True)
+FAULTED = CpuCheckStatus(
+    CpuCheckVerdict(False, "killed by SIGILL: Fatal Python error: Illegal instruction", "key", "now"), "auto", False)
+
+
+def test_cpu_kernels_show_the_verdict_and_keep_the_users_choice(
+    qtbot: QtBot, data_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("SSD_CHAT_CACHE_DIR", str(tmp_path / "cache"))  # no verdict of this machine's
+    box = CpuKernelsBox(FAULTED)
+    qtbot.addWidget(box)
+    assert box.verdict.text() == ("CPU kernels: repacked weights (AMX) — off: this CPU faulted in the check"
+                                  " (killed by SIGILL: Fatal Python error: Illegal instruction)")
+    assert box.choice() == "auto" and not box.apply()
+    box.set_choice("on")
+    assert box.apply()
+    assert cpu_check_status().override == "on"
+    again = CpuKernelsBox()
+    qtbot.addWidget(again)
+    assert again.choice() == "on" and again.verdict.text().startswith(
+        "CPU kernels: repacked weights (AMX) — on: chosen here; ")
+    assert "— on: the check ran a K-quant model" in CpuKernelsBox(SAFE).verdict.text()

@@ -1,0 +1,69 @@
+"""The CPU-kernel check in the settings dialog: its verdict on this machine and the user's override.
+
+llama.cpp's extra CPU buffer types (AMX tiles, repacked weights) are fast but fault on some CPUs
+that advertise AMX. The engine checks once per llama.cpp build and CPU (``engine.cpu_check``);
+this box says what it found and lets the user choose Auto / On / Off, kept by the engine and read
+at the next model load.
+"""
+
+from __future__ import annotations
+
+from typing import cast
+
+from PySide6.QtWidgets import QComboBox, QLabel, QVBoxLayout, QWidget
+
+from engine import CpuCheckOverride, CpuCheckStatus, cpu_check_status, set_cpu_check_override
+
+CHOICES: tuple[tuple[str, CpuCheckOverride], ...] = (
+    ("Auto: as the check found", "auto"), ("On", "on"), ("Off", "off"))
+TITLE = "CPU kernels: repacked weights (AMX)"
+
+
+def verdict_text(status: CpuCheckStatus) -> str:
+    """One line: whether the extra buffer types are used, and why."""
+    verdict = status.verdict
+    if verdict is None:
+        found = "not checked yet: the check runs when a model first loads"
+    elif verdict.safe:
+        found = f"the check ran a K-quant model with them ({verdict.detail})"
+    else:
+        found = f"this CPU faulted in the check ({verdict.detail})"
+    state = "on" if status.allowed else "off"
+    if status.override != "auto":
+        return f"{TITLE} — {state}: chosen here; {found}"
+    return f"{TITLE} — {state}: {found}"
+
+
+class CpuKernelsBox(QWidget):
+    """The verdict line and an Auto / On / Off choice; :meth:`apply` hands a changed choice to the engine."""
+
+    def __init__(self, status: CpuCheckStatus | None = None, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.status = status if status is not None else cpu_check_status()
+        self.verdict = QLabel(verdict_text(self.status))
+        self.verdict.setObjectName("cpu-kernels-verdict")
+        self.verdict.setWordWrap(True)
+        self.combo = QComboBox()
+        for text, value in CHOICES:
+            self.combo.addItem(text, value)
+        self.combo.setToolTip("Changing this reloads the model pair.")
+        self.set_choice(self.status.override)
+        layout = QVBoxLayout(self)
+        layout.setContentsMargins(0, 0, 0, 0)
+        layout.addWidget(self.verdict)
+        layout.addWidget(self.combo)
+
+    def choice(self) -> CpuCheckOverride:
+        """"auto", "on" or "off"."""
+        return cast(CpuCheckOverride, self.combo.currentData())
+
+    def set_choice(self, value: CpuCheckOverride) -> None:
+        """Select "auto", "on" or "off"."""
+        self.combo.setCurrentIndex(self.combo.findData(value))
+
+    def apply(self) -> bool:
+        """Keep the choice if it changed; True when it did (the pair must be reloaded to use it)."""
+        if self.choice() == self.status.override:
+            return False
+        set_cpu_check_override(self.choice())
+        return True
