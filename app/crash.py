@@ -1,17 +1,45 @@
-"""The top-level crash handler: ``sys.excepthook`` writes a crash log and shows a dialog."""
+"""Crash handling: Python errors (``sys.excepthook``) and native faults inside llama.cpp.
+
+A native fault (SIGILL, SIGSEGV…) kills the process before any Python code can run, so it leaves
+two files in the crash folder for the next start: the fault log that :mod:`faulthandler` writes,
+and a small "reply in flight" marker that the reply session writes when a reply starts and
+removes when it ends. :func:`take_crash_note` turns them into one sentence for the user and
+clears them, so a note is shown once and nothing is written again in a loop.
+"""
 
 from __future__ import annotations
 
 import datetime
+import faulthandler
+import json
 import logging
+import os
 import sys
 import traceback
+from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
+from typing import TextIO
 
-from engine.paths import user_data_dir
+from engine import user_data_dir
 
 log = logging.getLogger(__name__)
+
+FAULT_LOG = "native-fault.log"
+LAST_FAULT_LOG = "native-fault-last-run.log"
+REPLY_MARKER = "reply-in-flight.json"
+
+_fault_stream: TextIO | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class CrashNote:
+    """What the previous run left behind: a sentence for the user and the reply it interrupted."""
+
+    text: str
+    message_id: int | None
+    fault: str | None
+    log_path: Path | None
 
 
 def crash_log_dir() -> Path:
@@ -21,10 +49,7 @@ def crash_log_dir() -> Path:
 
 def write_crash_log(exc_type: type[BaseException], exc: BaseException, tb: TracebackType | None) -> Path:
     """Write the traceback to a new file and return its path."""
-    folder = crash_log_dir()
-    folder.mkdir(parents=True, exist_ok=True)
-    stamp = datetime.datetime.now().strftime("%Y%m%d-%H%M%S-%f")
-    path = folder / f"crash-{stamp}.log"
+    path = _new_log_path("crash")
     path.write_text("".join(traceback.format_exception(exc_type, exc, tb)), encoding="utf-8")
     return path
 
@@ -48,5 +73,96 @@ def excepthook(exc_type: type[BaseException], exc: BaseException, tb: TracebackT
 
 
 def install() -> None:
-    """Install :func:`excepthook`."""
+    """Install :func:`excepthook` and send native fault reports to the fault log."""
     sys.excepthook = excepthook
+    enable_fault_log()
+
+
+def enable_fault_log() -> Path:
+    """Let :mod:`faulthandler` write native faults to a fresh fault log (the last run's is set aside)."""
+    global _fault_stream
+    folder = crash_log_dir()
+    folder.mkdir(parents=True, exist_ok=True)
+    _set_aside_last_fault()
+    path = folder / FAULT_LOG
+    _fault_stream = path.open("w", encoding="utf-8")  # open for the life of the process, by design
+    faulthandler.enable(file=_fault_stream, all_threads=True)
+    return path
+
+
+def reply_started(conversation_id: int, message_id: int) -> None:
+    """Mark a reply as in flight: if the process dies before :func:`reply_ended`, the next start says so."""
+    folder = crash_log_dir()
+    folder.mkdir(parents=True, exist_ok=True)
+    data = {"conversation_id": conversation_id, "message_id": message_id, "pid": os.getpid()}
+    (folder / REPLY_MARKER).write_text(json.dumps(data), encoding="utf-8")
+
+
+def reply_ended() -> None:
+    """The reply in flight ended (finished, failed, stopped or saved at close)."""
+    (crash_log_dir() / REPLY_MARKER).unlink(missing_ok=True)
+
+
+def take_crash_note() -> CrashNote | None:
+    """What the previous run left behind, as a note, or None; the marker and fault log are cleared."""
+    folder = crash_log_dir()
+    if not folder.is_dir():
+        return None
+    _set_aside_last_fault()
+    marker = folder / REPLY_MARKER
+    message_id = _marker_message_id(marker)
+    in_flight = marker.exists()
+    marker.unlink(missing_ok=True)
+    last = folder / LAST_FAULT_LOG
+    fault: str | None = None
+    log_path: Path | None = None
+    if last.exists():
+        text = last.read_text(encoding="utf-8", errors="replace")
+        fault = next((line.strip() for line in text.splitlines() if line.strip()), None)
+        log_path = _new_log_path("native-crash")
+        last.replace(log_path)  # kept once as a crash log; the next start finds nothing to report
+    if fault is not None and in_flight:
+        text = f"The last reply crashed inside llama.cpp: {fault}"
+    elif fault is not None:
+        text = f"ssd-chat crashed inside llama.cpp the last time it ran: {fault}"
+    elif in_flight:
+        text = "The last reply was interrupted: ssd-chat ended while it was writing it"
+    else:
+        return None
+    if log_path is not None:
+        text += f" (details in {log_path})"
+    log.warning("previous run: %s", text)
+    return CrashNote(text, message_id, fault, log_path)
+
+
+def _set_aside_last_fault() -> None:
+    """Move a non-empty fault log that this process is not writing to aside, for the note."""
+    folder = crash_log_dir()
+    path = folder / FAULT_LOG
+    if _fault_stream is not None and Path(_fault_stream.name) == path:
+        return
+    try:
+        if path.stat().st_size > 0:
+            path.replace(folder / LAST_FAULT_LOG)
+        else:
+            path.unlink()
+    except FileNotFoundError:
+        pass
+
+
+def _marker_message_id(marker: Path) -> int | None:
+    try:
+        data = json.loads(marker.read_text(encoding="utf-8"))
+        return int(data["message_id"])
+    except FileNotFoundError:
+        return None
+    except (ValueError, KeyError, TypeError):
+        log.warning("ignoring an unreadable reply marker %s", marker)
+        return None
+
+
+def _new_log_path(prefix: str) -> Path:
+    folder = crash_log_dir()
+    folder.mkdir(parents=True, exist_ok=True)
+    stamp = datetime.datetime.now().strftime("%Y%m%d-%H%M%S-%f")
+    return folder / f"{prefix}-{stamp}.log"

@@ -1,0 +1,119 @@
+"""A native crash during a reply: a real child process dies by a signal, the next start says so once."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from pytestqt.qtbot import QtBot
+
+from app import crash
+from app.history import History
+from app.main_window import MainWindow
+from tests.app_helpers import QT_STRICT, closing
+
+pytestmark = QT_STRICT
+
+__all__ = ["closing"]
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def die_in_reply(data_dir: Path, conversation_id: int, message_id: int, sig: signal.Signals) -> None:
+    """What the app does at start and when a reply starts, then a fatal signal as llama.cpp's SIGILL."""
+    code = (
+        "import signal\n"
+        "from app import crash\n"
+        "crash.install()\n"
+        f"crash.reply_started({conversation_id}, {message_id})\n"
+        f"signal.raise_signal(signal.{sig.name})\n"
+    )
+    env = {**os.environ, "SSD_CHAT_DATA_DIR": str(data_dir)}
+    proc = subprocess.run([sys.executable, "-c", code], env=env, cwd=ROOT, capture_output=True, timeout=120)
+    assert proc.returncode == -sig, proc.stderr.decode(errors="replace")
+
+
+def conversation_with_partial_reply(text: str) -> tuple[int, int]:
+    h = History()
+    conv = h.create_conversation("Crashy")
+    h.add_message(conv.id, "user", "count to ten")
+    reply = h.add_message(conv.id, "assistant", text, complete=False)
+    h.close()
+    return conv.id, reply.id
+
+
+def open_plain_window(qtbot: QtBot) -> MainWindow:
+    w = MainWindow()
+    qtbot.addWidget(w)
+    w.show()
+    return w
+
+
+def test_next_start_shows_the_crash_note_once_and_marks_the_reply(
+    qtbot: QtBot, data_dir: Path, closing: list[MainWindow]
+) -> None:
+    conv_id, reply_id = conversation_with_partial_reply("one, two,")
+    die_in_reply(data_dir, conv_id, reply_id, signal.SIGILL)
+    folder = data_dir / "crashes"
+    assert (folder / crash.REPLY_MARKER).exists()
+    assert "Fatal Python error: Illegal instruction" in (folder / crash.FAULT_LOG).read_text()
+
+    w = open_plain_window(qtbot)
+    closing.append(w)
+    assert w.error_banner.isVisible()
+    assert w.error_banner.text().startswith(
+        "The last reply crashed inside llama.cpp: Fatal Python error: Illegal instruction")
+    qtbot.waitUntil(lambda: w.crash_box is not None and w.crash_box.isVisible())
+    assert w.crash_box is not None and w.crash_box.text() == w.error_banner.text()
+    reply = w.history.message(reply_id)
+    assert reply.content == "one, two," and not reply.complete
+    assert reply.stats is not None and reply.stats["finish_reason"] == "crashed"
+    w.open_conversation(conv_id)
+    shown = w.chat_view.toPlainText()
+    assert "crashed inside llama.cpp" in shown and "interrupted" not in shown
+    assert not (folder / crash.REPLY_MARKER).exists() and not (folder / crash.FAULT_LOG).exists()
+    kept = list(folder.glob("native-crash-*.log"))
+    assert len(kept) == 1 and str(kept[0]) in w.error_banner.text()
+    w.close()
+    closing.remove(w)
+
+    again = open_plain_window(qtbot)
+    closing.append(again)
+    assert again.crash_note is None and not again.error_banner.isVisible()
+    qtbot.wait(50)  # the event loop runs: still no crash box
+    assert again.crash_box is None
+    assert len(list(folder.glob("native-crash-*.log"))) == 1
+
+
+def test_a_killed_reply_is_noted_as_interrupted_without_a_fault(data_dir: Path) -> None:
+    conv_id, reply_id = conversation_with_partial_reply("")
+    die_in_reply(data_dir, conv_id, reply_id, signal.SIGKILL)  # no handler runs: no fault log
+    note = crash.take_crash_note()
+    assert note is not None and note.fault is None and note.message_id == reply_id
+    assert note.text == "The last reply was interrupted: ssd-chat ended while it was writing it"
+    assert crash.take_crash_note() is None
+
+
+def test_a_fault_outside_a_reply_is_noted_without_a_reply(data_dir: Path) -> None:
+    folder = data_dir / "crashes"
+    folder.mkdir(parents=True)
+    (folder / crash.FAULT_LOG).write_text("\nFatal Python error: Segmentation fault\n\nCurrent thread ...\n")
+    note = crash.take_crash_note()
+    assert note is not None and note.message_id is None
+    assert note.text.startswith(
+        "ssd-chat crashed inside llama.cpp the last time it ran: Fatal Python error: Segmentation fault")
+    (folder / crash.FAULT_LOG).write_text("")  # a clean run leaves an empty fault log: nothing to say
+    assert crash.take_crash_note() is None
+
+
+@pytest.mark.parametrize("content", ["not json", '{"conversation_id": 1}'])
+def test_an_unreadable_marker_still_gives_a_note(data_dir: Path, content: str) -> None:
+    folder = data_dir / "crashes"
+    folder.mkdir(parents=True)
+    (folder / crash.REPLY_MARKER).write_text(content)
+    note = crash.take_crash_note()
+    assert note is not None and note.message_id is None and "interrupted" in note.text
