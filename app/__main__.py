@@ -21,9 +21,9 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
 def early_check() -> str | None:
     """A plain-language problem that stops the app before the window, or None."""
     try:
-        from engine import backend
+        from engine import init_backend
 
-        backend.init_backend()
+        init_backend()
     except Exception as exc:  # any failure here means llama.cpp cannot run
         return (f"llama.cpp could not be loaded ({type(exc).__name__}: {exc}). "
                 "Reinstall ssd-chat or llama-cpp-python.")
@@ -63,7 +63,7 @@ def run_gui() -> int:
 
     window = MainWindow()
     window.show()
-    window.start_models()
+    window.pairs.start()
     return int(app.exec())
 
 

@@ -9,8 +9,9 @@ from PySide6.QtCore import QTimer, QUrl, Signal
 from PySide6.QtGui import QGuiApplication
 from PySide6.QtWidgets import QTextBrowser, QWidget
 
-from .history import Message, stats_summary
+from .history import Message
 from .render import Renderer, mark_runs
+from .stats_text import message_status
 
 REPAINT_MS = 33
 USER_BG = "#eef4ff"
@@ -153,9 +154,7 @@ class ChatView(QTextBrowser):
         links = f'<a href="copymsg:{m.id}">Copy</a>'
         if is_last:
             links += ' &nbsp; <a href="regen:">Regenerate</a>'
-        status = html.escape(stats_summary(m.stats)) if m.stats else ""
-        if not m.complete:
-            status = (status + " · " if status else "") + "interrupted"
+        status = html.escape(message_status(m.stats, complete=m.complete))
         return _bubble("Assistant", links, body, status, ASSISTANT_BG)
 
     def _render(self, key: str, text: str, runs: list[tuple[int, bool]]) -> tuple[str, list[str]]:

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from PySide6.QtCore import Qt, Signal
 from PySide6.QtWidgets import (
+    QFileDialog,
     QHBoxLayout,
     QInputDialog,
     QLineEdit,
@@ -101,3 +104,13 @@ class ConversationPanel(QWidget):
         answer = QMessageBox.question(self, "Delete chat", f"Delete “{item.text()}” and all its messages?")
         if answer == QMessageBox.StandardButton.Yes:
             self.delete_requested.emit(int(item.data(Qt.ItemDataRole.UserRole)))
+
+
+EXPORT_FILTERS = {".md": "Markdown (*.md)", ".json": "JSON (*.json)"}
+
+
+def ask_export_path(parent: QWidget, title: str, suffix: str) -> Path | None:
+    """Ask where to export a conversation titled ``title`` as ``suffix`` (``.md`` or ``.json``)."""
+    safe = "".join(c if c.isalnum() or c in " -_" else "_" for c in title).strip() or "chat"
+    name, _ = QFileDialog.getSaveFileName(parent, "Export chat", f"{safe}{suffix}", EXPORT_FILTERS[suffix])
+    return Path(name) if name else None

@@ -8,8 +8,7 @@ from pathlib import Path
 from PySide6.QtCore import QObject, Qt, Signal
 from PySide6.QtWidgets import QProgressDialog, QWidget
 
-from engine import EngineError, offline
-from engine.store import ModelStore
+from engine import EngineError, InstalledPair, ModelStore, offline
 
 from .model_workers import OfflineSetupWorker, as_active, start_thread, stop_thread
 from .settings_store import ActivePair
@@ -80,8 +79,6 @@ class FirstRun(QObject):
 
     def _on_finished_setup(self, pair: object) -> None:
         self._finish()
-        from engine.store import InstalledPair
-
         assert isinstance(pair, InstalledPair)
         self.pair_ready.emit(ActivePair(*as_active(pair)))
 

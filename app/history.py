@@ -9,7 +9,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from engine.paths import user_data_dir
+from engine import user_data_dir
+
+from .stats_text import stats_text
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS conversations (
@@ -183,6 +185,14 @@ class History:
             ],
         }
 
+    def export_file(self, conversation_id: int, path: Path) -> None:
+        """Write a conversation as Markdown (``.md``) or JSON (any other suffix)."""
+        if path.suffix.lower() == ".md":
+            path.write_text(self.export_markdown(conversation_id), encoding="utf-8")
+        else:
+            text = json.dumps(self.export_json(conversation_id), indent=2, ensure_ascii=False)
+            path.write_text(text, encoding="utf-8")
+
     def export_markdown(self, conversation_id: int) -> str:
         """The conversation as a Markdown document."""
         conv = self.conversation(conversation_id)
@@ -193,32 +203,8 @@ class History:
             who = "You" if m.role == "user" else "Assistant"
             parts.append(f"## {who}\n\n{m.content}\n")
             if m.stats:
-                parts.append(f"_{stats_summary(m.stats)}_\n")
+                parts.append(f"_{stats_text(m.stats)}_\n")
         return "\n".join(parts)
-
-
-def stats_summary(stats: dict[str, Any]) -> str:
-    """One line for a reply's stats: mode, tokens, speed, TTFT, acceptance and hit rate."""
-    mode = str(stats.get("mode") or "?")
-    by_mode = stats.get("rounds_by_mode") or {}
-    if mode == "auto" and by_mode:
-        ranked = sorted(by_mode.items(), key=lambda kv: -kv[1])
-        mode += " (" + ", ".join(f"{m} {n}" for m, n in ranked) + " rounds)"
-    bits = [mode]
-    if stats.get("new_tokens") is not None:
-        bits.append(f"{stats['new_tokens']} tokens")
-    if stats.get("tokens_per_second"):
-        bits.append(f"{stats['tokens_per_second']:.1f} tok/s")
-    if stats.get("ttft_s"):
-        bits.append(f"TTFT {stats['ttft_s']:.2f} s")
-    if stats.get("acceptance_rate") is not None:
-        bits.append(f"acceptance {100 * stats['acceptance_rate']:.0f}%")
-    if stats.get("hit_rate") is not None:
-        bits.append(f"hit rate {100 * stats['hit_rate']:.0f}%")
-    reason = stats.get("finish_reason")
-    if reason and reason not in ("stop",):
-        bits.append(str(reason))
-    return " · ".join(bits)
 
 
 def _conversation(row: sqlite3.Row) -> Conversation:

@@ -6,31 +6,35 @@ import logging
 from pathlib import Path
 
 from PySide6.QtCore import Signal
-from PySide6.QtGui import QCloseEvent, QColor
+from PySide6.QtGui import QCloseEvent
 from PySide6.QtWidgets import (
-    QAbstractItemView,
     QDialog,
     QDialogButtonBox,
     QFileDialog,
     QGroupBox,
-    QHBoxLayout,
-    QHeaderView,
     QLabel,
     QProgressBar,
     QPushButton,
-    QTableWidget,
-    QTableWidgetItem,
     QVBoxLayout,
     QWidget,
 )
 
-from engine import EngineError, backend
-from engine.catalog import PairSpec, fit_label, format_bytes, load_catalog, system_memory
-from engine.hub import DownloadProgress
-from engine.store import InstalledPair, ModelStore
+from engine import (
+    DownloadProgress,
+    EngineError,
+    InstalledPair,
+    ModelStore,
+    PairSpec,
+    fit_label,
+    format_bytes,
+    load_catalog,
+    supports_gpu_offload,
+    system_memory,
+)
 
 from .model_workers import DownloadWorker, as_active, start_thread, stop_thread
 from .settings_store import ActivePair
+from .tables import button_row, new_table, set_cell
 
 log = logging.getLogger(__name__)
 
@@ -68,7 +72,7 @@ class ModelManagerDialog(QDialog):
         self.downloading: PairSpec | None = None
         self.status: dict[str, str] = {}
 
-        gpu = "GPU offload available" if backend.supports_gpu_offload() else \
+        gpu = "GPU offload available" if supports_gpu_offload() else \
             "this llama.cpp build has no GPU offload (CPU only)"
         vram = f"{format_bytes(self.vram)} VRAM free" if self.vram is not None else "no GPU memory detected"
         self.machine_label = QLabel(f"This machine: {format_bytes(self.ram)} RAM free · {vram} · {gpu}")
@@ -77,7 +81,7 @@ class ModelManagerDialog(QDialog):
         self.message.setWordWrap(True)
         self.message.hide()
 
-        self.installed_table = _table(["", "Pair", "Source", "Size", "Files"])
+        self.installed_table = new_table(["", "Pair", "Source", "Size", "Files"])
         self.use_button = QPushButton("Use this pair")
         self.use_button.clicked.connect(self._on_use_clicked)
         self.import_button = QPushButton("Import local files…")
@@ -89,9 +93,9 @@ class ModelManagerDialog(QDialog):
         installed_box = QGroupBox("Installed pairs")
         iv = QVBoxLayout(installed_box)
         iv.addWidget(self.installed_table)
-        iv.addLayout(_row(self.use_button, self.import_button, self.remove_button, self.verify_button))
+        iv.addLayout(button_row(self.use_button, self.import_button, self.remove_button, self.verify_button))
 
-        self.catalog_table = _table(["Pair", "Quant", "Download", "Needs", "Fit", "Why", "Status"])
+        self.catalog_table = new_table(["Pair", "Quant", "Download", "Needs", "Fit", "Why", "Status"])
         self.download_button = QPushButton("Download")
         self.download_button.clicked.connect(self._on_download_clicked)
         self.cancel_button = QPushButton("Cancel download")
@@ -103,7 +107,7 @@ class ModelManagerDialog(QDialog):
         catalog_box = QGroupBox("Catalog")
         cv = QVBoxLayout(catalog_box)
         cv.addWidget(self.catalog_table)
-        cv.addLayout(_row(self.download_button, self.cancel_button))
+        cv.addLayout(button_row(self.download_button, self.cancel_button))
         cv.addWidget(self.progress_bar)
         cv.addWidget(self.progress_label)
 
@@ -142,25 +146,25 @@ class ModelManagerDialog(QDialog):
         t.setRowCount(len(self.installed))
         for r, p in enumerate(self.installed):
             is_active = self.active is not None and Path(self.active.target) == p.target_path
-            _set(t, r, 0, "●" if is_active else "")
-            _set(t, r, 1, p.name, bold=is_active)
-            _set(t, r, 2, p.source)
-            _set(t, r, 3, format_bytes(p.target_size + p.draft_size))
-            _set(t, r, 4, f"{p.target_path.name} + {p.draft_path.name}",
+            set_cell(t, r, 0, "●" if is_active else "")
+            set_cell(t, r, 1, p.name, bold=is_active)
+            set_cell(t, r, 2, p.source)
+            set_cell(t, r, 3, format_bytes(p.target_size + p.draft_size))
+            set_cell(t, r, 4, f"{p.target_path.name} + {p.draft_path.name}",
                  tip=f"{p.target_path}\n{p.draft_path}")
         installed_ids = {p.id for p in self.installed}
         c = self.catalog_table
         c.setRowCount(len(self.catalog))
         for r, spec in enumerate(self.catalog):
             label, reason = fit_label(spec, self.ram, self.vram)
-            _set(c, r, 0, spec.name, tip=spec.notes)
-            _set(c, r, 1, f"{spec.target.quant} + {spec.draft.quant}")
-            _set(c, r, 2, format_bytes(spec.target.size + spec.draft.size))
-            _set(c, r, 3, format_bytes(spec.ram_bytes))
-            _set(c, r, 4, label, colour=FIT_COLOURS.get(label))
-            _set(c, r, 5, reason, tip=reason)
+            set_cell(c, r, 0, spec.name, tip=spec.notes)
+            set_cell(c, r, 1, f"{spec.target.quant} + {spec.draft.quant}")
+            set_cell(c, r, 2, format_bytes(spec.target.size + spec.draft.size))
+            set_cell(c, r, 3, format_bytes(spec.ram_bytes))
+            set_cell(c, r, 4, label, colour=FIT_COLOURS.get(label))
+            set_cell(c, r, 5, reason, tip=reason)
             status = "installed" if spec.id in installed_ids else self.status.get(spec.id, "")
-            _set(c, r, 6, status)
+            set_cell(c, r, 6, status)
         if self.catalog_error:
             self.show_message(self.catalog_error, error=True)
         self._update_buttons()
@@ -305,38 +309,3 @@ class ModelManagerDialog(QDialog):
         self.worker.request_cancel()
         stop_thread(self.download_thread)
         super().closeEvent(event)
-
-
-def _table(headers: list[str]) -> QTableWidget:
-    t = QTableWidget(0, len(headers))
-    t.setHorizontalHeaderLabels(headers)
-    t.setSelectionBehavior(QAbstractItemView.SelectionBehavior.SelectRows)
-    t.setSelectionMode(QAbstractItemView.SelectionMode.SingleSelection)
-    t.setEditTriggers(QAbstractItemView.EditTrigger.NoEditTriggers)
-    t.verticalHeader().hide()
-    header = t.horizontalHeader()
-    header.setSectionResizeMode(QHeaderView.ResizeMode.ResizeToContents)
-    header.setStretchLastSection(True)
-    return t
-
-
-def _set(t: QTableWidget, row: int, col: int, text: str, *, tip: str = "", bold: bool = False,
-         colour: str | None = None) -> None:
-    item = QTableWidgetItem(text)
-    if tip:
-        item.setToolTip(tip)
-    if bold:
-        font = item.font()
-        font.setBold(True)
-        item.setFont(font)
-    if colour:
-        item.setForeground(QColor(colour))
-    t.setItem(row, col, item)
-
-
-def _row(*widgets: QWidget) -> QHBoxLayout:
-    row = QHBoxLayout()
-    for w in widgets:
-        row.addWidget(w)
-    row.addStretch(1)
-    return row

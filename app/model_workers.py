@@ -7,9 +7,9 @@ import threading
 
 from PySide6.QtCore import QObject, QThread, Signal, Slot
 
-from engine import EngineError, hub, offline
-from engine.catalog import PairSpec
-from engine.store import InstalledPair, ModelStore
+from engine import DownloadCancelled, EngineError, InstalledPair, ModelStore, PairSpec, hub, offline
+
+from .boundary import WorkerBoundary
 
 log = logging.getLogger(__name__)
 
@@ -44,35 +44,19 @@ class DownloadWorker(QObject):
     def download(self, spec: PairSpec) -> None:
         """Download (or resume) a catalog pair."""
         self._cancel.clear()
-        try:
-            pair = hub.download_pair(spec, self._store, progress=self.progressed.emit,
-                                    cancel=self._cancel)
-        except hub.DownloadCancelled:
-            self.cancelled.emit(spec.id)
-            return
-        except EngineError as exc:
-            self.failed.emit(f"Downloading {spec.name} failed: {exc}")
-            return
-        except Exception as exc:  # worker boundary
-            log.exception("download failed")
-            self.failed.emit(f"Downloading {spec.name} failed: {type(exc).__name__}: {exc}")
-            return
-        self.downloaded.emit(pair)
-
+        with WorkerBoundary(f"Downloading {spec.name} failed", self.failed.emit):
+            try:
+                pair = hub.download_pair(spec, self._store, progress=self.progressed.emit, cancel=self._cancel)
+            except DownloadCancelled:
+                self.cancelled.emit(spec.id)
+                return
+            self.downloaded.emit(pair)
 
     @Slot()
     def verify(self) -> None:
         """Check sizes, checksums and vocabularies of every installed pair (reads every file)."""
-        try:
-            results = self._store.verify()
-        except EngineError as exc:
-            self.failed.emit(f"Verifying the model files failed: {exc}")
-            return
-        except Exception as exc:  # worker boundary
-            log.exception("verify failed")
-            self.failed.emit(f"Verifying the model files failed: {type(exc).__name__}: {exc}")
-            return
-        self.verified.emit(results)
+        with WorkerBoundary("Verifying the model files failed", self.failed.emit):
+            self.verified.emit(self._store.verify())
 
 
 class OfflineSetupWorker(QObject):
@@ -103,19 +87,12 @@ class OfflineSetupWorker(QObject):
                 last[role] = pct
                 self.progressed.emit(role, done, total)
 
-        try:
+        with WorkerBoundary("Setting up the offline model pair failed", self.failed.emit):
             offline.ensure_pair(self._store.root / "offline", progress)
             pair = self._store.get(offline.PAIR_ID)
             if pair is None:
                 raise EngineError("the offline pair was assembled but the model store cannot see it")
-        except EngineError as exc:
-            self.failed.emit(f"Setting up the offline model pair failed: {exc}")
-            return
-        except Exception as exc:  # worker boundary
-            log.exception("offline setup failed")
-            self.failed.emit(f"Setting up the offline model pair failed: {type(exc).__name__}: {exc}")
-            return
-        self.finished_setup.emit(pair)
+            self.finished_setup.emit(pair)
 
 
 def start_thread(worker: QObject, name: str) -> QThread:

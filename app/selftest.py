@@ -59,7 +59,7 @@ class SelfTestResult:
 
 def first_difference(a: Sequence[int], b: Sequence[int]) -> int | None:
     """The engine's comparison, imported late: this module must load even when llama.cpp cannot."""
-    from engine.verify import first_difference as compare
+    from engine import first_difference as compare
 
     return compare(a, b)
 
@@ -72,10 +72,10 @@ def check_llama_cpp() -> str:
     """Load llama.cpp's shared library and describe it; raises if it cannot be loaded."""
     import llama_cpp
 
-    from engine import backend
+    from engine import supports_gpu_offload
 
     lib = llama_cpp.llama_cpp._lib
-    gpu = backend.supports_gpu_offload()
+    gpu = supports_gpu_offload()
     info = llama_cpp.llama_print_system_info().decode("utf-8", "replace").strip()
     return (
         f"{TAG} llama-cpp-python {llama_cpp.__version__}, library {getattr(lib, '_name', '?')}\n"
@@ -85,8 +85,7 @@ def check_llama_cpp() -> str:
 
 def compare_modes(folder: Path, *, max_tokens: int = MAX_TOKENS) -> SelfTestResult:
     """Write a tiny target and a related draft into ``folder`` and decode with ``ar`` and ``ssd``."""
-    from engine import Engine, EngineConfig, GenerationParams
-    from engine.tinymodel import write_model
+    from engine import Engine, EngineConfig, GenerationParams, write_model
 
     target = write_model(folder / "target.gguf", seed=1, n_layer=3, logit_scale=6.0)
     # A perturbed copy of the target: it agrees often but not always, so ssd both accepts and
@@ -112,7 +111,7 @@ def compare_modes(folder: Path, *, max_tokens: int = MAX_TOKENS) -> SelfTestResu
 
 def _log_path() -> Path:
     """Where the report goes when there is no stdout (the windowed Windows build has no console)."""
-    from engine.paths import user_data_dir
+    from engine import user_data_dir
 
     path = user_data_dir() / "selftest.log"
     path.parent.mkdir(parents=True, exist_ok=True)

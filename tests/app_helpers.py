@@ -12,7 +12,7 @@ from app.engine_worker import EngineState
 from app.main_window import MainWindow
 from app.settings import Settings
 from app.settings_store import ActivePair
-from engine.tinymodel import TinyPair
+from engine import TinyPair
 
 TIMEOUT_MS = 20000
 
@@ -47,7 +47,7 @@ def open_window(qtbot: QtBot, pair: ActivePair | None, settings: Settings | None
         window.apply_settings(settings)
     if pair is not None:
         with qtbot.waitSignal(window.host.model_loaded, timeout=TIMEOUT_MS):
-            window.activate_pair(pair)
+            window.pairs.activate(pair)
         qtbot.waitUntil(lambda: window.state == EngineState.READY, timeout=TIMEOUT_MS)
     return window
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import sqlite3
 from pathlib import Path
 
-from app.history import History, stats_summary
+from app.history import History
 
 
 def test_conversations_messages_and_search(data_dir: Path) -> None:
@@ -47,4 +47,3 @@ def test_exports(data_dir: Path) -> None:
     assert "hit rate 50%" in md
     data = h.export_json(c.id)
     assert data["system_prompt"] == "You are terse." and data["messages"][1]["stats"]["mode"] == "ssd"
-    assert stats_summary({"mode": "ar", "new_tokens": 2, "finish_reason": "stopped"}) == "ar · 2 tokens · stopped"

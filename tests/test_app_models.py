@@ -11,11 +11,17 @@ from pytestqt.qtbot import QtBot
 from app.first_run import FirstRun
 from app.model_manager import ModelManagerDialog
 from app.settings_store import ActivePair
-from engine import hub, offline
-from engine.catalog import PairSpec, load_catalog
-from engine.hub import DownloadCancelled, DownloadProgress
-from engine.store import InstalledPair, ModelStore
-from engine.tinymodel import TinyPair
+from engine import (
+    DownloadCancelled,
+    DownloadProgress,
+    InstalledPair,
+    ModelStore,
+    PairSpec,
+    TinyPair,
+    hub,
+    load_catalog,
+    offline,
+)
 from tests.app_helpers import QT_STRICT, TIMEOUT_MS
 
 pytestmark = QT_STRICT

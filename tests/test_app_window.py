@@ -10,11 +10,12 @@ from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QInputDialog, QMessageBox
 from pytestqt.qtbot import QtBot
 
+from app import crash
 from app.engine_worker import EngineState
 from app.history import History
 from app.main_window import MainWindow
 from app.settings_store import ActivePair
-from engine.tinymodel import TinyPair
+from engine import TinyPair, cpu_check_status
 from tests.app_helpers import QT_STRICT, TIMEOUT_MS, closing, corrupt_model, fast_settings, open_window, send, tiny_pair
 
 pytestmark = QT_STRICT
@@ -68,7 +69,9 @@ def test_stop_button_mid_reply_keeps_the_partial_reply(
             w.send()
         assert w.state == EngineState.GENERATING
         assert w.stop_button.isEnabled() and not w.send_button.isEnabled()
+        assert (data_dir / "crashes" / crash.REPLY_MARKER).exists()  # the next start would report a crash
         qtbot.mouseClick(w.stop_button, Qt.MouseButton.LeftButton)
+    assert not (data_dir / "crashes" / crash.REPLY_MARKER).exists()
     reply = w.history.message(int(blocker.args[0]))  # type: ignore[index]
     assert reply.stats is not None and reply.stats["finish_reason"] == "stopped"
     assert 0 < reply.stats["new_tokens"] < 1000
@@ -107,13 +110,13 @@ def test_corrupt_model_shows_an_error_and_the_app_stays_usable(
     closing.append(w)
     bad = corrupt_model(tmp_path / "bad.gguf")
     with qtbot.waitSignal(w.error_shown, timeout=TIMEOUT_MS) as blocker:
-        w.activate_pair(ActivePair("bad", "Broken pair", str(bad), None))
+        w.pairs.activate(ActivePair("bad", "Broken pair", str(bad), None))
     message = str(blocker.args[0])  # type: ignore[index]
     assert message.startswith("Could not load Broken pair:") and "\n" not in message
     assert w.error_banner.isVisible() and w.error_banner.text() == message
     assert w.state == EngineState.FAILED and not w.send_button.isEnabled()
     with qtbot.waitSignal(w.host.model_loaded, timeout=TIMEOUT_MS):
-        w.activate_pair(tiny_pair(tiny))
+        w.pairs.activate(tiny_pair(tiny))
     qtbot.waitUntil(lambda: w.state == EngineState.READY, timeout=TIMEOUT_MS)
     assert not w.error_banner.isVisible()
     send(qtbot, w, "still there?")
@@ -177,8 +180,8 @@ def test_conversation_list_rename_delete_search_export(
     assert [w.conversation_list.item(i).text() for i in range(w.conversation_list.count())] == ["Fruit 1"]
     w.search_edit.setText("")
     w.open_conversation(first)
-    w.export_conversation(tmp_path / "c.md")
-    w.export_conversation(tmp_path / "c.json")
+    w.history.export_file(first, tmp_path / "c.md")
+    w.history.export_file(first, tmp_path / "c.json")
     assert (tmp_path / "c.md").read_text().startswith("# Fruit 1")
     data = json.loads((tmp_path / "c.json").read_text())
     assert data["messages"][0]["content"] == "about apples" and data["messages"][1]["stats"]["mode"] == "ssd"
@@ -194,7 +197,7 @@ def test_verify_exactness_and_tint(qtbot: QtBot, data_dir: Path, tiny: TinyPair,
     with qtbot.waitSignal(w.host.verification_finished, timeout=TIMEOUT_MS):
         w.verify_action.trigger()
     qtbot.waitUntil(lambda: w.state == EngineState.READY, timeout=TIMEOUT_MS)
-    result = w.last_verification
+    result = w.exactness.last
     assert result is not None and result.mode == "ssd" and result.ar_tokens == 16
     assert result.identical and result.first_difference is None
     assert "Identical" in w.readout.text()
@@ -203,3 +206,21 @@ def test_verify_exactness_and_tint(qtbot: QtBot, data_dir: Path, tiny: TinyPair,
     w.tint_action.trigger()
     assert w.settings.tint_drafts and w.tint_button.isChecked()
     assert "#d9f2d9" in w.chat_view.toHtml() and "#d9f2d9" not in before
+
+
+def test_settings_dialog_changes_reload_the_pair(
+    qtbot: QtBot, data_dir: Path, tiny: TinyPair, closing: list[MainWindow]
+) -> None:
+    w = open_window(qtbot, tiny_pair(tiny), fast_settings())
+    closing.append(w)
+    w.open_settings()
+    dialog = w.settings_dialog
+    assert dialog.cpu_kernels.verdict.text().startswith("CPU kernels: repacked weights (AMX) — ")
+    dialog.cpu_kernels.set_choice("off")
+    dialog.edits["temperature"].setText("0.5")
+    with qtbot.waitSignal(w.host.model_loaded, timeout=TIMEOUT_MS):
+        dialog.accept()
+    qtbot.waitUntil(lambda: w.state == EngineState.READY, timeout=TIMEOUT_MS)
+    assert w.settings.temperature == 0.5 and cpu_check_status().override == "off"
+    assert w.store.load() == w.settings
+    send(qtbot, w, "still fine without the extra kernels?")

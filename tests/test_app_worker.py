@@ -10,9 +10,10 @@ import pytest
 from PySide6.QtCore import Qt
 from pytestqt.qtbot import QtBot
 
-from app.engine_worker import EngineHost, EngineState, LiveStats, Reply
-from engine import EngineConfig, GenerationParams, SamplingParams
-from engine.tinymodel import TinyPair
+from app.engine_host import EngineHost
+from app.engine_worker import EngineSignals, EngineState, FinishedReply
+from app.stats_text import stats_text
+from engine import EngineConfig, GenerationParams, SamplingParams, TinyPair
 from tests.app_helpers import QT_STRICT, TIMEOUT_MS, corrupt_model
 
 pytestmark = QT_STRICT
@@ -38,18 +39,8 @@ class Recorder:
 
     def __init__(self, host: EngineHost) -> None:
         self.events: list[tuple[str, tuple[Any, ...]]] = []
-        w = host
-        for name in (
-            "state_changed",
-            "model_loaded",
-            "generation_started",
-            "token_generated",
-            "stats_changed",
-            "generation_finished",
-            "verification_finished",
-            "failed",
-        ):
-            getattr(w, name).connect(lambda *args, n=name: self.events.append((n, args)))
+        for name in EngineSignals.signal_names():
+            getattr(host, name).connect(lambda *args, n=name: self.events.append((n, args)))
 
     def names(self) -> list[str]:
         return [n for n, _ in self.events]
@@ -85,11 +76,11 @@ def test_load_then_generate_emits_in_strict_order(qtbot: QtBot, host: EngineHost
             None,
             None,
             None,
-            lambda r: isinstance(r, Reply) and r.stats["new_tokens"] == 3,
+            lambda r: isinstance(r, FinishedReply) and r.stats["new_tokens"] == 3,
         ],
     ):
         host.generate(CHAT, params)
-    reply: Reply = next(args[0] for n, args in rec.events if n == "generation_finished")
+    reply: FinishedReply = next(args[0] for n, args in rec.events if n == "generation_finished")
     assert reply.stats["finish_reason"] == "length"
     assert reply.stats["mode"] == "ar"
     assert "".join(args[0] for n, args in rec.events if n == "token_generated") == reply.text
@@ -106,14 +97,14 @@ def test_ssd_protocol_tokens_then_stats_then_finished(qtbot: QtBot, host: Engine
     assert names[:2] == ["state_changed", "generation_started"]
     assert names[-3:] == ["stats_changed", "generation_finished", "state_changed"]
     assert set(names[2:-3]) <= {"token_generated", "stats_changed"}
-    reply: Reply = rec.events[-2][1][0]
+    reply: FinishedReply = rec.events[-2][1][0]
     tokens = [args for n, args in rec.events if n == "token_generated"]
     assert "".join(t[0] for t in tokens) == reply.text
     assert reply.stats["mode"] == "ssd" and reply.stats["hit_rate"] is not None
     assert sum(n for n, d in reply.runs if d) == sum(len(t[0]) for t in tokens if t[1])
-    final: LiveStats = rec.events[-3][1][0]
-    assert final.new_tokens == reply.stats["new_tokens"] == 40
-    assert final.acceptance_rate is not None and final.hit_rate is not None
+    final: dict[str, Any] = rec.events[-3][1][0]
+    assert final == reply.stats and final["new_tokens"] == 40
+    assert final["acceptance_rate"] is not None and final["hit_rate"] is not None
 
 
 def test_corrupt_model_fails_readably_and_worker_stays_usable(
@@ -169,7 +160,7 @@ def test_stop_mid_reply_takes_effect_within_one_round(qtbot: QtBot, host: Engine
     rec = Recorder(host)
     with qtbot.waitSignals([host.generation_started, host.generation_finished], order="strict", timeout=TIMEOUT_MS):
         host.generate(CHAT, params)
-    reply: Reply = next(args[0] for n, args in rec.events if n == "generation_finished")
+    reply: FinishedReply = next(args[0] for n, args in rec.events if n == "generation_finished")
     assert reply.stats["finish_reason"] == "stopped"
     assert seen["count"] - seen["at_stop"] <= k + 1
     assert reply.stats["new_tokens"] < 900
@@ -181,7 +172,17 @@ def test_auto_mode_reports_the_mode_it_runs(qtbot: QtBot, host: EngineHost, tiny
     params = GenerationParams(mode="auto", max_tokens=30, sampling=GREEDY)
     with qtbot.waitSignal(host.generation_finished, timeout=TIMEOUT_MS):
         host.generate(CHAT, params)
-    reply: Reply = next(args[0] for n, args in rec.events if n == "generation_finished")
-    final: LiveStats = [args[0] for n, args in rec.events if n == "stats_changed"][-1]
+    reply: FinishedReply = next(args[0] for n, args in rec.events if n == "generation_finished")
+    stats: list[dict[str, Any]] = [args[0] for n, args in rec.events if n == "stats_changed"]
     assert reply.stats["mode"] == "auto" and reply.stats["new_tokens"] == 30
-    assert final.mode.startswith("auto → ") and final.mode.split(" → ")[1] in reply.stats["rounds_by_mode"]
+    assert stats[-1]["current_mode"] in reply.stats["rounds_by_mode"]
+    assert stats_text(reply.stats).startswith("auto (")
+    live = {**reply.stats, "finish_reason": ""}  # as the readout shows it while the reply runs
+    assert stats_text(live).startswith(f"auto → {reply.stats['current_mode']} · 30 tokens")
+
+
+def test_the_host_has_the_worker_signals_declared_once(host: EngineHost) -> None:
+    names = EngineSignals.signal_names()
+    assert {"state_changed", "token_generated", "stats_changed", "generation_finished", "failed"} <= set(names)
+    assert not any(name in vars(EngineHost) for name in names)
+    assert all(callable(getattr(host, name).emit) for name in names)

@@ -1,0 +1,68 @@
+"""The one formatter for generation stats: the live readout, the line under each reply, and exports.
+
+It reads the engine's stats as a dict (``GenerationStats.to_dict()``, live or final, or the copy a
+reply keeps in the history) and shows what the engine reports; it computes no rate itself.
+"""
+
+from __future__ import annotations
+
+import html
+from collections.abc import Mapping
+from typing import Any
+
+CRASHED = "crashed"  # finish reason of a reply whose process died inside llama.cpp
+HIDDEN_REASONS = ("", "stop", "streaming")
+REASON_TEXT = {CRASHED: "crashed inside llama.cpp", "context": "context full", "length": "length limit"}
+
+
+def mode_text(stats: Mapping[str, Any]) -> str:
+    """``ssd``; ``auto → ssd`` while auto runs ssd; ``auto (ssd 9, ar 2 rounds)`` once auto is done."""
+    mode = str(stats.get("mode") or "")
+    current = str(stats.get("current_mode") or "")
+    by_mode: Mapping[str, int] = stats.get("rounds_by_mode") or {}
+    if mode == "auto" and stats.get("finish_reason") and by_mode:
+        ranked = sorted(by_mode.items(), key=lambda kv: -kv[1])
+        return "auto (" + ", ".join(f"{m} {n}" for m, n in ranked) + " rounds)"
+    if mode == "auto" and current and current != "auto":
+        return f"auto → {current}"
+    return mode
+
+
+def stats_parts(stats: Mapping[str, Any]) -> list[str]:
+    """The pieces of the stats line, mode first; a piece is left out when the engine did not report it."""
+    parts = [mode_text(stats)] if stats.get("mode") else []
+    if stats.get("new_tokens") is not None:
+        parts.append(f"{stats['new_tokens']} tokens")
+    if stats.get("tokens_per_second"):
+        parts.append(f"{stats['tokens_per_second']:.1f} tok/s")
+    if stats.get("ttft_s"):
+        parts.append(f"TTFT {stats['ttft_s']:.2f} s")
+    if stats.get("acceptance_rate") is not None:
+        parts.append(f"acceptance {100 * stats['acceptance_rate']:.0f}%")
+    if stats.get("hit_rate") is not None:
+        parts.append(f"hit rate {100 * stats['hit_rate']:.0f}%")
+    reason = str(stats.get("finish_reason") or "")
+    if reason not in HIDDEN_REASONS:
+        parts.append(REASON_TEXT.get(reason, reason))
+    return parts
+
+
+def stats_text(stats: Mapping[str, Any]) -> str:
+    """The stats as one plain line: ``ssd · 24 tokens · 31.0 tok/s · TTFT 0.12 s · acceptance 80% · …``."""
+    return " · ".join(stats_parts(stats))
+
+
+def stats_html(stats: Mapping[str, Any]) -> str:
+    """:func:`stats_text` for a rich-text label, the mode in bold."""
+    parts = [html.escape(p) for p in stats_parts(stats)]
+    if parts and stats.get("mode"):
+        parts[0] = f"<b>{parts[0]}</b>"
+    return " · ".join(parts)
+
+
+def message_status(stats: Mapping[str, Any] | None, *, complete: bool) -> str:
+    """The line under a saved reply: its stats, and "interrupted" when it was cut short."""
+    line = stats_text(stats) if stats else ""
+    if not complete and (stats or {}).get("finish_reason") != CRASHED:
+        line = f"{line} · interrupted" if line else "interrupted"
+    return line

@@ -1,0 +1,51 @@
+"""Small table and layout helpers for the model manager's tables."""
+
+from __future__ import annotations
+
+from PySide6.QtGui import QColor
+from PySide6.QtWidgets import (
+    QAbstractItemView,
+    QHBoxLayout,
+    QHeaderView,
+    QTableWidget,
+    QTableWidgetItem,
+    QWidget,
+)
+
+
+def new_table(headers: list[str]) -> QTableWidget:
+    """A read-only table that selects one whole row at a time."""
+    t = QTableWidget(0, len(headers))
+    t.setHorizontalHeaderLabels(headers)
+    t.setSelectionBehavior(QAbstractItemView.SelectionBehavior.SelectRows)
+    t.setSelectionMode(QAbstractItemView.SelectionMode.SingleSelection)
+    t.setEditTriggers(QAbstractItemView.EditTrigger.NoEditTriggers)
+    t.verticalHeader().hide()
+    header = t.horizontalHeader()
+    header.setSectionResizeMode(QHeaderView.ResizeMode.ResizeToContents)
+    header.setStretchLastSection(True)
+    return t
+
+
+def set_cell(t: QTableWidget, row: int, col: int, text: str, *, tip: str = "", bold: bool = False,
+             colour: str | None = None) -> None:
+    """Put ``text`` in a cell, with an optional tooltip, bold face or colour."""
+    item = QTableWidgetItem(text)
+    if tip:
+        item.setToolTip(tip)
+    if bold:
+        font = item.font()
+        font.setBold(True)
+        item.setFont(font)
+    if colour:
+        item.setForeground(QColor(colour))
+    t.setItem(row, col, item)
+
+
+def button_row(*widgets: QWidget) -> QHBoxLayout:
+    """Widgets side by side, pushed to the left."""
+    row = QHBoxLayout()
+    for w in widgets:
+        row.addWidget(w)
+    row.addStretch(1)
+    return row
