@@ -4,25 +4,25 @@ This module is the engine's public surface: ``app/`` (and the local server) impo
 ``hub`` and ``offline`` are exported as modules because callers use (and tests replace) their functions.
 """
 
-from . import hub, offline
-from .backend import init_backend, supports_gpu_offload
-from .catalog import PairSpec, fit_label, format_bytes, load_catalog, system_memory
-from .chat import Message as ChatMessage
-from .cpu_check import Override as CpuCheckOverride
-from .cpu_check import Status as CpuCheckStatus
-from .cpu_check import Verdict as CpuCheckVerdict
-from .cpu_check import set_override as set_cpu_check_override
-from .cpu_check import status as cpu_check_status
+from .core.backend import init_backend, supports_gpu_offload
+from .core.chat import Message as ChatMessage
+from .core.cpu_check import Override as CpuCheckOverride
+from .core.cpu_check import Status as CpuCheckStatus
+from .core.cpu_check import Verdict as CpuCheckVerdict
+from .core.cpu_check import set_override as set_cpu_check_override
+from .core.cpu_check import status as cpu_check_status
+from .core.errors import ContextFullError, EngineError, ModelLoadError, ParameterError, VocabMismatchError
+from .core.options import MAX_BRANCHES, MAX_CONTEXT, MAX_FANOUT, MAX_K, MODES, OPTIONS, Option, cpu_cores
+from .core.paths import user_data_dir
+from .core.sampling import SamplingParams
 from .engine import Engine, EngineConfig, Generation, GenerationParams, TokenEvent
-from .errors import ContextFullError, EngineError, ModelLoadError, ParameterError, VocabMismatchError
-from .hub import DownloadCancelled, DownloadProgress
-from .options import MAX_BRANCHES, MAX_CONTEXT, MAX_FANOUT, MAX_K, MODES, OPTIONS, Option, cpu_cores
-from .paths import user_data_dir
-from .sampling import SamplingParams
+from .models import hub, offline
+from .models.catalog import PairSpec, fit_label, format_bytes, load_catalog, system_memory
+from .models.hub import DownloadCancelled, DownloadProgress
+from .models.store import InstalledPair, ModelStore
 from .spec.verify import first_difference
 from .stats import GenerationStats
-from .store import InstalledPair, ModelStore
-from .tinymodel import TinyPair, write_model
+from .tools.tinymodel import TinyPair, write_model
 
 __all__ = [
     "MAX_BRANCHES",

@@ -11,19 +11,20 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from . import chat
-from . import options as opt
-from .backend import Context, ContextParams, Model
-from .errors import ContextFullError, DecodeError, EngineError, ParameterError
-from .options import MAX_FANOUT as MAX_FANOUT  # these three: re-exported while app/ imports them from here
-from .options import MAX_K as MAX_K
-from .options import cpu_cores as cpu_cores
-from .sampling import SamplingParams
+from .core import chat
+from .core import options as opt
+from .core.backend import Model
+from .core.context import Context, ContextParams
+from .core.errors import ContextFullError, DecodeError, EngineError, ParameterError
+from .core.options import MAX_FANOUT as MAX_FANOUT  # these three: re-exported while app/ imports them from here
+from .core.options import MAX_K as MAX_K
+from .core.options import cpu_cores as cpu_cores
+from .core.sampling import SamplingParams
+from .core.vocab import check_compatible
 from .spec.auto import AutoStrategy, CostModel
 from .spec.drafter import Drafter
 from .spec.steps import ARStrategy, RoundResult, SDStrategy, SSDOptions, SSDStrategy, Strategy, Target, Threads
 from .stats import DecodeTimes, GenerationStats, StatsRecorder
-from .vocab import check_compatible
 
 log = logging.getLogger(__name__)
 

@@ -8,8 +8,9 @@ from pathlib import Path
 import llama_cpp as ll
 import pytest
 
-from engine import cpu_check
-from engine.backend import Context, ContextParams, Model
+from engine.core import cpu_check
+from engine.core.backend import Model
+from engine.core.context import Context, ContextParams
 
 
 @pytest.fixture

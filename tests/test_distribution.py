@@ -15,8 +15,9 @@ import pytest
 from scipy.stats import chisquare
 
 from engine import Engine, EngineConfig, GenerationParams, SamplingParams
-from engine.backend import Context, ContextParams, Model
-from engine.sampling import to_dist
+from engine.core.backend import Model
+from engine.core.context import Context, ContextParams
+from engine.core.sampling import to_dist
 from tests.tiny_models import TinyPair
 
 N_SAMPLES = 1500

@@ -10,8 +10,9 @@ import gguf
 import pytest
 
 from engine import ContextFullError, Engine, EngineConfig, GenerationParams
-from engine.backend import Context, ContextParams, Model
-from engine.tinymodel import VOCAB_JSON, extract_vocab
+from engine.core.backend import Model
+from engine.core.context import Context, ContextParams
+from engine.tools.tinymodel import VOCAB_JSON, extract_vocab
 from tests.tiny_models import TinyPair, make_pair
 
 
@@ -125,7 +126,7 @@ def test_engine_does_not_import_qt() -> None:
     import sys
 
     code = (
-        "import engine, engine.cli, engine.offline, sys; "
+        "import engine, engine.tools.cli, engine.models.offline, sys; "
         "assert not any(m.startswith('PySide6') for m in sys.modules)"
     )
     subprocess.run([sys.executable, "-c", code], check=True, timeout=60)

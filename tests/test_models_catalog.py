@@ -8,7 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from engine.catalog import (
+from engine.core.errors import EngineError
+from engine.core.paths import resources_dir
+from engine.models.catalog import (
     Arch,
     PairSpec,
     catalog_path,
@@ -18,8 +20,6 @@ from engine.catalog import (
     load_catalog,
     system_memory,
 )
-from engine.errors import EngineError
-from engine.paths import resources_dir
 
 REQUIRED = {
     "qwen2.5-coder-1.5b+0.5b",

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from engine import models_cli
-from engine.cli import build_parser, main
+from engine.tools import models_cli
+from engine.tools.cli import build_parser, main
 from tests.hub_server import HubServer, HubState, hub_environment
 from tests.tiny_models import TinyPair
 

@@ -11,9 +11,9 @@ from pathlib import Path
 import pytest
 
 from engine import hub
-from engine.catalog import FileSpec, PairSpec
-from engine.errors import VocabMismatchError
-from engine.hub import (
+from engine.core.errors import VocabMismatchError
+from engine.models.catalog import FileSpec, PairSpec
+from engine.models.hub import (
     AuthError,
     ChecksumError,
     DownloadCancelled,
@@ -21,7 +21,7 @@ from engine.hub import (
     NotEnoughSpaceError,
     NotFoundError,
 )
-from engine.store import ModelStore
+from engine.models.store import ModelStore
 from tests.hub_server import HubServer, HubState, hub_environment
 from tests.tiny_models import TinyPair
 

@@ -10,11 +10,11 @@ from pathlib import Path
 import pytest
 
 from engine import offline
-from engine.backend import Model
-from engine.errors import EngineError, ModelLoadError, VocabMismatchError
-from engine.gguf_remote import local_vocab
-from engine.store import ModelStore
-from engine.vocab import check_compatible, check_vocab_rule
+from engine.core.backend import Model
+from engine.core.errors import EngineError, ModelLoadError, VocabMismatchError
+from engine.core.vocab import check_compatible, check_vocab_rule
+from engine.models.gguf_remote import local_vocab
+from engine.models.store import ModelStore
 from tests.tiny_models import TinyPair
 
 

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from engine import offline
-from engine.cli import main
+from engine.tools.cli import main
 
 PARTS = [b"GGUF" + b"a" * 1000, b"b" * 777, b"c" * 5]
 

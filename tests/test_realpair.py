@@ -16,7 +16,8 @@ import numpy as np
 import pytest
 
 from engine import offline
-from engine.backend import Context, ContextParams, Model
+from engine.core.backend import Model
+from engine.core.context import Context, ContextParams
 from engine.spec.verify import first_difference
 
 pytestmark = pytest.mark.realmodels
@@ -50,7 +51,7 @@ def test_three_modes_agree_at_temperature_zero(real_pair: offline.OfflinePair) -
     ref = out["ar"]["tokens"]
     assert isinstance(ref, list) and len(ref) > 8
     with Model(real_pair.target, vocab_only=True) as m:
-        from engine.chat import build_messages, tokenize_chat
+        from engine.core.chat import build_messages, tokenize_chat
 
         prompt = tokenize_chat(m, build_messages(PROMPT))
     for mode in ("sd", "ssd"):

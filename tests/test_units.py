@@ -5,8 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from engine.errors import ParameterError
-from engine.sampling import Dist, SamplingParams, sample, to_dist, top_ids
+from engine.core.errors import ParameterError
+from engine.core.sampling import Dist, SamplingParams, sample, to_dist, top_ids
 from engine.spec import fanout, ngram
 from engine.spec.speccache import Branch, SpecCache
 from engine.spec.verify import residual, verify_greedy, verify_sampled

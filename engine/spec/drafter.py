@@ -14,8 +14,8 @@ from dataclasses import dataclass, field
 import numpy as np
 import numpy.typing as npt
 
-from engine.backend import Context
-from engine.sampling import Dist, SamplingParams, argmax, sample, to_dist, top_ids
+from engine.core.context import Context, KVTrack, common_prefix
+from engine.core.sampling import Dist, SamplingParams, argmax, sample, to_dist, top_ids
 
 from . import fanout as fanout_mod
 from . import ngram
@@ -41,44 +41,6 @@ class TreeStats:
     levels: int = 0
     branches: int = 0
     seconds: float = 0.0
-
-
-def common_prefix(a: Sequence[int], b: Sequence[int]) -> int:
-    n = min(len(a), len(b))
-    i = 0
-    while i < n and a[i] == b[i]:
-        i += 1
-    return i
-
-
-class KVTrack:
-    """Sequence 0 of a context and the tokens it holds, kept in step with the KV cache."""
-
-    def __init__(self, ctx: Context) -> None:
-        self.ctx = ctx
-        self.tokens: list[int] = []
-
-    def trim(self, keep: int) -> None:
-        if keep < len(self.tokens):
-            self.ctx.seq_rm(0, keep, -1)
-            del self.tokens[keep:]
-
-    def sync(self, committed: Sequence[int]) -> npt.NDArray[np.float32]:
-        """Make the KV hold exactly ``committed``, reusing the common prefix; return the last row."""
-        keep = min(common_prefix(self.tokens, committed), len(committed) - 1)
-        self.trim(keep)
-        row = self.ctx.prefill(committed[keep:], start=keep)
-        self.tokens.extend(committed[keep:])
-        return row
-
-    def decode_one(self, token: int) -> npt.NDArray[np.float32]:
-        row: npt.NDArray[np.float32] = self.ctx.decode([token], [len(self.tokens)], 0)[0]
-        self.tokens.append(token)
-        return row
-
-    def reset(self) -> None:
-        self.ctx.clear()
-        self.tokens.clear()
 
 
 class Drafter:

@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import numpy.typing as npt
 
-from engine.sampling import Dist
+from engine.core.sampling import Dist
 
 
 @dataclass(slots=True)

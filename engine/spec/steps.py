@@ -15,11 +15,12 @@ from typing import Protocol
 import numpy as np
 import numpy.typing as npt
 
-from engine.backend import Context, Model
-from engine.errors import ContextFullError
-from engine.sampling import SamplingParams
+from engine.core.backend import Model
+from engine.core.context import Context, KVTrack
+from engine.core.errors import ContextFullError
+from engine.core.sampling import SamplingParams
 
-from .drafter import Draft, Drafter, KVTrack, TreeStats
+from .drafter import Draft, Drafter, TreeStats
 from .fanout import uniform
 from .verify import Verdict, verify_greedy, verify_sampled
 from .worker import DraftWorker, Request

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
-from engine.sampling import Dist, SamplingParams, argmax, sample, to_dist
+from engine.core.sampling import Dist, SamplingParams, argmax, sample, to_dist
 
 
 @dataclass(frozen=True, slots=True)

@@ -15,8 +15,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from .errors import EngineError
-from .paths import model_store_dir
+from engine.core.errors import EngineError
+from engine.core.paths import model_store_dir
 
 CHUNK = 8 << 20
 

@@ -8,12 +8,12 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from . import offline
-from .catalog import fit_label, format_bytes, load_catalog, system_memory
-from .store import ModelStore
+from engine.models import offline
+from engine.models.catalog import fit_label, format_bytes, load_catalog, system_memory
+from engine.models.store import ModelStore
 
 if TYPE_CHECKING:  # engine.hub imports huggingface_hub: loaded only by the commands that download
-    from .hub import DownloadProgress
+    from engine.models.hub import DownloadProgress
 
 
 def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
@@ -118,8 +118,8 @@ class _ProgressLine:
 
 
 def cmd_pull(args: argparse.Namespace) -> int:
-    from .catalog import get_pair
-    from .hub import download_pair
+    from engine.models.catalog import get_pair
+    from engine.models.hub import download_pair
 
     spec = get_pair(args.pair_id)
     line = _ProgressLine(args.quiet)
@@ -133,7 +133,7 @@ def cmd_pull(args: argparse.Namespace) -> int:
 
 
 def cmd_pull_file(args: argparse.Namespace) -> int:
-    from .hub import download_file
+    from engine.models.hub import download_file
 
     store = ModelStore()
     line = _ProgressLine(args.quiet)

@@ -9,10 +9,11 @@ import sys
 import threading
 from collections.abc import Sequence
 
+from engine.core.errors import EngineError
+from engine.core.options import MODES
+from engine.server import add_serve_parser
+
 from . import models_cli
-from .errors import EngineError
-from .options import MODES
-from .server import add_serve_parser
 
 
 class _Parser(argparse.ArgumentParser):
@@ -52,8 +53,8 @@ def _add_generate(sub: argparse._SubParsersAction) -> None:  # type: ignore[type
 
 
 def cmd_generate(args: argparse.Namespace) -> int:
-    from .engine import Engine, EngineConfig, GenerationParams
-    from .sampling import SamplingParams
+    from engine.core.sampling import SamplingParams
+    from engine.engine import Engine, EngineConfig, GenerationParams
 
     sampling = SamplingParams(args.temperature, args.top_k, args.top_p, args.min_p, args.seed)
     params = GenerationParams(

@@ -222,7 +222,7 @@ def _fault_line(path: Path) -> str:
 
 def write_kquant_model(folder: Path) -> Path:
     """A tiny Q4_K_M llama model (rows of 256, as K-quants need), quantized by llama.cpp itself."""
-    from .tinymodel import small_vocab, write_model
+    from engine.tools.tinymodel import small_vocab, write_model
 
     f32 = write_model(folder / "cpu-check-f32.gguf", vocab=small_vocab(), n_layer=1, n_embd=256, n_head=4, n_ff=512)
     out = folder / "cpu-check-q4_k_m.gguf"
@@ -242,7 +242,8 @@ def _child(folder_name: str) -> None:  # pragma: no cover - runs in the probe's 
     import faulthandler
 
     faulthandler.enable()
-    from .backend import Context, ContextParams, Model, init_backend
+    from .backend import Model, init_backend
+    from .context import Context, ContextParams
 
     init_backend()
     path = write_kquant_model(folder)

@@ -8,9 +8,9 @@ from pathlib import Path
 
 import llama_cpp as ll
 
-from .backend import check_gguf_file, init_backend
-from .errors import ModelLoadError
-from .paths import model_store_dir
+from engine.core.backend import check_gguf_file, init_backend
+from engine.core.errors import ModelLoadError
+from engine.core.paths import model_store_dir
 
 
 def ensure_f16(src: Path, dest_dir: Path | None = None) -> Path:

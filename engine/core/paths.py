@@ -29,7 +29,7 @@ def resources_dir() -> Path:
     frozen = getattr(sys, "_MEIPASS", None)
     if frozen:
         return Path(frozen) / "resources"
-    here = Path(__file__).resolve().parent.parent / "resources"
+    here = Path(__file__).resolve().parents[2] / "resources"
     if here.is_dir():
         return here
     import ssd_chat_resources  # type: ignore[import-not-found]  # pyproject's package-dir mapping

@@ -1,176 +1,19 @@
-"""Thin owning wrappers over llama-cpp-python's low-level ctypes API.
-
-Every native handle has one owner with an idempotent ``close()``. Global llama.cpp set-up
-(backend init, log routing) happens once per process, in :func:`init_backend`.
-"""
+"""A llama.cpp context (KV cache) over one model, its batched decode, and sequence 0's token record."""
 
 from __future__ import annotations
 
 import ctypes
-import logging
-import os
-import threading
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import llama_cpp as ll
 import numpy as np
 import numpy.typing as npt
 
-from . import cpu_check
+from .backend import Model
 from .errors import DecodeError, ModelLoadError
-
-log = logging.getLogger(__name__)
-_native_log = logging.getLogger("engine.llama_cpp")
-
-GGUF_MAGIC = b"GGUF"
-_GGML_LEVELS = {0: logging.CRITICAL, 1: logging.DEBUG, 2: logging.INFO, 3: logging.WARNING, 4: logging.ERROR}
-
-_init_lock = threading.Lock()
-_initialised = False
-_last_level = logging.DEBUG
-
-
-@ll.llama_log_callback  # type: ignore[untyped-decorator]
-def _log_callback(level: int, text: bytes, _user: ctypes.c_void_p) -> None:
-    # WORKAROUND: the callback llama_cpp installs on import maps ggml levels wrongly (DEBUG=1, INFO=2,
-    # WARN=3, ERROR=4 in ggml.h) and prints every line to stderr.
-    global _last_level
-    lvl = _last_level if level == 5 else _GGML_LEVELS.get(level, logging.DEBUG)
-    _last_level = lvl
-    if _native_log.isEnabledFor(lvl):
-        _native_log.log(lvl, "%s", text.decode("utf-8", "replace").rstrip("\n"))
-
-
-def init_backend() -> None:
-    """Initialise llama.cpp once per process and route its log lines into :mod:`logging`."""
-    global _initialised
-    with _init_lock:
-        if _initialised:
-            return
-        ll.llama_log_set(_log_callback, ctypes.c_void_p(0))
-        ll.llama_backend_init()
-        _initialised = True
-
-
-def supports_gpu_offload() -> bool:
-    """Whether this build of llama.cpp can put layers on a GPU."""
-    init_backend()
-    return bool(ll.llama_supports_gpu_offload())
-
-
-def check_gguf_file(path: Path) -> None:
-    """Raise :class:`ModelLoadError` unless ``path`` looks like a complete GGUF file."""
-    if not path.exists():
-        raise ModelLoadError(f"model file not found: {path}")
-    if not path.is_file():
-        raise ModelLoadError(f"model path is not a file: {path}")
-    size = path.stat().st_size
-    with path.open("rb") as f:
-        magic = f.read(4)
-    if magic != GGUF_MAGIC:
-        raise ModelLoadError(f"not a GGUF file (bad magic {magic!r}): {path}")
-    if size < 64:
-        raise ModelLoadError(f"GGUF file is truncated ({size} bytes): {path}")
-
-
-class Model:
-    """A loaded GGUF model and its vocabulary (read-only, shareable across threads)."""
-
-    def __init__(self, path: str | os.PathLike[str], *, gpu_layers: int = 0, vocab_only: bool = False) -> None:
-        self._ptr: Any = None
-        self.path = Path(path)
-        check_gguf_file(self.path)
-        init_backend()
-        mp = ll.llama_model_default_params()
-        mp.n_gpu_layers = gpu_layers
-        mp.vocab_only = vocab_only
-        mp.use_extra_bufts = cpu_check.extra_bufts_allowed()  # False where the CPU faults in AMX/repack kernels
-        ptr = ll.llama_model_load_from_file(str(self.path).encode(), mp)
-        if not ptr:
-            raise ModelLoadError(f"llama.cpp could not load the model (truncated or unsupported GGUF?): {self.path}")
-        self._ptr = ptr
-        self.vocab = ll.llama_model_get_vocab(ptr)
-        self.n_vocab: int = ll.llama_vocab_n_tokens(self.vocab)
-        self.bos: int = ll.llama_vocab_bos(self.vocab)
-        self.eos: int = ll.llama_vocab_eos(self.vocab)
-        self.add_bos: bool = bool(ll.llama_vocab_get_add_bos(self.vocab))
-        self.add_eos: bool = bool(ll.llama_vocab_get_add_eos(self.vocab))
-        self.vocab_type: int = ll.llama_vocab_type(self.vocab)
-        self.n_ctx_train: int = ll.llama_model_n_ctx_train(ptr)
-        self._eog = np.zeros(self.n_vocab, dtype=bool)
-        for t in range(self.n_vocab):
-            if ll.llama_vocab_is_eog(self.vocab, t):
-                self._eog[t] = True
-
-    @property
-    def ptr(self) -> Any:
-        if not self._ptr:
-            raise RuntimeError("model is closed")
-        return self._ptr
-
-    def close(self) -> None:
-        if self._ptr:
-            ll.llama_model_free(self._ptr)
-            self._ptr = None
-
-    def __enter__(self) -> Model:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
-
-    # -- vocabulary -------------------------------------------------------------------------
-    def is_eog(self, token: int) -> bool:
-        return bool(self._eog[token]) if 0 <= token < self.n_vocab else False
-
-    def token_text(self, token: int) -> bytes:
-        raw = ll.llama_vocab_get_text(self.vocab, token)
-        return bytes(raw) if raw is not None else b""
-
-    def token_bytes(self, token: int, *, special: bool = False) -> bytes:
-        """The bytes a token renders to; may be part of a multi-byte UTF-8 character."""
-        buf = ctypes.create_string_buffer(64)
-        n = ll.llama_token_to_piece(self.vocab, token, buf, len(buf), 0, special)
-        if n < 0:
-            buf = ctypes.create_string_buffer(-n)
-            n = ll.llama_token_to_piece(self.vocab, token, buf, len(buf), 0, special)
-        return buf.raw[:n]
-
-    def tokenize(self, text: str, *, add_special: bool = True, parse_special: bool = False) -> list[int]:
-        data = text.encode("utf-8")
-        cap = len(data) + 16
-        out = (ll.llama_token * cap)()
-        n = ll.llama_tokenize(self.vocab, data, len(data), out, cap, add_special, parse_special)
-        if n < 0:
-            cap = -n
-            out = (ll.llama_token * cap)()
-            n = ll.llama_tokenize(self.vocab, data, len(data), out, cap, add_special, parse_special)
-        return list(out[:n])
-
-    def detokenize(self, tokens: Sequence[int]) -> str:
-        return b"".join(self.token_bytes(t) for t in tokens).decode("utf-8", "replace")
-
-    def meta(self, key: str) -> str | None:
-        buf = ctypes.create_string_buffer(4096)
-        n = ll.llama_model_meta_val_str(self.ptr, key.encode(), buf, len(buf))
-        if n < 0:
-            return None
-        if n >= len(buf):
-            buf = ctypes.create_string_buffer(n + 1)
-            ll.llama_model_meta_val_str(self.ptr, key.encode(), buf, len(buf))
-        return buf.value.decode("utf-8", "replace")
-
-    def chat_template(self) -> str | None:
-        raw = ll.llama_model_chat_template(self.ptr, None)
-        return raw.decode("utf-8") if raw else None
-
-    def piece_for(self, token: int) -> str:
-        """Best-effort text of one token, for labels (special tokens rendered)."""
-        return self.token_bytes(token, special=True).decode("utf-8", "replace")
 
 
 @dataclass(frozen=True, slots=True)
@@ -341,3 +184,41 @@ class Context:
 
     def clear(self) -> None:
         ll.llama_memory_clear(self.mem, True)
+
+
+def common_prefix(a: Sequence[int], b: Sequence[int]) -> int:
+    n = min(len(a), len(b))
+    i = 0
+    while i < n and a[i] == b[i]:
+        i += 1
+    return i
+
+
+class KVTrack:
+    """Sequence 0 of a context and the tokens it holds, kept in step with the KV cache."""
+
+    def __init__(self, ctx: Context) -> None:
+        self.ctx = ctx
+        self.tokens: list[int] = []
+
+    def trim(self, keep: int) -> None:
+        if keep < len(self.tokens):
+            self.ctx.seq_rm(0, keep, -1)
+            del self.tokens[keep:]
+
+    def sync(self, committed: Sequence[int]) -> npt.NDArray[np.float32]:
+        """Make the KV hold exactly ``committed``, reusing the common prefix; return the last row."""
+        keep = min(common_prefix(self.tokens, committed), len(committed) - 1)
+        self.trim(keep)
+        row = self.ctx.prefill(committed[keep:], start=keep)
+        self.tokens.extend(committed[keep:])
+        return row
+
+    def decode_one(self, token: int) -> npt.NDArray[np.float32]:
+        row: npt.NDArray[np.float32] = self.ctx.decode([token], [len(self.tokens)], 0)[0]
+        self.tokens.append(token)
+        return row
+
+    def reset(self) -> None:
+        self.ctx.clear()
+        self.tokens.clear()

@@ -27,15 +27,15 @@ from typing import Any
 
 from tqdm import tqdm
 
-from . import offline
-from .convert import ensure_f16
-from .engine import Engine, EngineConfig, GenerationParams, cpu_cores
-from .errors import EngineError
-from .paths import resources_dir
-from .sampling import SamplingParams
-from .spec.verify import first_difference
-
-MODES = ("ar", "sd", "ssd", "auto")
+from engine.core.errors import EngineError
+from engine.core.options import MODES, cpu_cores
+from engine.core.paths import resources_dir
+from engine.core.sampling import SamplingParams
+from engine.engine import Engine, EngineConfig, GenerationParams
+from engine.models import offline
+from engine.models.convert import ensure_f16
+from engine.spec.verify import first_difference
+from engine.stats import GenerationStats
 
 
 @dataclass(frozen=True)
@@ -118,8 +118,7 @@ def scenarios(names: list[str], target: Path, cores: int, f16: Path | None) -> l
     return out
 
 
-def _record(gen_stats: Any, tokens: list[int], prompt_id: str, mode: str) -> dict[str, Any]:
-    s = gen_stats
+def _record(s: GenerationStats, tokens: list[int], prompt_id: str, mode: str) -> dict[str, Any]:
     decode_s = max(s.seconds - s.ttft_s, 1e-9)
     return {
         "prompt": prompt_id, "mode": mode, "tokens": tokens, "new_tokens": s.new_tokens,
@@ -280,8 +279,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
     table = summarise(rows, exact)
     print_table(table)
     result = {
-        "command": "python -m engine bench " + " ".join(sys.argv[sys.argv.index("bench") + 1:] if "bench" in sys.argv
-                                                       else []),
+        "command": "python -m engine bench " + " ".join(sys.argv[[*sys.argv, "bench"].index("bench") + 1:]),
         "started": started, "machine": machine(),
         "models": {"target": str(target), "draft": str(draft), "f16_target": str(f16) if f16 else None},
         "settings": {"max_tokens": args.max_tokens, "k": args.k, "fanout": args.fanout, "budget": args.budget,

@@ -8,7 +8,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .vocab import VocabInfo
+from engine.core.vocab import VocabInfo
 
 log = logging.getLogger(__name__)
 

@@ -16,9 +16,9 @@ from pathlib import Path
 import gguf
 import numpy as np
 
-from .paths import resources_dir
+from engine.core.paths import resources_dir
 
-VOCAB_GGUF = Path(__file__).resolve().parent.parent / "tests" / "data" / "ggml-vocab-llama-spm.gguf"
+VOCAB_GGUF = Path(__file__).resolve().parents[2] / "tests" / "data" / "ggml-vocab-llama-spm.gguf"
 CHATML = (
     "{% for m in messages %}<|im_start|>{{ m['role'] }}\n{{ m['content'] }}<|im_end|>\n{% endfor %}"
     "{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}"

@@ -12,11 +12,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from engine.core.backend import Model, check_gguf_file
+from engine.core.errors import EngineError, VocabMismatchError
+from engine.core.paths import model_store_dir
+from engine.core.vocab import check_compatible
+
 from . import offline
-from .backend import Model, check_gguf_file
-from .errors import EngineError, VocabMismatchError
-from .paths import model_store_dir
-from .vocab import check_compatible
 
 log = logging.getLogger(__name__)
 

@@ -1,0 +1,1 @@
+"""Model distribution: the catalog, Hub downloads, the local store, the offline pair, remote headers, conversion."""

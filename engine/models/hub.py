@@ -1,0 +1,245 @@
+"""Downloads from the Hugging Face Hub: resumable, verified, cancellable, a pair as one unit.
+
+Metadata (size, SHA-256 from ``X-Linked-Etag``, commit) comes from huggingface_hub's
+``get_hf_file_metadata``; the transfer is a GET through huggingface_hub's own HTTP session and
+headers (``HF_ENDPOINT``, ``HF_TOKEN``, user agent), read at call time. ``hf_hub_download`` itself
+is not used: the installed version (2.x) downloads into a process-unique ``.incomplete`` file that it
+deletes on any failure (huggingface_hub PR #4228), so it cannot resume after an interruption or a
+cancel, and it reads 10 MiB chunks, too coarse to cancel promptly. Here the partial file is
+``<name>.<sha256[:16]>.incomplete`` beside the destination, kept on failure and on cancel, and
+continued with a ``Range`` request; it is hashed, then moved into place with ``os.replace``.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+from pathlib import Path
+
+import httpx2
+from huggingface_hub import constants, get_hf_file_metadata, get_session, hf_hub_url, hf_raise_for_status
+from huggingface_hub.errors import HfHubHTTPError, OfflineModeIsEnabled
+
+from engine.core.errors import EngineError, VocabMismatchError
+from engine.core.vocab import VocabInfo, check_vocab_rule
+
+from . import gguf_remote
+from .catalog import FileSpec, PairSpec
+from .hub_http import (
+    SHA256,
+    AuthError,
+    ChecksumError,
+    DownloadCancelled,
+    DownloadError,
+    DownloadProgress,
+    FreeBytes,
+    NotEnoughSpaceError,
+    NotFoundError,
+    ProgressCallback,
+    RemoteFile,
+    endpoint,
+    headers,
+    http_error,
+    transport_error,
+)
+from .store import InstalledPair, ModelStore, check_pair_files
+from .transfer import DISK_RESERVE, Progress, check_space, fetch, free_bytes, remaining, stamped_sha256
+
+__all__ = [
+    "DISK_RESERVE",
+    "AuthError",
+    "ChecksumError",
+    "DownloadCancelled",
+    "DownloadError",
+    "DownloadProgress",
+    "NotEnoughSpaceError",
+    "NotFoundError",
+    "RemoteFile",
+    "check_remote_pair",
+    "download_file",
+    "download_pair",
+    "free_bytes",
+    "remote_file",
+    "remote_vocab",
+    "stamped_sha256",
+]
+
+log = logging.getLogger(__name__)
+
+
+def remote_file(repo: str, filename: str, revision: str = "main") -> RemoteFile:
+    """Ask the Hub for a file's size, SHA-256 and commit (one HEAD request, no body).
+
+    Raises:
+        NotFoundError: HTTP 404.
+        AuthError: HTTP 401 or 403.
+        DownloadError: Any other failure to reach the Hub.
+    """
+    base = endpoint()
+    url = hf_hub_url(repo, filename, revision=revision, endpoint=base)
+    try:
+        meta = get_hf_file_metadata(url, token=os.environ.get("HF_TOKEN") or None, endpoint=base)
+    except HfHubHTTPError as exc:
+        raise http_error(exc, repo, filename) from exc
+    except httpx2.HTTPError as exc:
+        raise transport_error(exc) from exc
+    except OfflineModeIsEnabled as exc:
+        raise DownloadError("downloads are disabled: HF_HUB_OFFLINE is set") from exc
+    etag = (meta.etag or "").lower()
+    commit = meta.commit_hash
+    pinned = hf_hub_url(repo, filename, revision=commit, endpoint=base) if commit else url
+    return RemoteFile(repo, filename, pinned, meta.size, etag if SHA256.match(etag) else None, commit)
+
+
+def _expected_sha(given: str | None, remote: RemoteFile) -> str | None:
+    if given is not None:
+        given = given.lower()
+        if not SHA256.match(given):
+            raise EngineError(f"not a SHA-256 (64 hex digits): {given!r}")
+    return given or remote.sha256
+
+
+def download_file(
+    repo: str,
+    filename: str,
+    *,
+    dest_dir: Path,
+    sha256: str | None = None,
+    progress: ProgressCallback | None = None,
+    cancel: threading.Event | None = None,
+    free: FreeBytes = free_bytes,
+) -> Path:
+    """Download one file into ``dest_dir``, resuming a partial download, verifying its SHA-256.
+
+    Args:
+        repo: Hub repository id.
+        filename: File inside the repository.
+        dest_dir: Destination folder (created if needed).
+        sha256: Expected SHA-256; default: the Hub's ``X-Linked-Etag`` (LFS files).
+        progress: Called with :class:`DownloadProgress` about ten times a second and at the end.
+        cancel: Set it to stop; the partial file is kept and the next call resumes it.
+        free: Free-space probe (injectable for tests).
+
+    Returns:
+        The verified file's path.
+
+    Raises:
+        NotFoundError, AuthError, ChecksumError, NotEnoughSpaceError, DownloadCancelled, DownloadError.
+    """
+    remote = remote_file(repo, filename)
+    expected = _expected_sha(sha256, remote)
+    final = dest_dir / Path(filename).name
+    check_space(dest_dir, remaining(remote, final, expected), free)
+    tracker = Progress(progress, remote.size or 0)
+    path, _ = fetch(remote, dest_dir, expected, tracker, cancel or threading.Event())
+    return path
+
+
+# -- compatibility before download -----------------------------------------------------------
+def _rangefetch(remote: RemoteFile) -> gguf_remote.Fetch:
+    def fetch(start: int, length: int) -> bytes:
+        hdrs = headers()
+        hdrs["Range"] = f"bytes={start}-{start + length - 1}"
+        try:
+            with get_session().stream(
+                "GET", remote.url, headers=hdrs, timeout=constants.HF_HUB_DOWNLOAD_TIMEOUT,
+                follow_redirects=True,
+            ) as response:
+                if response.status_code == 416:  # past the end of a short file
+                    return b""
+                hf_raise_for_status(response)
+                if response.status_code != 206:
+                    raise gguf_remote.HeaderUnavailable("the server does not answer range requests")
+                return response.read()
+        except HfHubHTTPError as exc:
+            raise http_error(exc, remote.repo, remote.filename) from exc
+        except httpx2.HTTPError as exc:
+            raise gguf_remote.HeaderUnavailable(f"range request failed: {exc}") from exc
+
+    return fetch
+
+
+def remote_vocab(remote: RemoteFile) -> VocabInfo | None:
+    """The vocabulary of a GGUF on the Hub, read from its header by range requests; None if not possible."""
+    try:
+        return gguf_remote.vocab_from_metadata(gguf_remote.read_metadata(_rangefetch(remote)))
+    except gguf_remote.HeaderUnavailable as exc:
+        log.info("cannot check %s/%s before download: %s", remote.repo, remote.filename, exc)
+        return None
+
+
+def _check_remote(target: RemoteFile, draft: RemoteFile) -> None:
+    t = remote_vocab(target)
+    d = remote_vocab(draft) if t is not None else None
+    if t is None or d is None:
+        return
+    try:
+        check_vocab_rule(t, d)
+    except VocabMismatchError as exc:
+        raise VocabMismatchError(
+            f"{draft.filename} cannot be the draft for {target.filename}: {exc}. Speculative decoding needs "
+            "both models to share one tokenizer; pick a draft from the target's model family"
+        ) from exc
+
+
+def check_remote_pair(spec: PairSpec) -> None:
+    """Apply llama.cpp's pairing rule to the GGUF headers on the Hub, before downloading.
+
+    Skips silently when the server does not answer range requests or the header cannot be read.
+
+    Raises:
+        VocabMismatchError: The draft cannot draft for the target (the reason says why).
+        NotFoundError, AuthError, DownloadError: The Hub refused the metadata requests.
+    """
+    _check_remote(_remote_for(spec.target), _remote_for(spec.draft))
+
+
+def _remote_for(f: FileSpec) -> RemoteFile:
+    return remote_file(f.repo, f.filename)
+
+
+# -- a pair ----------------------------------------------------------------------------------
+def download_pair(
+    spec: PairSpec,
+    store: ModelStore,
+    *,
+    progress: ProgressCallback | None = None,
+    cancel: threading.Event | None = None,
+    free: FreeBytes = free_bytes,
+) -> InstalledPair:
+    """Download a catalog pair as one unit and register it in the store.
+
+    Order: metadata of both files (404/401 fail here), disk space for both, the pairing rule on the
+    GGUF headers (range requests), the target, the draft, the pairing rule on the downloaded files,
+    then registration. A pair is registered only when both files are verified; an interrupted or
+    cancelled pull resumes on the next call.
+
+    Args:
+        spec: The catalog pair.
+        store: Where to put it.
+        progress: Called with :class:`DownloadProgress` (both files counted together).
+        cancel: Set it to stop; partial files are kept for a resume.
+        free: Free-space probe (injectable for tests).
+
+    Returns:
+        The installed pair.
+
+    Raises:
+        NotFoundError, AuthError, ChecksumError, NotEnoughSpaceError, DownloadCancelled, DownloadError,
+        VocabMismatchError, ModelLoadError.
+    """
+    cancel = cancel or threading.Event()
+    files = [(f, _remote_for(f), store.hub_dir(f.repo)) for f in (spec.target, spec.draft)]
+    plan = [(remote, dest, _expected_sha(f.sha256, remote)) for f, remote, dest in files]
+    need = sum(remaining(r, dest / Path(r.filename).name, sha) for r, dest, sha in plan)
+    check_space(store.root, need, free)
+    _check_remote(plan[0][0], plan[1][0])
+    tracker = Progress(progress, sum(r.size or f.size for f, r, _ in files))
+    (t_path, t_sha), (d_path, d_sha) = (fetch(r, dest, sha, tracker, cancel) for r, dest, sha in plan)
+    try:
+        check_pair_files(t_path, d_path)
+    except EngineError:
+        store.discard_files([t_path, d_path])
+        raise
+    return store.register(spec.id, spec.name, t_path, d_path, "hub", target_sha256=t_sha, draft_sha256=d_sha)

@@ -1,0 +1,117 @@
+"""The Hub's HTTP side: endpoint and headers read at call time, download errors, progress reports.
+
+huggingface_hub reads ``HF_ENDPOINT`` once, at import; these helpers read it (and ``HF_TOKEN``)
+again on every call so tests and users can point the app at another Hub.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import httpx2
+from huggingface_hub import constants
+from huggingface_hub.errors import HfHubHTTPError
+from huggingface_hub.utils._headers import build_hf_headers  # mypy: not re-exported by .utils
+
+from engine.core.errors import EngineError
+
+SHA256 = re.compile(r"^[0-9a-f]{64}$")
+
+
+class DownloadError(EngineError):
+    """A download failed (network, server); the partial file is kept for a resume."""
+
+
+class NotFoundError(DownloadError):
+    """The repository or file does not exist on the Hub (HTTP 404)."""
+
+
+class AuthError(DownloadError):
+    """The Hub refused access (HTTP 401/403): private or gated repository, missing or wrong HF_TOKEN."""
+
+
+class ChecksumError(DownloadError):
+    """The downloaded bytes do not have the expected SHA-256; the file was discarded."""
+
+
+class NotEnoughSpaceError(DownloadError):
+    """The destination disk cannot hold the files; nothing was downloaded."""
+
+
+class DownloadCancelled(DownloadError):
+    """The download was cancelled; the partial file is kept for a resume."""
+
+
+@dataclass(frozen=True)
+class DownloadProgress:
+    """A progress report.
+
+    For :func:`download_pair`, ``done`` and ``total`` count both files together (the pair is one unit)
+    and ``filename`` is the file being transferred.
+
+    Attributes:
+        filename: The file being downloaded.
+        done: Bytes present so far (including bytes resumed from a partial file or already downloaded).
+        total: Bytes expected in all (0 when the server does not say).
+        rate_bps: Transfer rate over the last few seconds, bytes per second.
+        eta_s: Seconds left at that rate, or None when unknown.
+    """
+
+    filename: str
+    done: int
+    total: int
+    rate_bps: float
+    eta_s: float | None
+
+
+ProgressCallback = Callable[[DownloadProgress], None]
+FreeBytes = Callable[[Path], int]
+
+
+@dataclass(frozen=True)
+class RemoteFile:
+    """A file on the Hub, as its metadata (HEAD) describes it."""
+
+    repo: str
+    filename: str
+    url: str  # pinned to the commit the HEAD reported, so a resume continues the same bytes
+    size: int | None
+    sha256: str | None
+    commit: str | None
+
+
+def endpoint() -> str:
+    # huggingface_hub reads HF_ENDPOINT once, at import; read it again at call time.
+    return (os.environ.get("HF_ENDPOINT") or constants.ENDPOINT).rstrip("/")
+
+
+def headers() -> dict[str, str]:
+    # token=None lets huggingface_hub read HF_TOKEN (at call time) or the token saved by `hf auth login`.
+    headers = build_hf_headers(token=os.environ.get("HF_TOKEN") or None)
+    headers["Accept-Encoding"] = "identity"
+    return headers
+
+
+def http_error(exc: HfHubHTTPError, repo: str, filename: str) -> DownloadError:
+    status = exc.response.status_code if exc.response is not None else None
+    if status == 404:
+        return NotFoundError(f"{filename} was not found in {repo} on {endpoint()} (HTTP 404)")
+    if status == 401:
+        return AuthError(
+            f"access to {repo} was refused (HTTP 401): the repository is private, gated or does not exist; "
+            "set HF_TOKEN to a token that can read it"
+        )
+    if status == 403:
+        return AuthError(
+            f"access to {repo} is forbidden (HTTP 403): accept the model's licence on its Hub page and "
+            "set HF_TOKEN to a token of that account"
+        )
+    return DownloadError(f"the Hub answered HTTP {status} for {repo}/{filename}")
+
+
+def transport_error(exc: httpx2.HTTPError) -> DownloadError:
+    return DownloadError(f"cannot reach {endpoint()}: {exc or type(exc).__name__}")
