@@ -28,7 +28,11 @@ from .gate import Gate, QueueFull
 from .job import Job, Outcome
 from .schemas import ChatCompletionRequest, CompletionRequest
 
-POLL_S = 0.25  # how often a waiting request checks whether its client is still there
+
+async def client_gone(request: Request) -> None:
+    """Return when the client disconnects (the body has been read, so only a disconnect can arrive)."""
+    while (await request.receive())["type"] != "http.disconnect":
+        pass
 
 
 class BearerAuth:
@@ -60,6 +64,7 @@ class Service:
         self.model_id = config.model_id or Path(engine.config.target_path).stem
         self.created = int(time.time())
         self.jobs: set[Job] = set()
+        self.closing = False  # set while the server stops: nothing new starts
 
     def model_card(self) -> dict[str, Any]:
         draft = self.engine.config.draft_path
@@ -100,28 +105,33 @@ class Service:
     async def wait_turn(self, request: Request) -> bool:
         """Wait for the engine; False if the client left meanwhile. Raises 429 when the line is full."""
         task = asyncio.ensure_future(self.gate.acquire())
+        gone = asyncio.ensure_future(client_gone(request))
         try:
-            while True:
-                done, _ = await asyncio.wait({task}, timeout=POLL_S)
-                if done:
-                    task.result()
-                    return True
-                if await request.is_disconnected():
-                    task.cancel()
-                    await asyncio.wait({task})
-                    if not task.cancelled() and task.exception() is None:
-                        self.gate.release()
-                    return False
+            await asyncio.wait({task, gone}, return_when=asyncio.FIRST_COMPLETED)
+            if task.done():
+                task.result()
+                return True
+            task.cancel()
+            await asyncio.wait({task})
+            if not task.cancelled() and task.exception() is None:  # it got the engine just then
+                self.gate.release()
+            return False
         except QueueFull:
             raise APIError(429, f"the server is busy: one generation is running and {self.gate.max_queue} "
                            "requests are waiting; retry later", code="queue_full",
                            headers={"Retry-After": str(self.config.retry_after_s)}) from None
+        finally:
+            task.cancel()  # no-op once done
+            gone.cancel()
 
     async def serve(self, request: Request, kind: str, body: ChatCompletionRequest | CompletionRequest,
                     prompt: list[int], prompt_field: str) -> Response:
         params = self.params(body, len(prompt), prompt_field)
         if not await self.wait_turn(request):
             return APIError(400, "the client disconnected", code="client_disconnected").response()
+        if self.closing:
+            self.gate.release()
+            raise APIError(503, "the server is stopping", code="server_stopping")
         rid = ("chatcmpl-" if kind == replies.CHAT else "cmpl-") + uuid.uuid4().hex[:24]
         loop = asyncio.get_running_loop()
 
@@ -156,12 +166,14 @@ class Service:
             return "".join([piece async for piece in job.pieces()])
 
         task = asyncio.ensure_future(collect())
+        gone = asyncio.ensure_future(client_gone(request))
         try:
-            while not (await asyncio.wait({task}, timeout=POLL_S))[0]:
-                if await request.is_disconnected():
-                    job.cancel()
-            text = task.result()
+            await asyncio.wait({task, gone}, return_when=asyncio.FIRST_COMPLETED)
+            if not task.done():  # the client left: stop the generation, then let it wind down
+                job.cancel()
+            text = await task
         finally:
+            gone.cancel()
             job.cancel()
             self.jobs.discard(job)
         out = job.outcome
@@ -190,6 +202,8 @@ class Service:
             self.jobs.discard(job)
 
     def cancel_all(self) -> None:
+        """Stop every generation and start no new one (the server is stopping)."""
+        self.closing = True
         for job in list(self.jobs):
             job.cancel()
 

@@ -89,6 +89,7 @@ class LocalServer:
             raise ServerError("the server is already running")
         sock = self._bind()
         self.gate.reset()
+        self._service.closing = False
         self._port = int(sock.getsockname()[1])
         cfg = uvicorn.Config(self.app, log_config=None, access_log=self.config.access_log, lifespan="off",
                              http="h11", loop="asyncio", timeout_graceful_shutdown=3, log_level="warning")

@@ -1,0 +1,86 @@
+"""Helpers for the local-server tests: a real server on a free loopback port, clients, the CLI's reference text."""
+
+from __future__ import annotations
+
+import json
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import httpx
+import openai
+
+from engine import Engine
+from engine.server import LocalServer, ServerConfig
+
+
+@contextmanager
+def serve(engine: Engine, **config: Any) -> Iterator[LocalServer]:
+    """A started server on 127.0.0.1 and a free port; stopped (and checked stopped) afterwards."""
+    server = LocalServer(engine, ServerConfig(port=0, **config))
+    server.start()
+    try:
+        yield server
+    finally:
+        server.stop()
+        assert not server.running
+
+
+def client(server: LocalServer, key: str = "unused") -> openai.OpenAI:
+    """The official client, with no retries (a 429 or 5xx must surface as it is)."""
+    return openai.OpenAI(base_url=server.url, api_key=key, max_retries=0, timeout=60.0)
+
+
+def chat_body(model: str, content: str = "Hello there", **extra: Any) -> dict[str, Any]:
+    return {"model": model, "messages": [{"role": "user", "content": content}], **extra}
+
+
+def wait_until(check: Callable[[], bool], what: str, limit_s: float = 30.0) -> None:
+    """Poll until ``check()`` holds; fail naming ``what`` after ``limit_s`` (a bound, not a timing assertion)."""
+    deadline = time.monotonic() + limit_s
+    while not check():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting until {what}")
+        time.sleep(0.02)
+
+
+def error_of(response: httpx.Response, status: int) -> dict[str, Any]:
+    """The OpenAI-style error object of a reply, after checking its status and shape."""
+    assert response.status_code == status, response.text
+    assert "Traceback" not in response.text
+    body = response.json()
+    assert set(body) == {"error"}, body
+    err = body["error"]
+    assert set(err) == {"message", "type", "param", "code"}, err
+    assert isinstance(err["message"], str) and err["message"]
+    return dict(err)
+
+
+def cli_text(target: Path, prompt: str, max_tokens: int, *, chat: bool, system: str | None = None,
+             ctx: int = 2048) -> str:
+    """What ``python -m engine generate --mode ar [--chat]`` prints for ``prompt`` (greedy)."""
+    argv = [sys.executable, "-m", "engine", "generate", "--target", str(target), "--mode", "ar", "--prompt", prompt,
+            "--max-tokens", str(max_tokens), "--ctx", str(ctx), "--temperature", "0", "--json"]
+    if chat:
+        argv.append("--chat")
+    if system:
+        argv += ["--system", system]
+    r = subprocess.run(argv, capture_output=True, text=True, timeout=120, check=False)
+    assert r.returncode == 0, r.stderr
+    return str(json.loads(r.stdout)["text"])
+
+
+@contextmanager
+def hang_up_later(server: LocalServer, body: dict[str, Any]) -> Iterator[None]:
+    """POST ``body`` to /v1/chat/completions over a raw socket, and close it (the client leaves) on exit."""
+    data = json.dumps(body).encode()
+    head = (f"POST /v1/chat/completions HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+            f"Content-Length: {len(data)}\r\n\r\n").encode()
+    with socket.create_connection(("127.0.0.1", server.port), timeout=30) as sock:
+        sock.sendall(head + data)
+        yield
