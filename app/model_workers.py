@@ -56,7 +56,7 @@ class DownloadWorker(QObject):
     def verify(self) -> None:
         """Check sizes, checksums and vocabularies of every installed pair (reads every file)."""
         with WorkerBoundary("Verifying the model files failed", self.failed.emit):
-            self.verified.emit(self._store.verify())
+            self.verified.emit(self._store.check())
 
 
 class OfflineSetupWorker(QObject):

@@ -20,7 +20,7 @@ from .models import hub, offline
 from .models.catalog import PairSpec, fit_label, format_bytes, load_catalog, system_memory
 from .models.hub import DownloadCancelled, DownloadProgress
 from .models.store import InstalledPair, ModelStore
-from .spec.verify import first_difference
+from .spec.exactness import first_difference
 from .stats import GenerationStats
 from .tools.tinymodel import TinyPair, write_model
 

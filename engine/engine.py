@@ -15,15 +15,18 @@ from .core import chat
 from .core import options as opt
 from .core.backend import Model
 from .core.context import Context, ContextParams
-from .core.errors import ContextFullError, DecodeError, EngineError, ParameterError
-from .core.options import MAX_FANOUT as MAX_FANOUT  # these three: re-exported while app/ imports them from here
-from .core.options import MAX_K as MAX_K
-from .core.options import cpu_cores as cpu_cores
+from .core.errors import ContextFullError, EngineError, ParameterError
+from .core.options import MAX_K, cpu_cores
 from .core.sampling import SamplingParams
 from .core.vocab import check_compatible
-from .spec.auto import AutoStrategy, CostModel
+from .spec.auto import K_MAX as AUTO_K_MAX
+from .spec.auto import AutoMode, AutoPlanner
+from .spec.costmodel import CostModel
 from .spec.drafter import Drafter
-from .spec.steps import ARStrategy, RoundResult, SDStrategy, SSDOptions, SSDStrategy, Strategy, Target, Threads
+from .spec.ssd import SSDMode, SSDOptions
+from .spec.steps import ARMode, Mode, SDMode, Steps, Threads
+from .spec.target import Target
+from .spec.worker import DraftWorker, InlineDrafts
 from .stats import DecodeTimes, GenerationStats, StatsRecorder
 
 log = logging.getLogger(__name__)
@@ -218,24 +221,26 @@ class Engine:
         self._active = Generation(events, stats, tokens)
         return self._active
 
-    def _make_strategy(self, params: GenerationParams) -> Strategy:
+    def _make_mode(self, params: GenerationParams) -> Mode:
         if params.mode == "ar":
-            return ARStrategy(self.target)
+            return ARMode(Steps(self.target, None))
         assert self.drafter is not None
         k = min(params.k, MAX_K)
         seed = params.sampling.seed
         self.drafter.configure(params.sampling, np.random.default_rng([seed, 1]),
                                top_count=max(params.fanout + 2, 6))
         if params.mode == "sd":
-            return SDStrategy(self.target, self.drafter, k)
+            return SDMode(Steps(self.target, InlineDrafts(self.drafter)), k)  # the draft runs on this thread
+        steps = Steps(self.target, DraftWorker(self.drafter), self.threads)
         opts = SSDOptions(k=k, fanout=params.fanout, geometric=params.geometric, backup=params.backup,
-                          miss_limit=params.miss_limit, early_stop=params.early_stop, budget=params.budget,
-                          threads=self.threads)
+                          miss_limit=params.miss_limit, early_stop=params.early_stop, budget=params.budget)
         if params.mode == "auto":
             if self._cost_model is None:
                 self._cost_model = CostModel(split=bool(self.threads.split))
-            return AutoStrategy(self.target, self.drafter, opts, adaptive=params.adaptive, model=self._cost_model)
-        return SSDStrategy(self.target, self.drafter, opts)
+            planner = AutoPlanner(self._cost_model, k, adaptive=params.adaptive,
+                                  max_branches=self.drafter.max_branches)
+            return AutoMode(steps, planner, opts)
+        return SSDMode(steps, opts)
 
     def _run(
         self,
@@ -251,13 +256,13 @@ class Engine:
         decoder = codecs.getincrementaldecoder("utf-8")("replace")
         recorder = StatsRecorder(stats)
         rng = np.random.default_rng([params.sampling.seed, 0])
-        strategy: Strategy | None = None
+        mode: Mode | None = None
         start = self._decode_times()
         try:
             first = self.target.start(prompt, params.sampling, rng)
             recorder.first_token(self._decode_times())
             pending: list[tuple[int, bool]] = [(first, False)]
-            strategy = self._make_strategy(params)
+            mode = self._make_mode(params)
             n_round = 0
             while True:
                 for tok, from_draft in pending:
@@ -273,21 +278,17 @@ class Engine:
                 if stop.is_set():
                     stats.finish_reason = "stopped"
                     return
-                if len(self.target.committed) + max(params.k, 8) + 2 > self.n_ctx:  # auto may raise K to 8
+                if len(self.target.committed) + max(params.k, AUTO_K_MAX) + 2 > self.n_ctx:  # auto may raise K
                     stats.finish_reason = "context"
                     return
-                rr: RoundResult = strategy.step()
+                rr = mode.step()
                 n_round += 1
                 recorder.round(rr)
                 pending = [(t, i < rr.accepted) for i, t in enumerate(rr.tokens)]
-        except DecodeError as exc:
-            if "full" in str(exc):
-                raise ContextFullError(str(exc)) from exc
-            raise
         finally:
             try:
-                if strategy is not None:
-                    strategy.close()  # joins the draft thread
+                if mode is not None:
+                    mode.close()  # joins the draft thread
             finally:
                 self._lock.release()
             recorder.finish(start, self._decode_times(),

@@ -12,7 +12,7 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from .spec.steps import RoundResult
+from .spec.types import RoundResult
 
 
 @dataclass(slots=True)

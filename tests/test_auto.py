@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from engine.spec.auto import CostModel, Plan
+from engine.spec.costmodel import CostModel, Plan
 
 
 def model_with(verify: dict[int, float], draft_token: float, acceptance: float, hit: float) -> CostModel:

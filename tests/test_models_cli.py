@@ -92,7 +92,7 @@ def test_pull_list_verify_remove(
     code, out, _ = run(["list"], capsys)
     assert "tiny  Tiny tiny  (F32 + F32" in out and "[installed]" in out
 
-    assert run(["verify"], capsys) == (0, "ok  tiny: checksums and vocabularies ok\n", "")
+    assert run(["check"], capsys) == (0, "ok  tiny: checksums and vocabularies ok\n", "")
 
     draft.write_bytes(draft.read_bytes()[:-1] + b"\1")  # same size, one byte changed
     code, out, _ = run(["verify"], capsys)

@@ -209,7 +209,7 @@ def test_catalog_checksums_are_used_and_files_shared_between_pairs(server: HubSt
     assert full_gets(server)[n:] == []  # already there and verified
     assert (second.target_path, second.draft_path) == (first.target_path, first.draft_path)
     ok = "checksums and vocabularies ok"
-    assert store.verify() == [("tiny-pair", True, ok), ("tiny-pair-2", True, ok)]
+    assert store.check() == [("tiny-pair", True, ok), ("tiny-pair-2", True, ok)]
     store.remove("tiny-pair")
     assert second.target_path.is_file()  # still used by tiny-pair-2
     store.remove("tiny-pair-2")

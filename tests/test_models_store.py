@@ -99,16 +99,16 @@ def test_verify_reports_each_pair(tiny: TinyPair, tmp_path: Path) -> None:
         shutil.copy(p, mine / p.name)
     store = ModelStore(tmp_path / "store")
     pair = store.import_pair(mine / "target.gguf", mine / "draft_same.gguf")
-    assert store.verify() == [(pair.id, True, "sizes and vocabularies ok")]
+    assert store.check() == [(pair.id, True, "sizes and vocabularies ok")]
 
     with (mine / "draft_same.gguf").open("ab") as f:
         f.write(b"\0" * 10)
-    [(pair_id, ok, message)] = store.verify()
+    [(pair_id, ok, message)] = store.check()
     assert (pair_id, ok) == (pair.id, False)
     assert message.startswith("draft draft_same.gguf is ")
 
     (mine / "target.gguf").unlink()
-    assert store.verify()[0][2].startswith("model file not found")
+    assert store.check()[0][2].startswith("model file not found")
 
 
 def test_remove_import_keeps_the_users_files(tiny: TinyPair, tmp_path: Path) -> None:

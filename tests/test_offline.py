@@ -37,7 +37,7 @@ def fake_model(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> offline.Offli
 def test_assembles_and_verifies(fake_model: offline.OfflineModel, tmp_path: Path) -> None:
     out = offline.assemble(fake_model, tmp_path / "store")
     assert out.read_bytes() == b"".join(PARTS)
-    assert offline.is_verified(out, fake_model)
+    assert offline.checksum_matches(out, fake_model)
     assert [p.name for p in (tmp_path / "store").iterdir() if p.name.endswith(".part")] == []
 
 
@@ -54,7 +54,7 @@ def test_second_call_does_not_rewrite(fake_model: offline.OfflineModel, tmp_path
 def test_changed_file_is_rebuilt(fake_model: offline.OfflineModel, tmp_path: Path) -> None:
     out = offline.assemble(fake_model, tmp_path / "store")
     out.write_bytes(b"GGUF" + b"x" * (fake_model.size - 4))  # same size, different content
-    assert not offline.is_verified(out, fake_model)  # the stamp no longer matches the mtime
+    assert not offline.checksum_matches(out, fake_model)  # the stamp no longer matches the mtime
     offline.assemble(fake_model, tmp_path / "store")
     assert out.read_bytes() == b"".join(PARTS)
 
@@ -109,8 +109,8 @@ def test_cli_reports_one_line(
 @pytest.mark.realmodels
 def test_real_offline_pair_cli(real_pair: offline.OfflinePair) -> None:
     """The real pair: pinned SHA-256 (checked when assembled), and a second call rewrites nothing."""
-    assert offline.is_verified(real_pair.target, offline.TARGET)
-    assert offline.is_verified(real_pair.draft, offline.DRAFT)
+    assert offline.checksum_matches(real_pair.target, offline.TARGET)
+    assert offline.checksum_matches(real_pair.draft, offline.DRAFT)
     before = [(p.stat().st_ino, p.stat().st_mtime_ns) for p in (real_pair.target, real_pair.draft)]
     t0 = time.perf_counter()
     r = subprocess.run([sys.executable, "-m", "engine", "models", "offline", "--dest", str(real_pair.target.parent)],

@@ -145,9 +145,9 @@ class TestSpecCache:
     def test_lookup_requires_matching_base_and_depth(self) -> None:
         cache = SpecCache()
         cache.reset(base_len=10)
-        b = Branch(k=2, token=42, seq_id=1, pos0=12, tokens=[5, 6])
+        b = Branch(accepted=2, token=42, seq_id=1, pos0=12, tokens=[5, 6])
         cache.add(b)
-        cache.add(Branch(k=0, token=9, seq_id=2, pos0=10))  # never drafted: depth 0
+        cache.add(Branch(accepted=0, token=9, seq_id=2, pos0=10))  # never drafted: depth 0
         assert cache.lookup(13, 2, 42) is b
         assert cache.lookup(13, 2, 43) is None
         assert cache.lookup(12, 2, 42) is None  # wrong committed length

@@ -13,7 +13,9 @@ import numpy as np
 import numpy.typing as npt
 
 from .backend import Model
-from .errors import DecodeError, ModelLoadError
+from .errors import ContextFullError, DecodeError, ModelLoadError
+
+FULL = "the context is full (no free KV slot); start a new chat or raise the context length"
 
 
 @dataclass(frozen=True, slots=True)
@@ -123,7 +125,7 @@ class Context:
         rc = ll.llama_decode(self._ptr, self._batch)
         self.decode_seconds += time.perf_counter() - t0
         if rc == 1:
-            raise DecodeError("the context is full (no free KV slot); start a new chat or raise the context length")
+            raise ContextFullError(FULL)
         if rc != 0:
             raise DecodeError(f"llama_decode failed with code {rc}")
         rows = np.empty((len(outputs), self.n_vocab), dtype=np.float32)
@@ -162,12 +164,10 @@ class Context:
         t0 = time.perf_counter()
         rc = ll.llama_decode(self._ptr, self._batch)
         self.decode_seconds += time.perf_counter() - t0
+        if rc == 1:
+            raise ContextFullError(FULL)
         if rc != 0:
-            raise DecodeError(
-                "the context is full; start a new chat or raise the context length"
-                if rc == 1
-                else f"llama_decode failed with code {rc}"
-            )
+            raise DecodeError(f"llama_decode failed with code {rc}")
 
     # -- memory -----------------------------------------------------------------------------
     def seq_rm(self, seq: int, p0: int, p1: int = -1) -> bool:

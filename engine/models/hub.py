@@ -1,4 +1,4 @@
-"""Downloads from the Hugging Face Hub: resumable, verified, cancellable, a pair as one unit.
+"""Downloads from the Hugging Face Hub: resumable, checksummed, cancellable, a pair as one unit.
 
 Metadata (size, SHA-256 from ``X-Linked-Etag``, commit) comes from huggingface_hub's
 ``get_hf_file_metadata``; the transfer is a GET through huggingface_hub's own HTTP session and
@@ -110,7 +110,7 @@ def download_file(
     cancel: threading.Event | None = None,
     free: FreeBytes = free_bytes,
 ) -> Path:
-    """Download one file into ``dest_dir``, resuming a partial download, verifying its SHA-256.
+    """Download one file into ``dest_dir``, resuming a partial download, checking its SHA-256.
 
     Args:
         repo: Hub repository id.
@@ -122,7 +122,7 @@ def download_file(
         free: Free-space probe (injectable for tests).
 
     Returns:
-        The verified file's path.
+        The checked file's path.
 
     Raises:
         NotFoundError, AuthError, ChecksumError, NotEnoughSpaceError, DownloadCancelled, DownloadError.
@@ -212,7 +212,7 @@ def download_pair(
 
     Order: metadata of both files (404/401 fail here), disk space for both, the pairing rule on the
     GGUF headers (range requests), the target, the draft, the pairing rule on the downloaded files,
-    then registration. A pair is registered only when both files are verified; an interrupted or
+    then registration. A pair is registered only when both checksums match; an interrupted or
     cancelled pull resumes on the next call.
 
     Args:

@@ -92,8 +92,8 @@ def _stamp(path: Path) -> Path:
     return path.with_name(path.name + ".verified")
 
 
-def is_verified(path: Path, model: OfflineModel) -> bool:
-    """A file verified earlier: right size, and a stamp written after its SHA-256 matched."""
+def checksum_matches(path: Path, model: OfflineModel) -> bool:
+    """A file checked earlier: right size, and a stamp written after its SHA-256 matched."""
     stamp = _stamp(path)
     if not path.is_file() or path.stat().st_size != model.size or not stamp.is_file():
         return False
@@ -104,9 +104,9 @@ def is_verified(path: Path, model: OfflineModel) -> bool:
 def assemble(
     model: OfflineModel, dest: Path, progress: Callable[[str, int, int], None] | None = None
 ) -> Path:
-    """Concatenate the parts into ``dest/filename`` atomically; verify size and SHA-256."""
+    """Concatenate the parts into ``dest/filename`` atomically; check size and SHA-256."""
     out = dest / model.filename
-    if is_verified(out, model):
+    if checksum_matches(out, model):
         return out
     parts = part_paths(model)
     dest.mkdir(parents=True, exist_ok=True)
@@ -161,10 +161,10 @@ def default_dest() -> Path:
 def ensure_pair(
     dest: Path | None = None, progress: Callable[[str, int, int], None] | None = None
 ) -> OfflinePair:
-    """Assemble (or find, already verified) both GGUF files of the offline pair."""
+    """Assemble (or find, already checked) both GGUF files of the offline pair."""
     folder = dest or default_dest()
     for model in (TARGET, DRAFT):  # fail before writing anything when any part is missing
-        if not is_verified(folder / model.filename, model):
+        if not checksum_matches(folder / model.filename, model):
             part_paths(model)
     target = assemble(TARGET, folder, progress)
     draft = assemble(DRAFT, folder, progress)
@@ -172,9 +172,9 @@ def ensure_pair(
 
 
 def installed_pair(dest: Path | None = None) -> OfflinePair | None:
-    """The pair if both files are assembled and verified, without touching the part packages."""
+    """The pair if both files are assembled and their checksums match, without touching the part packages."""
     folder = dest or default_dest()
     t, d = folder / TARGET.filename, folder / DRAFT.filename
-    if is_verified(t, TARGET) and is_verified(d, DRAFT):
+    if checksum_matches(t, TARGET) and checksum_matches(d, DRAFT):
         return OfflinePair(t, d)
     return None

@@ -1,4 +1,4 @@
-"""The local model store: installed target/draft pairs, their registry, import, verification, removal."""
+"""The local model store: installed target/draft pairs, their registry, import, file checks, removal."""
 
 from __future__ import annotations
 
@@ -267,8 +267,8 @@ class ModelStore:
             self.discard_files([self._path(entry["target_path"]), self._path(entry["draft_path"])])
         log.info("removed pair %s", pair_id)
 
-    # -- verification -----------------------------------------------------------------------
-    def verify(self) -> list[tuple[str, bool, str]]:
+    # -- file checks --------------------------------------------------------------------------
+    def check(self) -> list[tuple[str, bool, str]]:
         """Check every installed pair: files present, sizes and SHA-256 as recorded, vocabularies compatible.
 
         Returns:

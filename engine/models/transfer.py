@@ -2,7 +2,8 @@
 
 The partial file is ``<name>.<sha256[:16]>.incomplete`` beside the destination, kept on failure
 and on cancel, and continued with a ``Range`` request; it is hashed, then moved into place with
-``os.replace``, and a ``.verified`` stamp records its SHA-256, size and mtime.
+``os.replace``; a stamp (``<name>.verified``, a name kept for existing stores) records its SHA-256,
+size and mtime.
 """
 
 from __future__ import annotations
@@ -108,7 +109,7 @@ def _write_stamp(path: Path, sha256: str) -> None:
 
 
 def stamped_sha256(path: Path) -> str | None:
-    """The SHA-256 recorded when ``path`` was verified, if the file is unchanged since."""
+    """The SHA-256 recorded when ``path`` was checked, if the file is unchanged since."""
     try:
         sha, size, mtime = _stamp(path).read_text().split()
         st = path.stat()
@@ -229,7 +230,7 @@ def fetch(
             "the file was discarded"
         )
     if sha256 is None:
-        log.warning("no SHA-256 known for %s/%s; recorded %s unverified", remote.repo, final.name, got)
+        log.warning("no SHA-256 known for %s/%s; recorded %s unchecked", remote.repo, final.name, got)
     os.replace(partial, final)
     _write_stamp(final, got)
     return final, got

@@ -1,46 +1,24 @@
-"""The draft model's side: sequential drafting, n-gram backup and the speculation tree.
+"""The draft model's side: sequential (JIT) drafting, the n-gram backup, serving a round, the tree.
 
-A :class:`Drafter` owns the draft context. Sequence 0 holds the committed path; sequences
-1..M are the branches of the speculation tree, each sharing the committed prefix through
-``seq_cp`` in a unified KV cache (tagging cells, no copy).
+A :class:`Drafter` owns the draft context; sequence 0 holds the committed path and the
+:class:`~engine.spec.tree.SpeculationTree` the branches. One thread uses it at a time.
 """
 
 from __future__ import annotations
 
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
 
 import numpy as np
 import numpy.typing as npt
 
-from engine.core.context import Context, KVTrack, common_prefix
+from engine.core.context import Context, KVTrack
 from engine.core.sampling import Dist, SamplingParams, argmax, sample, to_dist, top_ids
 
-from . import fanout as fanout_mod
 from . import ngram
-from .speccache import Branch, SpecCache
-
-IdRow = npt.NDArray[np.int64]
-
-
-@dataclass(slots=True)
-class Draft:
-    """Draft tokens for one round, with the exact q each was sampled from (None when greedy)."""
-
-    tokens: list[int]
-    q: list[Dist] | None
-    hit: bool = False
-    backup: str | None = None  # "jit", "ngram" or None (a cache hit)
-    top: list[IdRow] = field(default_factory=list)  # best ids of the rows that produced the tokens
-    serve_s: float = 0.0
-
-
-@dataclass(slots=True)
-class TreeStats:
-    levels: int = 0
-    branches: int = 0
-    seconds: float = 0.0
+from .speccache import Branch
+from .tree import SpeculationTree
+from .types import CACHE, JIT, NGRAM, Draft, IdRow, TreeStats
 
 
 class Drafter:
@@ -56,8 +34,7 @@ class Drafter:
         self.kv = KVTrack(ctx)
         self.is_eog = is_eog
         self.max_branches = max_branches
-        self.cache = SpecCache()
-        self._tree_draft: list[int] = []
+        self.tree = SpeculationTree(ctx, self.kv, is_eog, max_branches)
         self.params = SamplingParams()
         self.rng = np.random.default_rng(0)
         self.top_count = 4
@@ -97,8 +74,7 @@ class Drafter:
             if self.is_eog(tok) or i == k - 1:
                 break
             row = self.kv.decode_one(tok)
-        return Draft(tokens, None if self.params.greedy else qs, backup="jit", top=tops,
-                     serve_s=time.perf_counter() - t0)
+        return Draft(tokens, None if self.params.greedy else qs, JIT, top=tops, serve_s=time.perf_counter() - t0)
 
     def draft_ngram(self, committed: Sequence[int], k: int) -> Draft | None:
         """Prompt-lookup draft (q one-hot), or None when the context has no match."""
@@ -106,23 +82,21 @@ class Drafter:
         if not toks:
             return None
         q = None if self.params.greedy else [Dist.one_hot(t) for t in toks]
-        return Draft(toks, q, backup="ngram")
+        return Draft(toks, q, NGRAM)
 
     # -- serving a round in SSD ----------------------------------------------------------------
     def serve(self, committed: Sequence[int], accepted: int, k: int, backup: str) -> Draft:
         """Answer a request: the cached branch on a hit, else the backup speculator."""
         t0 = time.perf_counter()
-        branch = self.cache.lookup(len(committed), accepted, committed[-1]) if accepted >= 0 else None
-        if branch is not None and list(committed[self.cache.base_len : -1]) != self._tree_draft[:accepted]:
-            branch = None  # the tree assumed other accepted tokens (e.g. an ar round came between)
+        branch = self.tree.find(committed, accepted)
         if branch is not None:
             self._promote(branch, committed)
             n = min(k, branch.depth)
             self.kv.trim(len(committed) + n - 1)
-            return Draft(branch.tokens[:n], None if self.params.greedy else branch.q[:n], hit=True,
+            return Draft(branch.tokens[:n], None if self.params.greedy else branch.q[:n], CACHE,
                          top=branch.top[:n], serve_s=time.perf_counter() - t0)
         self.drop_tree()
-        if backup == "ngram":
+        if backup == NGRAM:
             d = self.draft_ngram(committed, k)
             if d is not None:
                 d.serve_s = time.perf_counter() - t0
@@ -142,13 +116,11 @@ class Drafter:
 
     def reset(self) -> None:
         """Forget everything in the draft KV (after an error left it in an unknown state)."""
-        self.cache.reset()
+        self.tree.cache.reset()
         self.kv.reset()
 
     def drop_tree(self) -> None:
-        for b in self.cache.branches():
-            self.ctx.seq_rm(b.seq_id, -1, -1)
-        self.cache.reset()
+        self.tree.drop()
 
     # -- building the tree while the target verifies ---------------------------------------------
     def build_tree(
@@ -160,79 +132,5 @@ class Drafter:
         fanout: Callable[[int, int], list[int]],
         interrupt: Callable[[], bool],
     ) -> TreeStats:
-        """Pre-speculate round T+1 for the likely outcomes of verifying ``draft`` after ``committed``.
-
-        ``fanout(L, budget)`` gives the per-position branch counts (length L+1). Stops between levels
-        when ``interrupt()`` is true (the next request has arrived).
-        """
-        t0 = time.perf_counter()
-        stats = TreeStats()
-        toks = draft.tokens
-        n_draft = len(toks)
-        base = len(committed)
-        p_r = base - 1  # position of the pending token r
-        self.cache.reset(base_len=base)
-        self._tree_draft = list(toks)
-        if n_draft == 0 or budget <= 0 or depth <= 0:
-            return stats
-        tops = list(draft.top)
-        if len(tops) < n_draft:  # n-gram draft: run the glue pass for rows 0..L-1 now
-            keep = min(common_prefix(self.kv.tokens, committed), p_r)
-            self.kv.trim(keep)
-            if keep < p_r:
-                self.ctx.prefill(committed[keep:p_r], start=keep)
-                self.kv.tokens.extend(committed[keep:p_r])
-            glue = [committed[-1], *toks[:-1]]
-            rows = self.ctx.decode(glue, list(range(p_r, p_r + n_draft)), 0, list(range(n_draft)))
-            self.kv.tokens.extend(glue)
-            tops = [top_ids(r, self.top_count) for r in rows]
-        if interrupt():
-            return stats
-        # Glue row L: the draft's view after the whole draft.
-        last_row = self.kv.decode_one(toks[-1])
-        tops.append(top_ids(last_row, self.top_count))
-        ends_eog = self.is_eog(toks[-1])
-        counts = fanout(n_draft, min(budget, self.max_branches))
-        branches: list[Branch] = []
-        sid = 1
-        for j in range(n_draft + 1):
-            if j == n_draft and ends_eog:
-                break
-            excl = toks[j] if j < n_draft else None
-            cands = [int(t) for t in tops[j] if int(t) != excl][: counts[j] if j < len(counts) else 0]
-            for t in cands:
-                if sid > self.max_branches:
-                    break
-                self.ctx.seq_cp(0, sid, 0, p_r + j + 1)
-                br = Branch(k=j, token=t, seq_id=sid, pos0=p_r + j + 1)
-                branches.append(br)
-                self.cache.add(br)
-                sid += 1
-        stats.branches = len(branches)
-        live = [b for b in branches if not self.is_eog(b.token)]
-        for lvl in range(depth):
-            if not live or interrupt():
-                break
-            rows = self.ctx.decode(
-                [b.token if lvl == 0 else b.tokens[-1] for b in live],
-                [b.pos0 + lvl for b in live],
-                [b.seq_id for b in live],
-                list(range(len(live))),
-            )
-            for b, row in zip(live, rows, strict=True):
-                b.top.append(top_ids(row, self.top_count))
-                tok, q = self.pick(row)
-                b.tokens.append(tok)
-                if q is not None:
-                    b.q.append(q)
-            live = [b for b in live if not self.is_eog(b.tokens[-1])]
-            stats.levels = lvl + 1
-        stats.seconds = time.perf_counter() - t0
-        return stats
-
-
-def fanout_fn(geometric: bool, acceptance: float) -> Callable[[int, int], list[int]]:
-    def alloc(k: int, budget: int) -> list[int]:
-        return fanout_mod.allocate(k, budget, geometric_on=geometric, acceptance=acceptance)
-
-    return alloc
+        """Pre-speculate round T+1 (see :meth:`SpeculationTree.build`)."""
+        return self.tree.build(committed, draft, depth, budget, fanout, interrupt, self.pick, self.top_count)

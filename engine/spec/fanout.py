@@ -9,6 +9,7 @@ Both return integers that sum to the budget M.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 
 
 def uniform(k: int, budget: int) -> list[int]:
@@ -48,3 +49,12 @@ def allocate(k: int, budget: int, *, geometric_on: bool, acceptance: float, r: f
     if geometric_on or budget < k + 1:
         return geometric(k, budget, acceptance, r)
     return uniform(k, budget)
+
+
+def fanout_fn(geometric: bool, acceptance: float) -> Callable[[int, int], list[int]]:
+    """``allocate`` with the allocation and acceptance fixed, as the tree builder calls it."""
+
+    def alloc(k: int, budget: int) -> list[int]:
+        return allocate(k, budget, geometric_on=geometric, acceptance=acceptance)
+
+    return alloc

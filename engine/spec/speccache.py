@@ -12,13 +12,13 @@ from engine.core.sampling import Dist
 
 @dataclass(slots=True)
 class Branch:
-    """One pre-speculated outcome: the target accepts ``k`` drafts, then emits ``token``.
+    """One pre-speculated outcome: the target accepts ``accepted`` drafts, then emits ``token``.
 
     ``tokens`` are the draft's continuation after ``token``; ``q`` the exact distributions each was
     sampled from (None at temperature 0); ``top`` the best ids of each tree row, for the next fork.
     """
 
-    k: int
+    accepted: int
     token: int
     seq_id: int
     pos0: int
@@ -43,13 +43,13 @@ class SpecCache:
         self.base_len = base_len
 
     def add(self, branch: Branch) -> None:
-        self._branches[(branch.k, branch.token)] = branch
+        self._branches[(branch.accepted, branch.token)] = branch
 
-    def lookup(self, committed_len: int, k: int, token: int) -> Branch | None:
-        """The branch for outcome (k, token), if it was built on the right prefix and has drafted."""
-        if self.base_len < 0 or committed_len != self.base_len + k + 1:
+    def lookup(self, committed_len: int, accepted: int, token: int) -> Branch | None:
+        """The branch for outcome (accepted, token), if it was built on the right prefix and has drafted."""
+        if self.base_len < 0 or committed_len != self.base_len + accepted + 1:
             return None
-        b = self._branches.get((k, token))
+        b = self._branches.get((accepted, token))
         return b if b is not None and b.depth > 0 else None
 
     def branches(self) -> list[Branch]:

@@ -1,4 +1,4 @@
-"""Lossless verification of a draft against the target's logits.
+"""Verification: the rule that accepts a prefix of a draft against the target's logits, losslessly.
 
 Greedy: accept while the draft token equals the target's argmax; emit the argmax at the first
 mismatch (or after the last draft). Sampled: standard speculative sampling — accept d_i with
@@ -9,23 +9,13 @@ max(0, p_i - q_i); after K acceptances sample the bonus token from p_K.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 
 import numpy as np
 import numpy.typing as npt
 
 from engine.core.sampling import Dist, SamplingParams, argmax, sample, to_dist
 
-
-@dataclass(frozen=True, slots=True)
-class Verdict:
-    """Outcome of one verification: ``accepted`` drafts, then the ``next_token`` the target emits."""
-
-    accepted: int
-    next_token: int
-
-    def tokens(self, draft: Sequence[int]) -> list[int]:
-        return [*draft[: self.accepted], self.next_token]
+from .types import Verdict
 
 
 def verify_greedy(draft: Sequence[int], rows: npt.NDArray[np.float32], is_eog: Callable[[int], bool]) -> Verdict:
@@ -63,14 +53,6 @@ def verify_sampled(
             continue
         return Verdict(i, sample(residual(p, q[i]), rng))
     return Verdict(len(draft), sample(to_dist(rows[len(draft)], params), rng))
-
-
-def first_difference(a: Sequence[int], b: Sequence[int]) -> int | None:
-    """Index of the first mismatch between two token lists; a length difference counts; None if equal."""
-    for i, (x, y) in enumerate(zip(a, b, strict=False)):
-        if x != y:
-            return i
-    return None if len(a) == len(b) else min(len(a), len(b))
 
 
 def residual(p: Dist, q: Dist) -> Dist:

@@ -1,4 +1,8 @@
-"""The draft thread of SSD: serves drafts and builds the speculation tree while the target verifies."""
+"""Where drafts are made: on the draft thread (ssd, auto), or inline on the caller's thread (sd).
+
+Both are :class:`~engine.spec.types.DraftSource`\\ s, so one sd step serves either way. The draft
+thread also builds the speculation tree after serving, while the target verifies.
+"""
 
 from __future__ import annotations
 
@@ -7,47 +11,59 @@ import queue
 import threading
 from dataclasses import dataclass
 
-from .drafter import Draft, Drafter, TreeStats, fanout_fn
+from .fanout import fanout_fn
+from .types import Draft, DraftMaker, DraftRequest, TreeStats
 
 log = logging.getLogger(__name__)
 
 
-@dataclass(frozen=True, slots=True)
-class Request:
-    """What the target knows after a verify: the committed tokens and how many drafts it accepted."""
-
-    committed: tuple[int, ...]
-    accepted: int  # -1: no previous speculative round (forces a miss)
-    k: int
-    budget: int  # branches in the tree to build after serving; 0 = synchronous SD round
-    geometric: bool
-    acceptance: float
-    backup: str
-    early_stop: bool = True  # cut the tree short when the next request arrives
-    draft_threads: int = 0  # set the draft context's threads before serving (0: leave)
-
-
 @dataclass(slots=True)
-class Reply:
-    """A served draft and the speculation trees the thread finished since its previous reply."""
+class DraftReply:
+    """A served draft (or the error serving it raised) and the trees finished since the previous reply."""
 
     draft: Draft | None
     error: BaseException | None = None
     trees: tuple[TreeStats, ...] = ()
 
 
+class InlineDrafts:
+    """Serves each request on the caller's thread when it asks for the reply; builds no tree."""
+
+    def __init__(self, drafter: DraftMaker) -> None:
+        self.drafter = drafter
+        self._pending: DraftRequest | None = None
+
+    def request(self, req: DraftRequest) -> None:
+        if req.budget:
+            raise ValueError("inline drafting builds no speculation tree (budget must be 0)")
+        self._pending = req
+
+    def reply(self) -> tuple[Draft, tuple[TreeStats, ...]]:
+        req, self._pending = self._pending, None
+        assert req is not None, "reply() without a request"
+        if req.draft_threads:
+            self.drafter.set_threads(req.draft_threads)
+        return self.drafter.serve(req.committed, req.accepted, req.k, req.backup), ()
+
+    def close(self) -> None:
+        self._pending = None
+
+    def set_threads(self, n: int) -> None:
+        self.drafter.set_threads(n)
+
+
 class DraftWorker:
     """Owns the draft thread. Only this thread touches the drafter while it runs."""
 
-    def __init__(self, drafter: Drafter) -> None:
+    def __init__(self, drafter: DraftMaker) -> None:
         self.drafter = drafter
-        self._requests: queue.SimpleQueue[Request | None] = queue.SimpleQueue()
-        self._replies: queue.SimpleQueue[Reply] = queue.SimpleQueue()
+        self._requests: queue.SimpleQueue[DraftRequest | None] = queue.SimpleQueue()
+        self._replies: queue.SimpleQueue[DraftReply] = queue.SimpleQueue()
         self._thread = threading.Thread(target=self._run, name="ssd-draft", daemon=True)
         self._trees: list[TreeStats] = []  # owned by the draft thread; handed over with the next reply
         self._thread.start()
 
-    def request(self, req: Request) -> None:
+    def request(self, req: DraftRequest) -> None:
         self._requests.put(req)
 
     def reply(self) -> tuple[Draft, tuple[TreeStats, ...]]:
@@ -66,6 +82,11 @@ class DraftWorker:
             if self._thread.is_alive():
                 log.error("draft thread did not stop within %.0f s", timeout)
 
+    def set_threads(self, n: int) -> None:
+        if self._thread.is_alive():
+            raise RuntimeError("the draft thread still runs; close it first")
+        self.drafter.set_threads(n)
+
     @property
     def alive(self) -> bool:
         return self._thread.is_alive()
@@ -78,10 +99,10 @@ class DraftWorker:
                     self.drafter.set_threads(req.draft_threads)
                 draft = self.drafter.serve(req.committed, req.accepted, req.k, req.backup)
             except BaseException as exc:  # crossing threads: the target side re-raises it
-                self._replies.put(Reply(None, exc))
+                self._replies.put(DraftReply(None, exc))
                 req = self._requests.get()
                 continue
-            self._replies.put(Reply(draft, trees=tuple(self._trees)))
+            self._replies.put(DraftReply(draft, trees=tuple(self._trees)))
             self._trees.clear()
             if req.budget > 0 and draft.tokens:
                 try:

@@ -47,8 +47,9 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     imp.add_argument("--name", help="display name")
     imp.set_defaults(func=cmd_import)
 
-    ver = msub.add_parser("verify", help="check every installed pair: files, checksums, vocabularies")
-    ver.set_defaults(func=cmd_verify)
+    chk = msub.add_parser("check", aliases=["verify"],
+                          help="check every installed pair: files, checksums, vocabularies")
+    chk.set_defaults(func=cmd_check)
 
     rm = msub.add_parser("remove", help="remove an installed pair (imported files are only unregistered)")
     rm.add_argument("pair_id", metavar="PAIR_ID")
@@ -154,8 +155,8 @@ def cmd_import(args: argparse.Namespace) -> int:
     return 0
 
 
-def cmd_verify(args: argparse.Namespace) -> int:
-    results = ModelStore().verify()
+def cmd_check(args: argparse.Namespace) -> int:
+    results = ModelStore().check()
     if not results:
         print("no installed pairs")
     for pair_id, ok, message in results:

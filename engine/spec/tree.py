@@ -1,0 +1,131 @@
+"""The speculation tree: round T+1 pre-drafted for the likely outcomes of round T, while the target verifies T.
+
+Sequence 0 of the draft context holds the committed path; sequences 1..M are the branches, each
+sharing the committed prefix through ``seq_cp`` in a unified KV cache (tagging cells, no copy).
+A branch is keyed by the outcome it assumes: how many drafts the target accepts, and the token it
+emits next (see :mod:`engine.spec.speccache`).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+
+import numpy as np
+import numpy.typing as npt
+
+from engine.core.context import Context, KVTrack, common_prefix
+from engine.core.sampling import Dist, top_ids
+
+from .speccache import Branch, SpecCache
+from .types import Draft, TreeStats
+
+Pick = Callable[[npt.NDArray[np.float32]], tuple[int, Dist | None]]
+
+
+class SpeculationTree:
+    """The branches of the latest round and the draft they were built on."""
+
+    def __init__(self, ctx: Context, kv: KVTrack, is_eog: Callable[[int], bool], max_branches: int) -> None:
+        self.ctx = ctx
+        self.kv = kv
+        self.is_eog = is_eog
+        self.max_branches = max_branches
+        self.cache = SpecCache()
+        self.assumed: list[int] = []  # the draft whose verification outcomes the branches assume
+
+    def find(self, committed: Sequence[int], accepted: int) -> Branch | None:
+        """The branch for the outcome that happened (``accepted`` drafts, then ``committed[-1]``), if built."""
+        if accepted < 0:
+            return None
+        branch = self.cache.lookup(len(committed), accepted, committed[-1])
+        if branch is not None and list(committed[self.cache.base_len : -1]) != self.assumed[:accepted]:
+            return None  # the tree assumed other accepted tokens (e.g. an ar round came between)
+        return branch
+
+    def drop(self) -> None:
+        """Free every branch's sequence."""
+        for b in self.cache.branches():
+            self.ctx.seq_rm(b.seq_id, -1, -1)
+        self.cache.reset()
+
+    def build(
+        self,
+        committed: Sequence[int],
+        draft: Draft,
+        depth: int,
+        budget: int,
+        fanout: Callable[[int, int], list[int]],
+        interrupt: Callable[[], bool],
+        pick: Pick,
+        top_count: int,
+    ) -> TreeStats:
+        """Pre-speculate round T+1 for the likely outcomes of verifying ``draft`` after ``committed``.
+
+        ``fanout(L, budget)`` gives the per-position branch counts (length L+1). Stops between levels
+        when ``interrupt()`` is true (the next request has arrived).
+        """
+        t0 = time.perf_counter()
+        stats = TreeStats()
+        toks = draft.tokens
+        n_draft = len(toks)
+        base = len(committed)
+        p_r = base - 1  # position of the pending token r
+        self.cache.reset(base_len=base)
+        self.assumed = list(toks)
+        if n_draft == 0 or budget <= 0 or depth <= 0:
+            return stats
+        tops = list(draft.top)
+        if len(tops) < n_draft:  # n-gram draft: run the glue pass for rows 0..L-1 now
+            keep = min(common_prefix(self.kv.tokens, committed), p_r)
+            self.kv.trim(keep)
+            if keep < p_r:
+                self.ctx.prefill(committed[keep:p_r], start=keep)
+                self.kv.tokens.extend(committed[keep:p_r])
+            glue = [committed[-1], *toks[:-1]]
+            rows = self.ctx.decode(glue, list(range(p_r, p_r + n_draft)), 0, list(range(n_draft)))
+            self.kv.tokens.extend(glue)
+            tops = [top_ids(r, top_count) for r in rows]
+        if interrupt():
+            return stats
+        # Glue row L: the draft's view after the whole draft.
+        last_row = self.kv.decode_one(toks[-1])
+        tops.append(top_ids(last_row, top_count))
+        ends_eog = self.is_eog(toks[-1])
+        counts = fanout(n_draft, min(budget, self.max_branches))
+        branches: list[Branch] = []
+        sid = 1
+        for j in range(n_draft + 1):
+            if j == n_draft and ends_eog:
+                break
+            excl = toks[j] if j < n_draft else None
+            cands = [int(t) for t in tops[j] if int(t) != excl][: counts[j] if j < len(counts) else 0]
+            for t in cands:
+                if sid > self.max_branches:
+                    break
+                self.ctx.seq_cp(0, sid, 0, p_r + j + 1)
+                br = Branch(accepted=j, token=t, seq_id=sid, pos0=p_r + j + 1)
+                branches.append(br)
+                self.cache.add(br)
+                sid += 1
+        stats.branches = len(branches)
+        live = [b for b in branches if not self.is_eog(b.token)]
+        for lvl in range(depth):
+            if not live or interrupt():
+                break
+            rows = self.ctx.decode(
+                [b.token if lvl == 0 else b.tokens[-1] for b in live],
+                [b.pos0 + lvl for b in live],
+                [b.seq_id for b in live],
+                list(range(len(live))),
+            )
+            for b, row in zip(live, rows, strict=True):
+                b.top.append(top_ids(row, top_count))
+                tok, q = pick(row)
+                b.tokens.append(tok)
+                if q is not None:
+                    b.q.append(q)
+            live = [b for b in live if not self.is_eog(b.tokens[-1])]
+            stats.levels = lvl + 1
+        stats.seconds = time.perf_counter() - t0
+        return stats
