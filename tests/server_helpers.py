@@ -63,9 +63,10 @@ def error_of(response: httpx.Response, status: int) -> dict[str, Any]:
 
 def cli_text(target: Path, prompt: str, max_tokens: int, *, chat: bool, system: str | None = None,
              ctx: int = 2048) -> str:
-    """What ``python -m engine generate --mode ar [--chat]`` prints for ``prompt`` (greedy)."""
+    """What ``python -m engine generate --mode ar [--chat]`` prints for ``prompt`` (greedy; one thread, like
+    the tests' engine)."""
     argv = [sys.executable, "-m", "engine", "generate", "--target", str(target), "--mode", "ar", "--prompt", prompt,
-            "--max-tokens", str(max_tokens), "--ctx", str(ctx), "--temperature", "0", "--json"]
+            "--max-tokens", str(max_tokens), "--ctx", str(ctx), "--temperature", "0", "--threads", "1", "--json"]
     if chat:
         argv.append("--chat")
     if system:
@@ -84,3 +85,11 @@ def hang_up_later(server: LocalServer, body: dict[str, Any]) -> Iterator[None]:
     with socket.create_connection(("127.0.0.1", server.port), timeout=30) as sock:
         sock.sendall(head + data)
         yield
+
+
+def sse_events(lines: Iterator[str]) -> Iterator[dict[str, Any] | str]:
+    """Decode the ``data:`` lines of an SSE stream: JSON objects, and the closing "[DONE]"."""
+    for line in lines:
+        if line.startswith("data: "):
+            data = line[len("data: "):]
+            yield data if data == "[DONE]" else json.loads(data)

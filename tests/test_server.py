@@ -19,7 +19,16 @@ import pytest
 from engine import Engine, EngineConfig, GenerationParams
 from engine.server import LocalServer, ServerError
 from engine.server.job import StopMatcher
-from tests.server_helpers import chat_body, cli_text, client, error_of, hang_up_later, serve, wait_until
+from tests.server_helpers import (
+    chat_body,
+    cli_text,
+    client,
+    error_of,
+    hang_up_later,
+    serve,
+    sse_events,
+    wait_until,
+)
 from tests.tiny_models import TinyPair
 
 pytestmark = pytest.mark.timeout(180)
@@ -30,7 +39,8 @@ PROMPT = "Hello there"
 
 @pytest.fixture(scope="module")
 def engine(tiny: TinyPair) -> Iterator[Engine]:
-    with Engine(EngineConfig(str(tiny.target), str(tiny.draft_related), n_ctx=CTX)) as eng:
+    # one thread each: the 2-core test machines are shared, and spinning thread pools oversubscribe them
+    with Engine(EngineConfig(str(tiny.target), str(tiny.draft_related), n_ctx=CTX, threads=1, draft_threads=1)) as eng:
         yield eng
 
 
@@ -297,6 +307,27 @@ def test_client_leaving_the_line_never_runs(engine: Engine) -> None:
             wait_until(lambda: srv.status().queued == 0, "the server noticed the client left the line")
         assert chat(client(srv), srv, max_tokens=3).choices[0].finish_reason == "length"
         assert srv.status().served == 1
+
+
+def test_engine_refusing_is_an_error_event_not_a_traceback(engine: Engine) -> None:
+    """Someone generates on the engine behind the server's back: after the engine's 5 s wait the
+    stream carries an OpenAI-style error event, and the server goes on serving."""
+    with serve(engine) as srv:
+        held = engine.generate(engine.tokenize("hi"), GenerationParams(mode="ar", max_tokens=50))
+        tokens = iter(held)
+        next(tokens)  # holds the engine's lock while ``tokens`` lives
+        try:
+            body = chat_body(srv.model_id, max_tokens=3, stream=True)
+            with httpx.stream("POST", srv.url + "/chat/completions", json=body, timeout=60) as r:
+                assert r.status_code == 200
+                events = list(sse_events(r.iter_lines()))
+        finally:
+            held.close()
+        error = next(e for e in events if isinstance(e, dict) and "error" in e)["error"]
+        assert error["code"] == "engine_unavailable" and "another generation" in error["message"]
+        assert events[-1] == "[DONE]"
+        assert [r.finish_reason for r in srv.status().recent] == ["error"]
+        assert chat(client(srv), srv, max_tokens=3).choices[0].finish_reason == "length"
 
 
 # -- access ---------------------------------------------------------------------------------------
