@@ -11,6 +11,7 @@ import time
 from collections.abc import Iterator
 
 import uvicorn
+from uvicorn.protocols.http.h11_impl import H11Protocol
 
 from engine import Engine, EngineError
 
@@ -91,8 +92,9 @@ class LocalServer:
         self.gate.reset()
         self._service.closing = False
         self._port = int(sock.getsockname()[1])
+        # the protocol as a class, no websockets: fewer modules imported by name (easier to freeze)
         cfg = uvicorn.Config(self.app, log_config=None, access_log=self.config.access_log, lifespan="off",
-                             http="h11", loop="asyncio", timeout_graceful_shutdown=3, log_level="warning")
+                             http=H11Protocol, ws="none", timeout_graceful_shutdown=3, log_level="warning")
         self._server = uvicorn.Server(cfg)
         self._error = None
         self._thread = threading.Thread(target=self._serve, args=(sock,), name="ssd-chat-server", daemon=True)
