@@ -16,6 +16,7 @@ from fastapi import FastAPI, Request
 from fastapi.middleware.cors import CORSMiddleware
 from fastapi.responses import JSONResponse, Response, StreamingResponse
 from jinja2 import TemplateError
+from starlette.background import BackgroundTask
 from starlette.concurrency import run_in_threadpool
 from starlette.types import ASGIApp, Receive, Scope, Send
 
@@ -63,7 +64,7 @@ class Service:
         self.gate = gate
         self.model_id = config.model_id or Path(engine.config.target_path).stem
         self.created = int(time.time())
-        self.jobs: set[Job] = set()
+        self.jobs: dict[str, Job] = {}  # the generation running (and, while it winds down, the one before)
         self.closing = False  # set while the server stops: nothing new starts
 
     def model_card(self) -> dict[str, Any]:
@@ -142,7 +143,7 @@ class Service:
                 rid, kind, len(prompt), st.new_tokens if st else 0, finish, st.seconds if st else 0.0,
                 st.tokens_per_second if st else 0.0, params.mode))
             try:
-                loop.call_soon_threadsafe(self.gate.release)
+                loop.call_soon_threadsafe(self._ended, rid)
             except RuntimeError:  # the server's loop has closed
                 pass
 
@@ -154,11 +155,13 @@ class Service:
         except BaseException:
             self.gate.release()
             raise
-        self.jobs.add(job)
+        self.jobs[rid] = job
         head = (kind, rid, int(time.time()), self.model_id)
         if body.stream:
+            # the background task also runs when the client leaves before the stream's first byte
             return StreamingResponse(self._stream(job, head, body, len(prompt)), media_type="text/event-stream",
-                                     headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"})
+                                     headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"},
+                                     background=BackgroundTask(job.cancel))
         return await self._whole(request, job, head, len(prompt))
 
     async def _whole(self, request: Request, job: Job, head: tuple[str, str, int, str], n_prompt: int) -> Response:
@@ -175,7 +178,6 @@ class Service:
         finally:
             gone.cancel()
             job.cancel()
-            self.jobs.discard(job)
         out = job.outcome
         if out.error is not None:
             raise engine_failure(out.error)
@@ -199,12 +201,16 @@ class Service:
             yield replies.sse("[DONE]")
         finally:  # also when the client has gone: stop the generation within one round
             job.cancel()
-            self.jobs.discard(job)
+
+    def _ended(self, rid: str) -> None:
+        """On the loop, once a generation has freed the engine."""
+        self.jobs.pop(rid, None)
+        self.gate.release()
 
     def cancel_all(self) -> None:
         """Stop every generation and start no new one (the server is stopping)."""
         self.closing = True
-        for job in list(self.jobs):
+        for job in list(self.jobs.values()):
             job.cancel()
 
 

@@ -118,8 +118,9 @@ class LocalServer:
             self._thread.join(timeout)
             if self._thread.is_alive():
                 log.warning("the server thread did not stop within %.0f s", timeout)
-        for job in list(self._service.jobs):
+        for job in list(self._service.jobs.values()):
             job.join(timeout)
+        self._service.jobs.clear()
         self._thread = None
 
     @contextlib.contextmanager
