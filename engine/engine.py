@@ -6,7 +6,7 @@ import codecs
 import contextlib
 import logging
 import threading
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Generator, Iterator, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -87,7 +87,7 @@ class TokenEvent:
 class Generation:
     """An iterator of :class:`TokenEvent`; ``stats``, ``tokens`` and ``text`` are complete after it ends."""
 
-    def __init__(self, events: Iterator[TokenEvent], stats: GenerationStats, tokens: list[int]) -> None:
+    def __init__(self, events: Generator[TokenEvent, None, None], stats: GenerationStats, tokens: list[int]) -> None:
         self._events = events
         self.stats = stats
         self.tokens = tokens
@@ -103,9 +103,7 @@ class Generation:
 
     def close(self) -> None:
         """Stop the generation (if still running) and release the engine; idempotent."""
-        close = getattr(self._events, "close", None)
-        if close is not None:
-            close()
+        self._events.close()
 
     def run(self, on_token: Callable[[TokenEvent], None] | None = None) -> Generation:
         for ev in self:
@@ -249,7 +247,7 @@ class Engine:
         stop: threading.Event,
         stats: GenerationStats,
         tokens: list[int],
-    ) -> Iterator[TokenEvent]:
+    ) -> Generator[TokenEvent, None, None]:
         if not self._lock.acquire(timeout=5.0):
             raise EngineError("another generation is still running on this engine; stop it first")
         model = self.target_model
