@@ -5,6 +5,8 @@ to check an install. It needs no model download and no Qt: it loads llama.cpp's 
 writes a tiny random llama GGUF and a perturbed draft of it into a temporary folder, renders a chat
 prompt with the model's template, decodes it with ``ar`` and with ``ssd``, and compares the tokens.
 Greedy speculation is lossless, so any difference is a bug (or a broken build of llama.cpp).
+It also runs the engine's CPU check and decodes a tiny Q4_K_M model with its verdict applied, since
+K-quant models take llama.cpp code paths (AMX, repacked weights) that the F32 models never reach.
 """
 
 from __future__ import annotations
@@ -83,6 +85,19 @@ def check_llama_cpp() -> str:
     )
 
 
+def check_kquant(folder: Path) -> str:
+    """The CPU check's verdict, then a greedy decode of a tiny Q4_K_M model with it applied."""
+    from engine import Engine, EngineConfig, GenerationParams, check_cpu, write_kquant_model
+
+    verdict = check_cpu()
+    path = write_kquant_model(folder)
+    with Engine(EngineConfig(str(path), None, n_ctx=256)) as eng:
+        gen = eng.generate(eng.tokenize(PROMPT), GenerationParams(mode="ar", max_tokens=8, early_stop=False)).run()
+    kernels = "extra CPU buffer types (AMX, repack) on" if verdict.safe else "plain CPU kernels"
+    return (f"{TAG} K-quant (Q4_K_M) decode: {len(gen.tokens)} tokens with {kernels} "
+            f"(CPU check: {verdict.detail})")
+
+
 def compare_modes(folder: Path, *, max_tokens: int = MAX_TOKENS) -> SelfTestResult:
     """Write a tiny target and a related draft into ``folder`` and decode with ``ar`` and ``ssd``."""
     from engine import Engine, EngineConfig, GenerationParams, write_model
@@ -144,6 +159,7 @@ def _run(stream: TextIO, max_tokens: int) -> int:
         return 2
     try:
         with tempfile.TemporaryDirectory(prefix="ssd-chat-selftest-") as tmp:
+            say(check_kquant(Path(tmp)))
             result = compare_modes(Path(tmp), max_tokens=max_tokens)
     except Exception as exc:
         say(f"{TAG} FAIL: {type(exc).__name__}: {exc}")

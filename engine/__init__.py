@@ -9,6 +9,8 @@ from .core.chat import Message as ChatMessage
 from .core.cpu_check import Override as CpuCheckOverride
 from .core.cpu_check import Status as CpuCheckStatus
 from .core.cpu_check import Verdict as CpuCheckVerdict
+from .core.cpu_check import check as check_cpu
+from .core.cpu_check import write_kquant_model
 from .core.cpu_check import set_override as set_cpu_check_override
 from .core.cpu_check import status as cpu_check_status
 from .core.errors import ContextFullError, EngineError, ModelLoadError, ParameterError, VocabMismatchError
@@ -54,6 +56,7 @@ __all__ = [
     "TinyPair",
     "TokenEvent",
     "VocabMismatchError",
+    "check_cpu",
     "cpu_check_status",
     "cpu_cores",
     "first_difference",
@@ -67,5 +70,6 @@ __all__ = [
     "supports_gpu_offload",
     "system_memory",
     "user_data_dir",
+    "write_kquant_model",
     "write_model",
 ]

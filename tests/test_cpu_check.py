@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import llama_cpp as ll
@@ -99,3 +102,25 @@ def test_kquant_model_decodes_in_process_with_the_verdict(isolated: Path) -> Non
         tokens = [model.bos, 3, 4, 5, 6, 7, 8]
         rows = ctx.decode(tokens, list(range(len(tokens))), outputs=list(range(len(tokens))))
         assert rows.shape == (len(tokens), model.n_vocab)
+
+
+def _run(args: list[str], env_extra: dict[str, str], tmp: Path) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, cpu_check.CACHE_ENV: str(tmp / "cache"), "SSD_CHAT_DATA_DIR": str(tmp / "data"), **env_extra}
+    return subprocess.run([sys.executable, *args], capture_output=True, text=True, env=env, timeout=300, check=False)
+
+
+def test_self_test_decodes_a_kquant_model_with_the_fallback(tmp_path: Path) -> None:
+    done = _run(["-m", "app", "--self-test"], {cpu_check.FAULT_ENV: "SIGILL"}, tmp_path)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "K-quant (Q4_K_M) decode: 8 tokens with plain CPU kernels (CPU check: killed by SIGILL" in done.stdout
+    assert "PASS" in done.stdout
+
+
+def test_cli_generates_from_a_kquant_model_after_a_fault(tmp_path: Path) -> None:
+    model = cpu_check.write_kquant_model(tmp_path)
+    done = _run(["-m", "engine", "generate", "--target", str(model), "--mode", "ar", "--prompt", "abc",
+                 "--max-tokens", "4"], {cpu_check.FAULT_ENV: "SIGILL"}, tmp_path)
+    verdicts = json.loads((tmp_path / "cache" / "cpu-check.json").read_text(encoding="utf-8"))
+    assert [v["safe"] for v in verdicts.values()] == [False]
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip()

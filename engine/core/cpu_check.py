@@ -221,10 +221,11 @@ def _fault_line(path: Path) -> str:
 
 
 def write_kquant_model(folder: Path) -> Path:
-    """A tiny Q4_K_M llama model (rows of 256, as K-quants need), quantized by llama.cpp itself."""
-    from engine.tools.tinymodel import small_vocab, write_model
+    """A tiny Q4_K_M llama model (rows of 256, as K-quants need; the tests' 4k SPM vocabulary), quantized by
+    llama.cpp itself."""
+    from engine.tools.tinymodel import write_model
 
-    f32 = write_model(folder / "cpu-check-f32.gguf", vocab=small_vocab(), n_layer=1, n_embd=256, n_head=4, n_ff=512)
+    f32 = write_model(folder / "cpu-check-f32.gguf", n_layer=1, n_embd=256, n_head=4, n_ff=512)
     out = folder / "cpu-check-q4_k_m.gguf"
     qp = ll.llama_model_quantize_default_params()
     qp.ftype = ll.LLAMA_FTYPE_MOSTLY_Q4_K_M
