@@ -10,9 +10,9 @@ from .core.cpu_check import Override as CpuCheckOverride
 from .core.cpu_check import Status as CpuCheckStatus
 from .core.cpu_check import Verdict as CpuCheckVerdict
 from .core.cpu_check import check as check_cpu
-from .core.cpu_check import write_kquant_model
 from .core.cpu_check import set_override as set_cpu_check_override
 from .core.cpu_check import status as cpu_check_status
+from .core.cpu_check import write_kquant_model
 from .core.errors import ContextFullError, EngineError, ModelLoadError, ParameterError, VocabMismatchError
 from .core.options import MAX_BRANCHES, MAX_CONTEXT, MAX_FANOUT, MAX_K, MODES, OPTIONS, Option, cpu_cores
 from .core.paths import user_data_dir
