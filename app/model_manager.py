@@ -27,12 +27,14 @@ from engine import (
     PairSpec,
     fit_label,
     format_bytes,
+    installed_as,
     load_catalog,
     supports_gpu_offload,
     system_memory,
 )
 
 from .model_workers import DownloadWorker, as_active, start_thread, stop_thread
+from .pair_status import installed_status, intact_text
 from .settings_store import ActivePair
 from .tables import button_row, new_table, set_cell
 
@@ -152,7 +154,6 @@ class ModelManagerDialog(QDialog):
             set_cell(t, r, 3, format_bytes(p.target_size + p.draft_size))
             set_cell(t, r, 4, f"{p.target_path.name} + {p.draft_path.name}",
                  tip=f"{p.target_path}\n{p.draft_path}")
-        installed_ids = {p.id for p in self.installed}
         c = self.catalog_table
         c.setRowCount(len(self.catalog))
         for r, spec in enumerate(self.catalog):
@@ -163,8 +164,8 @@ class ModelManagerDialog(QDialog):
             set_cell(c, r, 3, format_bytes(spec.ram_bytes))
             set_cell(c, r, 4, label, colour=FIT_COLOURS.get(label))
             set_cell(c, r, 5, reason, tip=reason)
-            status = "installed" if spec.id in installed_ids else self.status.get(spec.id, "")
-            set_cell(c, r, 6, status)
+            status, tip = installed_status(spec, self.installed, self.status.get(spec.id, ""))
+            set_cell(c, r, 6, status, tip=tip, bold=status.startswith("installed"))
         if self.catalog_error:
             self.show_message(self.catalog_error, error=True)
         self._update_buttons()
@@ -256,7 +257,7 @@ class ModelManagerDialog(QDialog):
         if bad:
             self.show_message("Problems: " + "; ".join(bad), error=True)
         else:
-            self.show_message(f"All {len(results)} installed pairs are intact.")
+            self.show_message(intact_text(len(results)))
 
     def _on_download_clicked(self) -> None:
         spec = self.selected_spec()
@@ -299,7 +300,7 @@ class ModelManagerDialog(QDialog):
         self.use_button.setEnabled(self.selected_installed() is not None)
         self.remove_button.setEnabled(self.selected_installed() is not None)
         spec = self.selected_spec()
-        installed = spec is not None and any(p.id == spec.id for p in self.installed)
+        installed = spec is not None and installed_as(spec, self.installed) is not None
         self.download_button.setEnabled(spec is not None and self.downloading is None and not installed)
         self.cancel_button.setEnabled(self.downloading is not None)
         self.verify_button.setEnabled(self.downloading is None and not self.verifying)
@@ -309,3 +310,4 @@ class ModelManagerDialog(QDialog):
         self.worker.request_cancel()
         stop_thread(self.download_thread)
         super().closeEvent(event)
+

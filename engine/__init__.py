@@ -21,7 +21,7 @@ from .engine import Engine, EngineConfig, Generation, GenerationParams, TokenEve
 from .models import hub, offline
 from .models.catalog import PairSpec, fit_label, format_bytes, load_catalog, system_memory
 from .models.hub import DownloadCancelled, DownloadProgress
-from .models.store import InstalledPair, ModelStore
+from .models.store import InstalledPair, ModelStore, installed_as
 from .spec.exactness import first_difference
 from .stats import GenerationStats
 from .tools.tinymodel import TinyPair, write_model
@@ -64,6 +64,7 @@ __all__ = [
     "format_bytes",
     "hub",
     "init_backend",
+    "installed_as",
     "load_catalog",
     "offline",
     "set_cpu_check_override",

@@ -18,6 +18,7 @@ from engine.core.paths import model_store_dir
 from engine.core.vocab import check_compatible
 
 from . import offline
+from .catalog import PairSpec
 
 log = logging.getLogger(__name__)
 
@@ -46,6 +47,14 @@ class InstalledPair:
     target_size: int
     draft_size: int
     source: str
+
+
+def installed_as(spec: PairSpec, pairs: list[InstalledPair]) -> InstalledPair | None:
+    """The installed pair that is ``spec``: the same id, or files of the catalog's exact sizes with the
+    target's file name (the offline pair is the catalog's Qwen2.5-Coder pair under another id)."""
+    same = [p for p in pairs if p.target_path.name == spec.target.filename
+            and (p.target_size, p.draft_size) == (spec.target.size, spec.draft.size)]
+    return next((p for p in pairs if p.id == spec.id), same[0] if same else None)
 
 
 def explain_mismatch(target: Path, draft: Path, exc: VocabMismatchError) -> VocabMismatchError:

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 
 from engine.models import offline
 from engine.models.catalog import fit_label, format_bytes, load_catalog, system_memory
-from engine.models.store import ModelStore
+from engine.models.store import ModelStore, installed_as
 
 if TYPE_CHECKING:  # engine.hub imports huggingface_hub: loaded only by the commands that download
     from engine.models.hub import DownloadProgress
@@ -81,11 +81,12 @@ def cmd_list(args: argparse.Namespace) -> int:
             print(f"    target: {p.target_path} ({format_bytes(p.target_size)})")
             print(f"    draft:  {p.draft_path} ({format_bytes(p.draft_size)})")
         return 0
-    installed = {p.id for p in store.installed()}
+    installed = store.installed()
     ram, vram = system_memory()
     for spec in load_catalog():
         label, reason = fit_label(spec, ram, vram)
-        mark = "installed" if spec.id in installed else label
+        have = installed_as(spec, installed)
+        mark = label if have is None else "installed" if have.id == spec.id else f"installed as {have.id}"
         size = format_bytes(spec.target.size + spec.draft.size)
         quant = f"{spec.target.quant} + {spec.draft.quant}"
         print(f"{spec.id}  {spec.name}  ({quant}, {size}, {spec.licence})  [{mark}]")
