@@ -49,8 +49,10 @@ def run_gui() -> int:
     from PySide6.QtWidgets import QApplication, QMessageBox
 
     from . import crash
+    from .qt_platform import PluginWatch
 
-    app = QApplication.instance() or QApplication(sys.argv[:1])
+    with PluginWatch():  # a platform plugin that cannot load: say which libraries are missing
+        app = QApplication.instance() or QApplication(sys.argv[:1])
     assert isinstance(app, QApplication)
     app.setApplicationName("ssd-chat")
     app.setOrganizationName("ssd-chat")
