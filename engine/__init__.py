@@ -1,9 +1,11 @@
 """ssd-chat's engine: llama.cpp decoding with ar, sd, ssd and auto; model distribution; tools. Never imports Qt.
 
 This module is the engine's public surface: ``app/`` (and the local server) import only from here.
-``hub`` and ``offline`` are exported as modules because callers use (and tests replace) their functions.
+``hub`` and ``offline`` are exported as modules because callers use (and tests replace) their functions;
+``server`` (the local OpenAI-compatible server) because it imports FastAPI only when it is used.
 """
 
+from . import server
 from .core.backend import init_backend, supports_gpu_offload
 from .core.chat import Message as ChatMessage
 from .core.cpu_check import Override as CpuCheckOverride
@@ -22,6 +24,7 @@ from .models import hub, offline
 from .models.catalog import PairSpec, fit_label, format_bytes, load_catalog, system_memory
 from .models.hub import DownloadCancelled, DownloadProgress
 from .models.store import InstalledPair, ModelStore, installed_as
+from .spec.costmodel import MeasuredRate
 from .spec.exactness import first_difference
 from .stats import GenerationStats
 from .tools.tinymodel import TinyPair, write_model
@@ -47,6 +50,7 @@ __all__ = [
     "GenerationParams",
     "GenerationStats",
     "InstalledPair",
+    "MeasuredRate",
     "ModelLoadError",
     "ModelStore",
     "Option",
@@ -67,6 +71,7 @@ __all__ = [
     "installed_as",
     "load_catalog",
     "offline",
+    "server",
     "set_cpu_check_override",
     "supports_gpu_offload",
     "system_memory",

@@ -20,8 +20,8 @@ from .core.options import MAX_K, cpu_cores
 from .core.sampling import SamplingParams
 from .core.vocab import check_compatible
 from .spec.auto import K_MAX as AUTO_K_MAX
-from .spec.auto import AutoMode, AutoPlanner
-from .spec.costmodel import CostModel
+from .spec.auto import AutoMode, AutoPlanner, measured_rates
+from .spec.costmodel import CostModel, MeasuredRate
 from .spec.drafter import Drafter
 from .spec.ssd import SSDMode, SSDOptions
 from .spec.steps import ARMode, Mode, SDMode, Steps, Threads
@@ -198,6 +198,15 @@ class Engine:
             row = self.target.kv.sync(list(tokens))
         top = np.partition(row, -2)[-2:]
         return float(top[1] - top[0])
+
+    def measured_rates(self) -> dict[str, MeasuredRate]:
+        """auto's measurements of this machine: per mode it has run, its best plan's predicted tok/s.
+
+        Read between generations on the thread that generates (auto updates the figures every round).
+        """
+        if self._cost_model is None or self.drafter is None:
+            return {}
+        return measured_rates(self._cost_model, max_branches=self.drafter.max_branches)
 
     # -- generation -------------------------------------------------------------------------------
     def generate(

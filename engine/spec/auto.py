@@ -12,7 +12,7 @@ from __future__ import annotations
 import logging
 import math
 
-from .costmodel import CostModel, Plan
+from .costmodel import CostModel, MeasuredRate, Plan
 from .fanout import allocate
 from .ssd import SSDOptions
 from .steps import Steps
@@ -151,6 +151,24 @@ class AutoPlanner:
             m.top1.add(1.0 if rr.next_token in cands else 0.0)
         if not math.isfinite(m.round_time(plan)):
             raise AssertionError("cost model produced a non-finite estimate")
+
+
+def measured_rates(model: CostModel, k: int = 4, max_branches: int = 32) -> dict[str, MeasuredRate]:
+    """auto's best plan per mode it has measured on this machine (``ar``, ``sd``, ``ssd``) and its predicted rate.
+
+    A mode is measured once auto has run it: ar's single-token verify, sd's draft time per token,
+    ssd's tree levels and cache hits. Modes auto has not run are absent (empty before auto ran).
+    """
+    measured = {"ar": model.verify.get(1) is not None and model.verify[1].value is not None,
+                "sd": model.draft_token.value is not None and model.acceptance.value is not None,
+                "ssd": any(e.value is not None for e in model.level.values()) and model.hit.value is not None}
+    best: dict[str, MeasuredRate] = {}
+    for plan in AutoPlanner(model, k, max_branches=max_branches).candidates():
+        if measured[plan.mode]:
+            rate = model.rate(plan)
+            if plan.mode not in best or rate > best[plan.mode].tokens_per_second:
+                best[plan.mode] = MeasuredRate(plan.mode, str(plan), rate)
+    return best
 
 
 class AutoMode:

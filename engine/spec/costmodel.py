@@ -129,3 +129,13 @@ class CostModel:
 
     def fits_window(self, k: int, budget: int) -> bool:
         return self.tree_time(k, budget) <= WINDOW_MARGIN * self.t_verify(k + 1, self.split)
+
+
+@dataclass(frozen=True, slots=True)
+class MeasuredRate:
+    """auto's figure for one mode on this machine: its best plan there and the tokens per second predicted
+    from what it measured (verify, draft and tree times, acceptance, hit rate)."""
+
+    mode: str  # "ar", "sd" or "ssd"
+    plan: str  # e.g. "sd(K=3)"
+    tokens_per_second: float
