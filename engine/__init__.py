@@ -16,6 +16,7 @@ from .core.cpu_check import set_override as set_cpu_check_override
 from .core.cpu_check import status as cpu_check_status
 from .core.cpu_check import write_kquant_model
 from .core.errors import ContextFullError, EngineError, ModelLoadError, ParameterError, VocabMismatchError
+from .core.fit import DROP_OLDEST, OVERFLOW_POLICIES, FittedChat, fit_messages
 from .core.options import MAX_BRANCHES, MAX_CONTEXT, MAX_FANOUT, MAX_K, MODES, OPTIONS, Option, cpu_cores
 from .core.paths import user_data_dir
 from .core.sampling import SamplingParams
@@ -30,12 +31,14 @@ from .stats import GenerationStats
 from .tools.tinymodel import TinyPair, write_model
 
 __all__ = [
+    "DROP_OLDEST",
     "MAX_BRANCHES",
     "MAX_CONTEXT",
     "MAX_FANOUT",
     "MAX_K",
     "MODES",
     "OPTIONS",
+    "OVERFLOW_POLICIES",
     "ChatMessage",
     "ContextFullError",
     "CpuCheckOverride",
@@ -46,6 +49,7 @@ __all__ = [
     "Engine",
     "EngineConfig",
     "EngineError",
+    "FittedChat",
     "Generation",
     "GenerationParams",
     "GenerationStats",
@@ -65,6 +69,7 @@ __all__ = [
     "cpu_cores",
     "first_difference",
     "fit_label",
+    "fit_messages",
     "format_bytes",
     "hub",
     "init_backend",
