@@ -15,7 +15,15 @@ from .core.cpu_check import check as check_cpu
 from .core.cpu_check import set_override as set_cpu_check_override
 from .core.cpu_check import status as cpu_check_status
 from .core.cpu_check import write_kquant_model
-from .core.errors import ContextFullError, EngineError, ModelLoadError, ParameterError, VocabMismatchError
+from .core.errors import (
+    ChatTemplateError,
+    ContextFullError,
+    DiskFullError,
+    EngineError,
+    ModelLoadError,
+    ParameterError,
+    VocabMismatchError,
+)
 from .core.fit import DROP_OLDEST, OVERFLOW_POLICIES, FittedChat, fit_messages
 from .core.options import MAX_BRANCHES, MAX_CONTEXT, MAX_FANOUT, MAX_K, MODES, OPTIONS, Option, cpu_cores
 from .core.paths import user_data_dir
@@ -40,10 +48,12 @@ __all__ = [
     "OPTIONS",
     "OVERFLOW_POLICIES",
     "ChatMessage",
+    "ChatTemplateError",
     "ContextFullError",
     "CpuCheckOverride",
     "CpuCheckStatus",
     "CpuCheckVerdict",
+    "DiskFullError",
     "DownloadCancelled",
     "DownloadProgress",
     "Engine",

@@ -19,7 +19,7 @@ import llama_cpp as ll
 import numpy as np
 
 from . import cpu_check
-from .errors import ModelLoadError
+from .errors import ModelLoadError, ParameterError
 
 log = logging.getLogger(__name__)
 _native_log = logging.getLogger("engine.llama_cpp")
@@ -75,6 +75,13 @@ def check_gguf_file(path: Path) -> None:
         raise ModelLoadError(f"GGUF file is truncated ({size} bytes): {path}")
 
 
+def _shown(char: str) -> str:
+    try:
+        return f"byte {char.encode('utf-8', 'surrogateescape')!r}"
+    except UnicodeEncodeError:
+        return f"character U+{ord(char):04X}"
+
+
 class Model:
     """A loaded GGUF model and its vocabulary (read-only, shareable across threads)."""
 
@@ -103,6 +110,7 @@ class Model:
         for t in range(self.n_vocab):
             if ll.llama_vocab_is_eog(self.vocab, t):
                 self._eog[t] = True
+        self._specials: dict[int, int] | None = None
 
     @property
     def ptr(self) -> Any:
@@ -138,8 +146,23 @@ class Model:
             n = ll.llama_token_to_piece(self.vocab, token, buf, len(buf), 0, special)
         return buf.raw[:n]
 
+    def special_tokens(self) -> dict[int, int]:
+        """Token -> attributes of every token llama.cpp's tokenizer matches by its text before splitting
+        words (control, user-defined and unknown tokens); control and unknown ones only with parse_special."""
+        if self._specials is None:
+            mask = ll.LLAMA_TOKEN_ATTR_CONTROL | ll.LLAMA_TOKEN_ATTR_USER_DEFINED | ll.LLAMA_TOKEN_ATTR_UNKNOWN
+            attrs = ((t, int(ll.llama_vocab_get_attr(self.vocab, t))) for t in range(self.n_vocab))
+            self._specials = {t: a for t, a in attrs if a & mask}
+        return self._specials
+
     def tokenize(self, text: str, *, add_special: bool = True, parse_special: bool = False) -> list[int]:
-        data = text.encode("utf-8")
+        """Token ids of ``text``; :class:`ParameterError` if it holds characters UTF-8 cannot encode."""
+        try:
+            data = text.encode("utf-8")
+        except UnicodeEncodeError as exc:  # lone surrogates: undecodable bytes of a command line, a file
+            raise ParameterError(
+                f"the text is not valid UTF-8 (undecodable {_shown(text[exc.start])} at character {exc.start})"
+            ) from None
         cap = len(data) + 16
         out = (ll.llama_token * cap)()
         n = ll.llama_tokenize(self.vocab, data, len(data), out, cap, add_special, parse_special)

@@ -25,3 +25,11 @@ class ParameterError(EngineError):
 
 class DecodeError(EngineError):
     """llama_decode failed."""
+
+
+class ChatTemplateError(EngineError):
+    """The model's chat template failed: a syntax error, an error it raises, a forbidden operation, or too long."""
+
+
+class DiskFullError(EngineError):
+    """A file could not be written because the disk (or the user's quota) is full."""

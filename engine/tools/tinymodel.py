@@ -70,6 +70,13 @@ def spm_vocab() -> Vocab:
     return Vocab("llama", d["tokens"], d["scores"], d["types"], d["bos"], d["eos"], d["unk"])
 
 
+def chatml_vocab() -> Vocab:
+    """The 4k SPM vocabulary plus ChatML's ``<|im_start|>`` and ``<|im_end|>`` as control tokens."""
+    v = spm_vocab()
+    return Vocab(v.model, [*v.tokens, "<|im_start|>", "<|im_end|>"], [*v.scores, 0.0, 0.0], [*v.types, 3, 3],
+                 v.bos, v.eos, v.unk)
+
+
 def small_vocab(n_letters: int = 13) -> Vocab:
     """A tiny SentencePiece vocabulary: <unk>, <s>, </s>, then single letters."""
     letters = [chr(ord("a") + i) for i in range(n_letters)]
@@ -92,6 +99,7 @@ def write_model(
     logit_scale: float = 1.0,
     noise: float = 0.0,
     noise_seed: int = 1000,
+    chat_template: str = CHATML,
 ) -> Path:
     """Write a random llama GGUF (F32) and return its path.
 
@@ -131,7 +139,7 @@ def write_model(
     writer.add_unk_token_id(vocab.unk)
     writer.add_add_bos_token(True)
     writer.add_add_eos_token(False)
-    writer.add_chat_template(CHATML)
+    writer.add_chat_template(chat_template)
 
     s = 1.0 / np.sqrt(n_embd)
     writer.add_tensor("token_embd.weight", w(n_vocab, n_embd))
