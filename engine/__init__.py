@@ -28,7 +28,8 @@ from .core.fit import DROP_OLDEST, OVERFLOW_POLICIES, FittedChat, fit_messages
 from .core.options import MAX_BRANCHES, MAX_CONTEXT, MAX_FANOUT, MAX_K, MODES, OPTIONS, Option, cpu_cores
 from .core.paths import user_data_dir
 from .core.sampling import SamplingParams
-from .engine import Engine, EngineConfig, Generation, GenerationParams, TokenEvent
+from .engine import Engine, EngineConfig, GenerationParams
+from .generation import Generation, TokenEvent
 from .models import hub, offline
 from .models.catalog import PairSpec, fit_label, format_bytes, load_catalog, system_memory
 from .models.hub import DownloadCancelled, DownloadProgress

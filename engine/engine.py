@@ -6,7 +6,7 @@ import codecs
 import contextlib
 import logging
 import threading
-from collections.abc import Callable, Generator, Iterator, Sequence
+from collections.abc import Generator, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -19,6 +19,7 @@ from .core.errors import ContextFullError, EngineError, ParameterError
 from .core.options import MAX_K, cpu_cores
 from .core.sampling import SamplingParams
 from .core.vocab import check_compatible
+from .generation import Generation, TokenEvent
 from .spec.auto import K_MAX as AUTO_K_MAX
 from .spec.auto import AutoMode, AutoPlanner, measured_rates
 from .spec.costmodel import CostModel, MeasuredRate
@@ -74,48 +75,6 @@ class GenerationParams:
         opt.check_fields(self, GENERATION_FIELDS)
 
 
-@dataclass(frozen=True, slots=True)
-class TokenEvent:
-    """One generated token; ``text`` may be empty while a multi-byte character is incomplete."""
-
-    token: int
-    text: str
-    from_draft: bool
-    round: int
-
-
-class Generation:
-    """An iterator of :class:`TokenEvent`; ``stats``, ``tokens`` and ``text`` are complete after it ends."""
-
-    def __init__(self, events: Generator[TokenEvent, None, None], stats: GenerationStats, tokens: list[int]) -> None:
-        self._events = events
-        self.stats = stats
-        self.tokens = tokens
-        self.text_parts: list[str] = []
-
-    def __iter__(self) -> Iterator[TokenEvent]:
-        try:
-            for ev in self._events:
-                self.text_parts.append(ev.text)
-                yield ev
-        finally:
-            self.close()
-
-    def close(self) -> None:
-        """Stop the generation (if still running) and release the engine; idempotent."""
-        self._events.close()
-
-    def run(self, on_token: Callable[[TokenEvent], None] | None = None) -> Generation:
-        for ev in self:
-            if on_token is not None:
-                on_token(ev)
-        return self
-
-    @property
-    def text(self) -> str:
-        return "".join(self.text_parts)
-
-
 class Engine:
     """Loads a target (and optionally a draft) and generates with ``ar``, ``sd``, ``ssd`` or ``auto``.
 
@@ -168,10 +127,12 @@ class Engine:
         self.n_ctx = self.target_ctx.n_ctx
 
     def close(self) -> None:
-        if self._active is not None:
-            self._active.close()
-            self._active = None
-        self._stack.close()
+        """Free the models (any thread); a generation still running ends first, within one round."""
+        active, self._active = self._active, None
+        if active is not None:
+            active.close()
+        with self._lock:
+            self._stack.close()
 
     def __enter__(self) -> Engine:
         return self
@@ -215,17 +176,25 @@ class Engine:
         params: GenerationParams,
         stop: threading.Event | None = None,
     ) -> Generation:
-        """Start a generation; iterate the result for tokens. Checks ``stop`` between rounds."""
+        """Start a generation; iterate the result for tokens. Checks ``stop`` between rounds.
+
+        One generation runs at a time: one still open (running on another thread, or abandoned
+        unfinished) is closed first, which takes at most the rest of its round.
+        """
         if params.mode != "ar" and self.drafter is None:
             raise ParameterError(f"mode {params.mode!r} needs a draft model")
         if len(prompt) + 1 >= self.n_ctx:
             raise ContextFullError(
                 f"the prompt has {len(prompt)} tokens but the context holds only {self.n_ctx}"
             )
+        previous, self._active = self._active, None
+        if previous is not None:
+            previous.close()
         stats = GenerationStats(mode=params.mode, prompt_tokens=len(prompt))
         tokens: list[int] = []
-        events = self._run(list(prompt), params, stop or threading.Event(), stats, tokens)
-        self._active = Generation(events, stats, tokens)
+        halt = threading.Event()
+        events = self._run(list(prompt), params, (stop or threading.Event(), halt), stats, tokens)
+        self._active = Generation(events, stats, tokens, halt)
         return self._active
 
     def _make_mode(self, params: GenerationParams) -> Mode:
@@ -253,7 +222,7 @@ class Engine:
         self,
         prompt: list[int],
         params: GenerationParams,
-        stop: threading.Event,
+        stops: tuple[threading.Event, threading.Event],
         stats: GenerationStats,
         tokens: list[int],
     ) -> Generator[TokenEvent, None, None]:
@@ -282,7 +251,7 @@ class Engine:
                     if len(tokens) >= params.max_tokens:
                         stats.finish_reason = "length"
                         return
-                if stop.is_set():
+                if stops[0].is_set() or stops[1].is_set():
                     stats.finish_reason = "stopped"
                     return
                 if len(self.target.committed) + max(params.k, AUTO_K_MAX) + 2 > self.n_ctx:  # auto may raise K
