@@ -10,6 +10,7 @@ from PySide6.QtCore import QObject, QThread, Signal
 from engine import EngineConfig, GenerationParams
 
 from .engine_worker import EngineSignals, EngineWorker, LoadRequest
+from .server_slot import ServerRequest
 
 log = logging.getLogger(__name__)
 
@@ -22,7 +23,8 @@ class EngineHost(EngineSignals):
 
     Signals:
         load_requested(LoadRequest), generate_requested(GenerateRequest),
-        verify_requested(GenerateRequest), unload_requested(): queued to the worker's slots.
+        verify_requested(GenerateRequest), unload_requested(), server_start_requested(ServerRequest),
+        server_stop_requested(): queued to the worker's slots.
         The rest: as on :class:`EngineSignals`.
     """
 
@@ -30,6 +32,8 @@ class EngineHost(EngineSignals):
     generate_requested = Signal(object)
     verify_requested = Signal(object)
     unload_requested = Signal()
+    server_start_requested = Signal(object)
+    server_stop_requested = Signal()
 
     def __init__(self, parent: QObject | None = None) -> None:
         super().__init__(parent)
@@ -41,6 +45,8 @@ class EngineHost(EngineSignals):
         self.generate_requested.connect(self.worker.generate)
         self.verify_requested.connect(self.worker.verify)
         self.unload_requested.connect(self.worker.unload)
+        self.server_start_requested.connect(self.worker.start_server)
+        self.server_stop_requested.connect(self.worker.stop_server)
         for name in EngineSignals.signal_names():
             getattr(self.worker, name).connect(getattr(self, name))
         self.engine_thread.start()
@@ -61,6 +67,14 @@ class EngineHost(EngineSignals):
         req = self.worker.new_request(messages, params)
         self.verify_requested.emit(req)
         return req.request_id
+
+    def start_server(self, request: ServerRequest) -> None:
+        """Ask the worker to serve the loaded pair (the answer comes as ``server_changed``)."""
+        self.server_start_requested.emit(request)
+
+    def stop_server(self) -> None:
+        """Ask the worker to stop the local server."""
+        self.server_stop_requested.emit()
 
     def request_stop(self) -> None:
         """Stop the running generation within one round."""

@@ -11,14 +11,16 @@ import enum
 import threading
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Any, cast
 
 from PySide6.QtCore import QObject, Signal, Slot
 
-from engine import ChatMessage, Engine, EngineConfig, GenerationParams, first_difference
+from engine import ChatMessage, Engine, EngineConfig, GenerationParams
 
 from .boundary import WorkerBoundary
+from .exactness_run import run_check
+from .server_slot import ServerEvent, ServerRequest, ServerSlot
 
 
 class EngineState(enum.Enum):
@@ -59,20 +61,6 @@ class FinishedReply:
     stats: dict[str, Any]
 
 
-@dataclass(frozen=True, slots=True)
-class Verification:
-    """Result of "Verify exactness": greedy ``ar`` against greedy speculative decoding."""
-
-    mode: str
-    identical: bool
-    ar_tokens: int
-    spec_tokens: int
-    first_difference: int | None
-    ar_text: str
-    spec_text: str
-    stopped: bool
-
-
 class EngineSignals(QObject):
     """The signals of :class:`EngineWorker`, declared once; :class:`EngineHost` re-emits the same set.
 
@@ -84,7 +72,10 @@ class EngineSignals(QObject):
         stats_changed(dict): the engine's running stats (``GenerationStats.to_dict()``), at most every
             ``STATS_INTERVAL_S`` and once more at the end.
         generation_finished(FinishedReply): the reply ended (done, length, stopped...).
+        verification_progressed(VerifyProgress): how far "Verify exactness" is (per pass).
         verification_finished(Verification): "Verify exactness" finished.
+        server_changed(ServerEvent): the local server started, stopped, could not start, or the app waits.
+        rates_measured(dict): auto's measured rates per mode (``Engine.measured_rates()``) after a reply.
         failed(str): a readable one-line error; the worker stays usable.
     """
 
@@ -94,7 +85,10 @@ class EngineSignals(QObject):
     token_generated = Signal(str, bool)
     stats_changed = Signal(object)
     generation_finished = Signal(object)
+    verification_progressed = Signal(object)
     verification_finished = Signal(object)
+    server_changed = Signal(object)
+    rates_measured = Signal(object)
     failed = Signal(str)
 
     @classmethod
@@ -114,6 +108,7 @@ class EngineWorker(EngineSignals):
         self._stops: set[threading.Event] = set()
         self._stops_lock = threading.Lock()
         self._next_id = 0
+        self.server = ServerSlot()
 
     # -- called from the UI thread ----------------------------------------------------------------
     def new_request(self, messages: Sequence[tuple[str, str]], params: GenerationParams) -> GenerateRequest:
@@ -133,7 +128,8 @@ class EngineWorker(EngineSignals):
     # -- slots, run on the worker thread ----------------------------------------------------------
     @Slot(object)
     def load(self, request: LoadRequest) -> None:
-        """Load a model pair, replacing the current one."""
+        """Load a model pair, replacing the current one (the local server stops first)."""
+        self._stop_server("Stopped: the model pair changed. Switch it on again to serve the new pair.")
         self._close_engine()
         self.state_changed.emit(EngineState.LOADING)
         with WorkerBoundary(f"Could not load {request.label}", self.failed.emit) as job:
@@ -154,7 +150,8 @@ class EngineWorker(EngineSignals):
         self.generation_started.emit(request.request_id)
         text: list[str] = []
         runs: list[tuple[int, bool]] = []
-        with WorkerBoundary("Generation failed", self.failed.emit) as job:
+        with WorkerBoundary("Generation failed", self.failed.emit) as job, \
+                self.server.hold(request.stop, self._on_server_busy):
             gen = eng.generate(eng.messages_tokens(_chat(request.messages)), request.params, request.stop)
             last = time.perf_counter()
             for ev in gen:
@@ -167,6 +164,8 @@ class EngineWorker(EngineSignals):
                     last = now
                     self.stats_changed.emit(gen.stats.to_dict())
             final = gen.stats.to_dict()
+            if request.params.mode == "auto":
+                self.rates_measured.emit(eng.measured_rates())
         self._forget(request)
         if job.failed:
             self.state_changed.emit(EngineState.READY)
@@ -182,32 +181,41 @@ class EngineWorker(EngineSignals):
         if eng is None:
             return
         self.state_changed.emit(EngineState.GENERATING)
-        with WorkerBoundary("Verification failed", self.failed.emit) as job:
-            tokens = eng.messages_tokens(_chat(request.messages))
-            ar = eng.generate(tokens, replace(request.params, mode="ar"), request.stop).run()
-            spec = eng.generate(tokens, request.params, request.stop).run()
-            a, b = list(ar.tokens), list(spec.tokens)
-            diff = first_difference(a, b)
-            at = diff or 0
-            result = Verification(
-                mode=request.params.mode, identical=diff is None, ar_tokens=len(a), spec_tokens=len(b),
-                first_difference=diff,
-                ar_text=eng.detokenize(a[max(0, at - 8): at + 12]) if diff is not None else ar.text,
-                spec_text=eng.detokenize(b[max(0, at - 8): at + 12]) if diff is not None else spec.text,
-                stopped=request.stop.is_set())
+        with WorkerBoundary("Verification failed", self.failed.emit) as job, \
+                self.server.hold(request.stop, self._on_server_busy):
+            result = run_check(eng, _chat(request.messages), request.params, request.stop,
+                               self.verification_progressed.emit)
         self._forget(request)
         if not job.failed:
             self.verification_finished.emit(result)
         self.state_changed.emit(EngineState.READY)
 
+    @Slot(object)
+    def start_server(self, request: ServerRequest) -> None:
+        """Serve the loaded pair over HTTP; a port that is taken is reported through ``server_changed``."""
+        if self._engine is None:
+            self.server_changed.emit(ServerEvent(message="Load a model pair first.", error=True))
+            return
+        with WorkerBoundary("Could not start the local server", self._on_server_failed) as job:
+            started = self.server.start(self._engine, request)
+        if not job.failed:
+            self.server_changed.emit(ServerEvent(started, f"Serving {started.model_id}."))
+
+    @Slot()
+    def stop_server(self) -> None:
+        """Stop serving (a request in progress stops within one round)."""
+        self._stop_server("Stopped.")
+
     @Slot()
     def unload(self) -> None:
         """Free the engine."""
+        self._stop_server("Stopped: the model pair was unloaded.")
         self._close_engine()
         self.state_changed.emit(EngineState.IDLE)
 
     def close_engine(self) -> None:
-        """Free the engine from any thread once the worker thread has stopped."""
+        """Free the engine from any thread once the worker thread has stopped (the server stops first)."""
+        self.server.stop()
         self._close_engine()
 
     # -- helpers ----------------------------------------------------------------------------------
@@ -217,6 +225,16 @@ class EngineWorker(EngineSignals):
             self._forget(request)
             self.failed.emit("No model is loaded: pick a model pair in the model manager.")
         return self._engine
+
+    def _stop_server(self, why: str) -> None:
+        if self.server.stop():
+            self.server_changed.emit(ServerEvent(message=why))
+
+    def _on_server_failed(self, message: str) -> None:
+        self.server_changed.emit(ServerEvent(message=message, error=True))
+
+    def _on_server_busy(self) -> None:
+        self.server_changed.emit(ServerEvent(self.server.server, "The app waits for the server's request to end."))
 
     def _close_engine(self) -> None:
         if self._engine is not None:

@@ -1,19 +1,26 @@
-""""Verify exactness": the current prompt decoded greedily with ``ar`` and with the speculative mode."""
+""""Verify exactness": the current prompt decoded greedily with ``ar`` and with the speculative mode.
+
+A progress dialog shows each pass's tokens and cancels the check; the verdict goes to the readout (one
+line) and a box that shows the first difference readably with the target's top-2 margin there.
+"""
 
 from __future__ import annotations
 
-from PySide6.QtCore import QObject
-from PySide6.QtWidgets import QLabel, QMessageBox, QWidget
+import html
+
+from PySide6.QtCore import QObject, Qt
+from PySide6.QtWidgets import QLabel, QMessageBox, QProgressDialog, QWidget
 
 from .engine_host import EngineHost
-from .engine_worker import Verification
+from .exactness_run import Verification, VerifyProgress
+from .exactness_text import PASSES, details_html, pass_text, summary
 from .settings import Settings
 
 MAX_TOKENS = 128
 
 
 class ExactnessCheck(QObject):
-    """Asks the engine for the check and shows its verdict in the readout and a message box."""
+    """Asks the engine for the check, shows its progress (with Cancel) and its verdict."""
 
     def __init__(self, host: EngineHost, readout: QLabel, parent: QWidget) -> None:
         super().__init__(parent)
@@ -22,7 +29,10 @@ class ExactnessCheck(QObject):
         self.window = parent
         self.last: Verification | None = None
         self.box: QMessageBox | None = None
+        self.progress: QProgressDialog | None = None
+        host.verification_progressed.connect(self._on_verification_progressed)
         host.verification_finished.connect(self._on_verification_finished)
+        host.failed.connect(self._on_failed)
 
     def start(self, settings: Settings, *, has_draft: bool, system: str, typed: str,
               history: list[tuple[str, str]]) -> str | None:
@@ -35,22 +45,54 @@ class ExactnessCheck(QObject):
                                             max_tokens=min(settings.max_tokens, MAX_TOKENS))
         if params.mode == "ar":
             return "Verify exactness needs a draft model (the active pair has none)."
-        self.readout.setText(f"Verifying <b>{params.mode}</b> against <b>ar</b> (greedy)…")
+        self.readout.setText(f"Verifying <b>{html.escape(params.mode)}</b> against <b>ar</b> (greedy)…")
+        self._show_progress(VerifyProgress(1, params.mode, 0, params.max_tokens))
         self.host.verify(chat, params)
         return None
 
+    def cancel(self) -> None:
+        """Stop the check at the next round; it ends without a verdict."""
+        if self.progress is not None:
+            self.progress.setLabelText("Cancelling…")
+        self.host.request_stop()
+
+    def _show_progress(self, first: VerifyProgress) -> None:
+        dialog = QProgressDialog(pass_text(first), "Cancel", 0, PASSES * first.max_tokens, self.window)
+        dialog.setWindowTitle("Verify exactness")
+        dialog.setObjectName("verify-progress")
+        dialog.setWindowModality(Qt.WindowModality.NonModal)
+        dialog.setMinimumDuration(0)
+        dialog.setAutoClose(False)
+        dialog.setAutoReset(False)
+        dialog.canceled.connect(self.cancel)
+        dialog.show()
+        self.progress = dialog
+
+    def _close_progress(self) -> None:
+        if self.progress is not None:
+            self.progress.canceled.disconnect(self.cancel)
+            self.progress.close()
+            self.progress = None
+
+    def _on_verification_progressed(self, p: VerifyProgress) -> None:
+        if self.progress is not None and not self.progress.wasCanceled():
+            self.progress.setMaximum(PASSES * p.max_tokens)
+            self.progress.setValue((p.pass_no - 1) * p.max_tokens + min(p.tokens, p.max_tokens))
+            self.progress.setLabelText(pass_text(p))
+
     def _on_verification_finished(self, result: Verification) -> None:
         self.last = result
-        if result.identical:
-            text = f"Identical: greedy {result.mode} produced the same {result.ar_tokens} tokens as ar."
-        else:
-            text = (f"Different: greedy {result.mode} and ar first differ at token {result.first_difference}"
-                    f" (ar: {result.ar_text!r}; {result.mode}: {result.spec_text!r}).")
+        self._close_progress()
+        self.readout.setText(html.escape(summary(result), quote=False))
         if result.stopped:
-            text += " (stopped early)"
-        self.readout.setText(text)
-        self.box = QMessageBox(QMessageBox.Icon.Information, "Verify exactness", text, parent=self.window)
+            return
+        self.box = QMessageBox(QMessageBox.Icon.Information, "Verify exactness", details_html(result),
+                               parent=self.window)
+        self.box.setTextFormat(Qt.TextFormat.RichText)
         self.box.open()
+
+    def _on_failed(self, _message: str) -> None:
+        self._close_progress()
 
 
 def chat_for_check(system: str, typed: str, history: list[tuple[str, str]]) -> list[tuple[str, str]] | None:

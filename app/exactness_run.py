@@ -1,0 +1,84 @@
+"""The exactness check itself, run on the engine thread: greedy ``ar``, then the speculative mode, compared.
+
+Each pass reports its progress; a stop between rounds cancels the check (no verdict). Where the
+tokens first differ, the target's top-2 logit margin there tells a numeric near-tie (batched verify
+and single-token decoding round differently) from a real difference.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
+from threading import Event
+
+from engine import ChatMessage, Engine, GenerationParams, first_difference
+
+REPORT_INTERVAL_S = 0.1
+CONTEXT_TOKENS = 24  # tokens shown before the first difference
+AFTER_TOKENS = 8  # tokens of each continuation shown from it
+
+
+@dataclass(frozen=True, slots=True)
+class VerifyProgress:
+    """How far the check is: pass 1 decodes with ``ar`` (the reference), pass 2 with the speculative mode."""
+
+    pass_no: int
+    mode: str
+    tokens: int
+    max_tokens: int
+
+
+@dataclass(frozen=True, slots=True)
+class Verification:
+    """Result of "Verify exactness": greedy ``ar`` against greedy speculative decoding.
+
+    ``context`` is the text just before the first difference, ``ar_text`` and ``spec_text`` what each
+    mode produced from there (the whole reply when identical); ``margin`` is the target's logit gap
+    between its two best tokens at that position. ``stopped``: cancelled, no verdict.
+    """
+
+    mode: str
+    identical: bool
+    ar_tokens: int
+    spec_tokens: int
+    first_difference: int | None
+    ar_text: str
+    spec_text: str
+    stopped: bool
+    context: str = ""
+    margin: float | None = None
+    passes_done: int = 2
+
+
+def cancelled_check(params: GenerationParams, *, ar_tokens: int = 0, passes_done: int = 0) -> Verification:
+    """The result of a check that was stopped before its verdict."""
+    return Verification(mode=params.mode, identical=False, ar_tokens=ar_tokens, spec_tokens=0, first_difference=None,
+                        ar_text="", spec_text="", stopped=True, passes_done=passes_done)
+
+
+def run_check(eng: Engine, messages: Sequence[ChatMessage], params: GenerationParams, stop: Event,
+              report: Callable[[VerifyProgress], object]) -> Verification:
+    """Decode ``messages`` greedily with ``ar`` and with ``params.mode``; compare the tokens."""
+    prompt = eng.messages_tokens(messages)
+    outputs: list[list[int]] = []
+    for pass_no, mode in enumerate(("ar", params.mode), start=1):
+        gen = eng.generate(prompt, replace(params, mode=mode), stop)
+        last = time.perf_counter()
+        for _ in gen:
+            if time.perf_counter() - last >= REPORT_INTERVAL_S:
+                last = time.perf_counter()
+                report(VerifyProgress(pass_no, mode, len(gen.tokens), params.max_tokens))
+        report(VerifyProgress(pass_no, mode, len(gen.tokens), params.max_tokens))
+        outputs.append(list(gen.tokens))
+        if stop.is_set():
+            return cancelled_check(params, ar_tokens=len(outputs[0]), passes_done=pass_no - 1)
+    a, b = outputs
+    at = first_difference(a, b)
+    if at is None:
+        text = eng.detokenize(a)
+        return Verification(params.mode, True, len(a), len(b), None, text, text, stopped=False)
+    return Verification(
+        params.mode, False, len(a), len(b), at, ar_text=eng.detokenize(a[at:at + AFTER_TOKENS]),
+        spec_text=eng.detokenize(b[at:at + AFTER_TOKENS]), stopped=False,
+        context=eng.detokenize(a[max(0, at - CONTEXT_TOKENS):at]), margin=eng.top2_margin(prompt + a[:at]))

@@ -1,0 +1,109 @@
+"""Verify exactness: progress per pass with Cancel, the first difference shown readably with the target's top-2
+margin there and what it means."""
+
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+
+from PySide6.QtCore import Qt
+from PySide6.QtWidgets import QPushButton
+from pytestqt.qtbot import QtBot
+
+from app.engine_worker import EngineState
+from app.exactness_run import Verification, VerifyProgress
+from app.exactness_text import NEAR_TIE, details_html, pass_text, summary
+from app.main_window import MainWindow
+from engine import TinyPair
+from tests.app_helpers import QT_STRICT, TIMEOUT_MS, closing, fast_settings, open_window, tiny_pair
+
+pytestmark = QT_STRICT
+
+__all__ = ["closing"]
+
+
+def different(margin: float, **changes: object) -> Verification:
+    values: dict[str, object] = {
+        "mode": "ssd", "identical": False, "ar_tokens": 64, "spec_tokens": 64, "first_difference": 59,
+        "ar_text": " the list\n", "spec_text": "\treverse", "stopped": False,
+        "context": "def reverse(xs):\n    return xs[::-1]\n\nThis returns", "margin": margin}
+    values.update(changes)
+    return Verification(**values)  # type: ignore[arg-type]
+
+
+def test_progress_per_pass_then_the_verdict(qtbot: QtBot, data_dir: Path, tiny: TinyPair,
+                                            closing: list[MainWindow]) -> None:
+    w = open_window(qtbot, tiny_pair(tiny), fast_settings(max_tokens=48))
+    closing.append(w)
+    w.prompt_edit.setPlainText("check me")
+    seen: list[VerifyProgress] = []
+    w.host.verification_progressed.connect(seen.append)
+    with qtbot.waitSignal(w.host.verification_finished, timeout=TIMEOUT_MS):
+        w.verify_action.trigger()
+        assert w.exactness.progress is not None and w.exactness.progress.isVisible()
+        assert w.exactness.progress.labelText() == "Pass 1 of 2 — ar (the reference): 0 of 48 tokens"
+    qtbot.waitUntil(lambda: w.state == EngineState.READY, timeout=TIMEOUT_MS)
+    assert [p.pass_no for p in seen] == sorted(p.pass_no for p in seen) and {1, 2} <= {p.pass_no for p in seen}
+    assert seen[-1] == VerifyProgress(2, "ssd", 48, 48)
+    assert w.exactness.progress is None
+    result = w.exactness.last
+    assert result is not None and result.identical and not result.stopped and result.margin is None
+    assert w.readout.text() == "Identical: greedy ssd produced the same 48 tokens as ar."
+    assert w.exactness.box is not None and "Identical" in w.exactness.box.text()
+
+
+def test_cancel_ends_the_check_without_a_verdict(qtbot: QtBot, data_dir: Path, tiny: TinyPair,
+                                                 closing: list[MainWindow]) -> None:
+    w = open_window(qtbot, tiny_pair(tiny), fast_settings(max_tokens=128))
+    closing.append(w)
+    w.prompt_edit.setPlainText("check me, then stop")
+    hold, held = threading.Event(), threading.Event()
+
+    def pause_at_first_report(_p: VerifyProgress) -> None:  # on the engine thread: the check waits here
+        if not held.is_set():
+            held.set()
+            hold.wait(30)
+
+    w.host.worker.verification_progressed.connect(pause_at_first_report, Qt.ConnectionType.DirectConnection)
+    with qtbot.waitSignal(w.host.verification_finished, timeout=TIMEOUT_MS) as blocker:
+        w.verify_action.trigger()
+        assert held.wait(30)
+        progress = w.exactness.progress
+        assert progress is not None
+        try:
+            cancel = progress.findChild(QPushButton)
+            assert cancel is not None and cancel.text() == "Cancel"
+            cancel.click()
+            assert progress.labelText() == "Cancelling…"
+        finally:
+            hold.set()
+    assert blocker.args is not None
+    result: Verification = blocker.args[0]
+    assert result.stopped and not result.identical and result.first_difference is None
+    qtbot.waitUntil(lambda: w.state == EngineState.READY, timeout=TIMEOUT_MS)
+    assert w.exactness.progress is None and w.exactness.box is None  # no verdict box
+    assert w.readout.text().startswith("Verify exactness cancelled during pass ")
+    assert w.readout.text().endswith(" of 2: no verdict.")
+
+
+def test_the_first_difference_reads_plainly_with_its_margin_explained(
+    qtbot: QtBot, data_dir: Path, closing: list[MainWindow]
+) -> None:
+    w = open_window(qtbot, None)
+    closing.append(w)
+    near = different(0.0085)
+    w.host.verification_finished.emit(near)  # the worker's signal path, as a real check ends
+    assert w.readout.text() == ("Different: greedy ssd and ar first differ at token 59 (the target's top-2 margin "
+                                "there: 0.0085 logits, a near-tie).")
+    box = w.exactness.box
+    assert box is not None and box.textFormat() == Qt.TextFormat.RichText
+    text = box.text()
+    assert "\\" not in text and repr(near.ar_text) not in text  # no repr() and no escapes like \\n
+    assert "xs[::-1]↵<br>↵<br>This␣returns" not in text and "xs[::-1]↵<br>↵<br>This returns" in text
+    assert "␣the␣list↵" in text and "→reverse" in text
+    assert "0.0085 logits apart: a near-tie" in text and "not a speculation error" in text
+    far = different(2.5, ar_text="", spec_text="x")
+    assert "(the end)" in details_html(far) and "a clear choice that rounding does not explain" in details_html(far)
+    assert summary(far).endswith("(the target's top-2 margin there: 2.5 logits, not a near-tie).")
+    assert NEAR_TIE == 0.5
+    assert pass_text(VerifyProgress(2, "ssd", 7, 128)) == "Pass 2 of 2 — ssd: 7 of 128 tokens"
