@@ -143,7 +143,7 @@ class MainWindow(QMainWindow):
     # -- models and settings ----------------------------------------------------------------------
     def open_settings(self) -> None:
         """Show the settings dialog; load-time changes (hardware, CPU kernels) reload the model."""
-        dialog = SettingsDialog(self.settings, self)
+        dialog = SettingsDialog(self.settings, self, rates=self.pairs.measured_rates())
         dialog.accepted.connect(lambda: self.apply_settings(dialog.settings(), reload=dialog.cpu_kernels.apply()))
         dialog.open()
         self.settings_dialog = dialog

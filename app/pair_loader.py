@@ -7,7 +7,7 @@ from collections.abc import Callable
 from PySide6.QtCore import QObject, Signal
 from PySide6.QtWidgets import QDialog, QLabel, QWidget
 
-from engine import EngineError
+from engine import EngineError, MeasuredRate
 
 from .engine_host import EngineHost
 from .settings import Settings
@@ -36,11 +36,24 @@ class PairLoader(QObject):
         self._loading = False
         host.model_loaded.connect(self._on_model_loaded)
         host.failed.connect(self._on_failed)
+        host.rates_measured.connect(self._on_rates_measured)
 
     @property
     def has_draft(self) -> bool:
         """Whether the active pair has a draft (without one only ``ar`` runs)."""
         return self.pair is not None and self.pair.draft is not None
+
+    def measured_rates(self) -> dict[str, MeasuredRate]:
+        """auto's last measured rates for the active pair on this machine ({} before auto ran on it)."""
+        return self.store.measured_rates(self._key()) if self.pair is not None else {}
+
+    def _key(self) -> str:
+        assert self.pair is not None
+        return f"{self.pair.target}|{self.pair.draft or ''}"
+
+    def _on_rates_measured(self, rates: dict[str, MeasuredRate]) -> None:
+        if self.pair is not None and rates:
+            self.store.set_measured_rates(self._key(), rates)
 
     def activate(self, pair: ActivePair) -> None:
         """Remember ``pair`` as the active pair and load it on the worker thread."""

@@ -6,7 +6,8 @@ checked by the same declaration the engine validates with, and a problem is show
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Mapping
+from typing import Any, cast
 
 from PySide6.QtWidgets import (
     QCheckBox,
@@ -21,13 +22,15 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from engine import EngineError, Option, supports_gpu_offload
+from engine import EngineError, MeasuredRate, Option, supports_gpu_offload
 
 from .cpu_kernels import CpuKernelsBox
+from .mode_note import mode_note
 from .settings import Settings, setting_options
 
 ERROR_STYLE = "color: #cf222e;"
 NOTE_STYLE = "color: #6e7781;"
+WARN_STYLE = "color: #9a6700;"
 GROUPS = {"decoding": "Decoding", "sampling": "Sampling", "hardware": "Hardware"}
 GPU_FIELDS = ("gpu_layers", "draft_gpu_layers")
 
@@ -36,7 +39,8 @@ class SettingsDialog(QDialog):
     """Edits a :class:`Settings`; OK stays disabled while any field is invalid, and says why inline."""
 
     def __init__(self, settings: Settings, parent: QWidget | None = None, *,
-                 gpu_offload: bool | None = None, cpu_kernels: CpuKernelsBox | None = None) -> None:
+                 gpu_offload: bool | None = None, cpu_kernels: CpuKernelsBox | None = None,
+                 rates: Mapping[str, MeasuredRate] | None = None) -> None:
         super().__init__(parent)
         self.setWindowTitle("Settings")
         self.setObjectName("settings-dialog")
@@ -52,6 +56,13 @@ class SettingsDialog(QDialog):
             if option.group in forms:
                 self._add_field(forms[option.group], option, getattr(settings, name))
         self.mode = self.choices["mode"]
+        self.rates = rates or {}
+        self.mode_note = QLabel()  # auto's measurements against a fixed mode that is much slower here
+        self.mode_note.setObjectName("mode-note")
+        self.mode_note.setWordWrap(True)
+        self.mode_note.setStyleSheet(WARN_STYLE)
+        row, _ = cast(tuple[int, Any], forms["decoding"].getWidgetPosition(self.mode))
+        forms["decoding"].insertRow(row + 1, "", self.mode_note)
         self.gpu_note = QLabel("This build of llama.cpp has no GPU offload:\n"
                                "everything runs on the CPU and GPU layers are ignored.")
         self.gpu_note.setStyleSheet(NOTE_STYLE)
@@ -145,6 +156,8 @@ class SettingsDialog(QDialog):
             label.setVisible(name in problems)
         self.buttons.button(QDialogButtonBox.StandardButton.Ok).setEnabled(not problems)
         mode = self.mode.currentData()
+        self.mode_note.setText(mode_note(mode, self.rates))
+        self.mode_note.setVisible(bool(self.mode_note.text()))
         self.edits["k"].setEnabled(mode != "ar")
         self.edits["fanout"].setEnabled(mode in ("ssd", "auto"))
         self.checks["geometric"].setEnabled(mode in ("ssd", "auto"))

@@ -1,18 +1,23 @@
-"""The only module that touches QSettings: load and save :class:`Settings` and the active model pair."""
+"""The only module that touches QSettings: :class:`Settings`, the active model pair, the local server's port
+and auto's last measured rates."""
 
 from __future__ import annotations
 
+import json
 import logging
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
 from PySide6.QtCore import QSettings
 
-from engine import EngineError, user_data_dir
+from engine import EngineError, MeasuredRate, user_data_dir
 
 from .settings import Settings, setting_options
 
 log = logging.getLogger(__name__)
+
+DEFAULT_PORT = 8080
 
 
 @dataclass(frozen=True, slots=True)
@@ -93,4 +98,33 @@ class SettingsStore:
         """Remember the main window's geometry and splitter sizes."""
         self._qs.setValue("window/geometry", geometry)
         self._qs.setValue("window/splitter", splitter)
+        self._qs.sync()
+
+    def server_port(self) -> int:
+        """The local server's port (:data:`DEFAULT_PORT` until the user picks another)."""
+        try:
+            port = int(str(self._qs.value("server/port", DEFAULT_PORT)))
+        except ValueError:
+            return DEFAULT_PORT
+        return port if 1 <= port <= 65535 else DEFAULT_PORT
+
+    def set_server_port(self, port: int) -> None:
+        """Remember the local server's port."""
+        self._qs.setValue("server/port", port)
+        self._qs.sync()
+
+    def measured_rates(self, pair: str) -> dict[str, MeasuredRate]:
+        """auto's last measured rates for ``pair`` (a key naming its files) on this machine, or {}."""
+        if self._qs.value("measured/pair", "") != pair:
+            return {}
+        try:
+            raw = json.loads(str(self._qs.value("measured/rates", "{}")))
+            return {mode: MeasuredRate(mode, str(plan), float(rate)) for mode, (plan, rate) in raw.items()}
+        except (ValueError, TypeError, AttributeError):
+            return {}
+
+    def set_measured_rates(self, pair: str, rates: Mapping[str, MeasuredRate]) -> None:
+        """Remember auto's measured rates for ``pair`` (only the latest pair's are kept)."""
+        self._qs.setValue("measured/pair", pair)
+        self._qs.setValue("measured/rates", json.dumps({m: [r.plan, r.tokens_per_second] for m, r in rates.items()}))
         self._qs.sync()
