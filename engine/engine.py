@@ -50,6 +50,7 @@ class EngineConfig:
     draft_gpu_layers: int = opt.DRAFT_GPU_LAYERS.default
     max_branches: int = opt.BRANCHES.default
     flash_attn: bool = opt.FLASH_ATTN.default
+    sampling_path: str = "auto"  # where rounds sample: auto (llama.cpp's chain on a GPU), host or backend
 
     def __post_init__(self) -> None:
         opt.check_fields(self, CONFIG_FIELDS)
@@ -106,7 +107,8 @@ class Engine:
         n_ctx = min(cfg.n_ctx, max(self.target_model.n_ctx_train, 64)) if self.target_model.n_ctx_train else cfg.n_ctx
         self.target_ctx = self._stack.enter_context(
             Context(self.target_model, ContextParams(n_ctx=n_ctx, n_batch=512, n_threads=threads,
-                                                     n_threads_batch=threads, flash_attn=cfg.flash_attn))
+                                                     n_threads_batch=threads, flash_attn=cfg.flash_attn,
+                                                     sampling=cfg.sampling_path))
         )
         self.target = Target(self.target_model, self.target_ctx)
         if cfg.draft_path:
@@ -116,7 +118,8 @@ class Engine:
             dctx = self._stack.enter_context(
                 Context(self.draft_model, ContextParams(
                     n_ctx=n_ctx + extra, n_batch=512, n_seq_max=cfg.max_branches + 1, kv_unified=True,
-                    n_threads=dthreads, n_threads_batch=dthreads, flash_attn=cfg.flash_attn))
+                    n_threads=dthreads, n_threads_batch=dthreads, flash_attn=cfg.flash_attn,
+                    sampling=cfg.sampling_path))
             )
             self.drafter = Drafter(dctx, self.draft_model.is_eog, cfg.max_branches)
         split = None
@@ -204,7 +207,7 @@ class Engine:
         k = min(params.k, MAX_K)
         seed = params.sampling.seed
         self.drafter.configure(params.sampling, np.random.default_rng([seed, 1]),
-                               top_count=max(params.fanout + 2, 6))
+                               top_count=1 if params.mode == "sd" else max(params.fanout + 2, 6))  # sd: argmax
         if params.mode == "sd":
             return SDMode(Steps(self.target, InlineDrafts(self.drafter)), k)  # the draft runs on this thread
         steps = Steps(self.target, DraftWorker(self.drafter), self.threads)
@@ -239,6 +242,7 @@ class Engine:
             recorder.first_token(self._decode_times())
             pending: list[tuple[int, bool]] = [(first, False)]
             mode = self._make_mode(params)
+            stats.sampling_path = self._sampling_path(params)
             n_round = 0
             while True:
                 for tok, from_draft in pending:
@@ -269,6 +273,12 @@ class Engine:
                 self._lock.release()
             recorder.finish(start, self._decode_times(),
                             draft_on_this_thread=params.mode == "sd" and self.drafter is not None)
+
+    def _sampling_path(self, params: GenerationParams) -> str:
+        """host or backend (engine.core.outputs); "target/draft" when the two differ."""
+        t = self.target.path
+        d = self.drafter.path if self.drafter is not None and params.mode not in ("ar", "lookup") else t
+        return t if d == t else f"{t}/{d}"
 
     def _decode_times(self) -> DecodeTimes:
         return DecodeTimes(self.target_ctx.decode_seconds, self.drafter.ctx.decode_seconds if self.drafter else 0.0)

@@ -45,6 +45,8 @@ class GenerationStats:
     mode_switches: list[str] = field(default_factory=list)  # one entry per change of current_mode
     finish_reason: str = ""
     rounds_by_mode: dict[str, int] = field(default_factory=dict)
+    sampling_path: str = ""  # host (numpy on the logits rows) or backend (llama.cpp's chain); "target/draft"
+    plan_rates: dict[str, float] = field(default_factory=dict)  # auto: predicted tok/s of its best plan per mode
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)

@@ -33,13 +33,13 @@ class TestSampling:
         assert d.ids.tolist() == [0, 1]  # 0.5 + 0.2 reaches 0.7
         d = to_dist(row, SamplingParams(temperature=1.0, min_p=0.3))
         assert d.ids.tolist() == [0, 1]  # kept: p >= 0.3 * 0.5
-        d = to_dist(row, SamplingParams(temperature=1.0))
+        d = to_dist(row, SamplingParams(temperature=1.0, top_k=0, top_p=1.0, min_p=0.0))
         assert np.allclose(d.dense(5), [0.5, 0.2, 0.15, 0.1, 0.05], atol=1e-6)
 
     def test_temperature_sharpens(self) -> None:
         row = np.array([1.0, 0.0], dtype=np.float32)
-        hot = to_dist(row, SamplingParams(temperature=2.0)).prob(0)
-        cold = to_dist(row, SamplingParams(temperature=0.5)).prob(0)
+        hot = to_dist(row, SamplingParams(temperature=2.0, min_p=0.0)).prob(0)
+        cold = to_dist(row, SamplingParams(temperature=0.5, min_p=0.0)).prob(0)
         assert cold > hot > 0.5
 
     def test_sample_follows_distribution(self) -> None:

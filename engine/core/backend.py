@@ -98,6 +98,8 @@ class Model:
         if not ptr:
             raise ModelLoadError(f"llama.cpp could not load the model (truncated or unsupported GGUF?): {self.path}")
         self._ptr = ptr
+        self.gpu_layers = gpu_layers
+        self.gpu_capable = bool(ll.llama_supports_gpu_offload())  # a CPU-only build ignores gpu_layers
         self.vocab = ll.llama_model_get_vocab(ptr)
         self.n_vocab: int = ll.llama_vocab_n_tokens(self.vocab)
         self.bos: int = ll.llama_vocab_bos(self.vocab)

@@ -13,7 +13,10 @@ import numpy as np
 import numpy.typing as npt
 
 from .backend import Model
-from .errors import ContextFullError, DecodeError, ModelLoadError
+from .errors import ContextFullError, DecodeError, ModelLoadError, ParameterError
+from .options import MAX_K
+from .outputs import PATHS, BackendSamplers, ChainSpec, Outputs, choose_path
+from .sampling import SamplingParams
 
 FULL = "the context is full (no free KV slot); start a new chat or raise the context length"
 
@@ -29,6 +32,7 @@ class ContextParams:
     n_threads: int = 1
     n_threads_batch: int = 1
     flash_attn: bool = True
+    sampling: str = "auto"  # where rounds sample: auto, host or backend (engine.core.outputs.choose_path)
 
 
 class Context:
@@ -40,6 +44,8 @@ class Context:
     def __init__(self, model: Model, params: ContextParams) -> None:
         self._ptr: Any = None
         self._batch: Any = None
+        if params.sampling not in PATHS:
+            raise ParameterError(f"sampling path must be one of {', '.join(PATHS)}, got {params.sampling!r}")
         self.model = model
         self.params = params
         cp = ll.llama_context_default_params()
@@ -48,6 +54,7 @@ class Context:
         cp.n_ubatch = params.n_batch
         cp.n_seq_max = params.n_seq_max
         cp.n_outputs_max = max(params.n_batch, params.n_seq_max)
+        cp.n_outputs_max_per_seq = MAX_K + 1  # a verify batch (K+1 rows) under a backend sampler
         cp.kv_unified = params.kv_unified
         cp.n_threads = params.n_threads
         cp.n_threads_batch = params.n_threads_batch
@@ -71,6 +78,9 @@ class Context:
         self._seq_ptrs = [b.seq_id[i] for i in range(nb)]
         self.n_vocab = model.n_vocab
         self.decode_seconds = 0.0  # time spent inside llama_decode, for per-phase accounting
+        self.decode_cpu_seconds = 0.0  # CPU time of the calling thread inside llama_decode (load-independent)
+        self.n_decodes = 0  # outputs of an earlier decode are stale once this moves on
+        self.samplers = BackendSamplers(ptr, max(1, params.n_seq_max))
 
     def close(self) -> None:
         if self._batch is not None:
@@ -79,6 +89,23 @@ class Context:
         if self._ptr:
             ll.llama_free(self._ptr)
             self._ptr = None
+            self.samplers.close()
+
+    @property
+    def on_gpu(self) -> bool:
+        """Whether the model's layers run on an accelerator (where logits rows are costly to bring back)."""
+        return self.model.gpu_layers != 0 and self.model.gpu_capable
+
+    def sampling_path(self, params: SamplingParams) -> str:
+        """host or backend for ``params`` on this context (see :func:`~engine.core.outputs.choose_path`)."""
+        return choose_path(self.params.sampling, params, self.on_gpu)
+
+    def set_sampling(self, spec: ChainSpec | None) -> None:
+        """Sample inside llama.cpp with ``spec``'s chain on every sequence (None: the host path, logits rows).
+
+        Changing the chain makes llama.cpp rebuild its graph at the next decode: set it once per generation.
+        """
+        self.samplers.attach(spec)
 
     def __enter__(self) -> Context:
         return self
@@ -90,6 +117,24 @@ class Context:
         ll.llama_set_n_threads(self._ptr, n_threads, n_threads_batch)
 
     # -- decoding ---------------------------------------------------------------------------
+    def decode_out(
+        self,
+        tokens: Sequence[int],
+        positions: Sequence[int],
+        seq_ids: Sequence[int] | int = 0,
+        outputs: Sequence[int] | None = None,
+    ) -> Outputs:
+        """Decode one batch; the rows for the batch indices in ``outputs`` (default: the last token) are
+        read where they lie, through :class:`Outputs`, until the next decode. No row is copied."""
+        n = len(tokens)
+        if outputs is None:
+            outputs = [n - 1] if n else []
+        self._run(tokens, positions, seq_ids, outputs)
+        return Outputs(self._ptr, outputs, self.n_vocab, self.samplers.spec, self._stamp)
+
+    def _stamp(self) -> int:
+        return self.n_decodes
+
     def decode(
         self,
         tokens: Sequence[int],
@@ -100,74 +145,72 @@ class Context:
         """Decode one batch and return copies of the logits rows for the batch indices in ``outputs``.
 
         ``seq_ids`` is one sequence id for every token or one per token. Rows come back in the order
-        of ``outputs`` (default: only the last token).
+        of ``outputs`` (default: only the last token). Always real logits: an attached backend sampler
+        is set aside for this call (slow; for checks and tests, not for rounds).
         """
+        if len(tokens) == 0:
+            return np.empty((0, self.n_vocab), dtype=np.float32)
+        spec = self.samplers.spec
+        self.samplers.attach(None)
+        try:
+            out = self.decode_out(tokens, positions, seq_ids, outputs)
+            return np.stack([out.row(r) for r in range(len(out))])
+        finally:
+            self.samplers.attach(spec)
+
+    def _run(self, tokens: Sequence[int], positions: Sequence[int], seq_ids: Sequence[int] | int,
+             outputs: Sequence[int]) -> None:
         n = len(tokens)
         if n == 0:
-            return np.empty((0, self.n_vocab), dtype=np.float32)
+            return
         if n > self.n_batch:
             raise DecodeError(f"batch of {n} tokens exceeds n_batch={self.n_batch}")
-        if outputs is None:
-            outputs = [n - 1]
         self._tok[:n] = tokens
         self._pos[:n] = positions
         self._nseq[:n] = 1
         self._out[:n] = 0
-        self._out[list(outputs)] = 1
+        for i in outputs:
+            self._out[i] = 1
+        ptrs = self._seq_ptrs
         if isinstance(seq_ids, int):
             for i in range(n):
-                self._seq_ptrs[i][0] = seq_ids
+                ptrs[i][0] = seq_ids
         else:
             for i in range(n):
-                self._seq_ptrs[i][0] = seq_ids[i]
+                ptrs[i][0] = seq_ids[i]
         self._batch.n_tokens = n
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), time.thread_time()
         rc = ll.llama_decode(self._ptr, self._batch)
         self.decode_seconds += time.perf_counter() - t0
+        self.decode_cpu_seconds += time.thread_time() - c0
+        self.n_decodes += 1
         if rc == 1:
             raise ContextFullError(FULL)
         if rc != 0:
             raise DecodeError(f"llama_decode failed with code {rc}")
-        rows = np.empty((len(outputs), self.n_vocab), dtype=np.float32)
-        for r, i in enumerate(outputs):
-            p = ll.llama_get_logits_ith(self._ptr, i)
-            if not p:
-                raise DecodeError(f"no logits for batch index {i}")
-            rows[r] = np.ctypeslib.as_array(p, shape=(self.n_vocab,))
-        return rows
+
+    def prefill_out(self, tokens: Sequence[int], start: int, seq_id: int = 0) -> Outputs:
+        """Decode ``tokens`` at positions ``start..`` in chunks of n_batch; the last token's output."""
+        step = self.n_batch
+        if not tokens:
+            raise DecodeError("nothing to prefill")
+        for i in range(0, len(tokens) - step, step):
+            chunk = tokens[i : i + step]
+            self._run(chunk, range(start + i, start + i + len(chunk)), seq_id, [])
+        last = (len(tokens) - 1) // step * step
+        chunk = tokens[last:]
+        return self.decode_out(chunk, range(start + last, start + last + len(chunk)), seq_id, [len(chunk) - 1])
 
     def prefill(self, tokens: Sequence[int], start: int, seq_id: int = 0) -> npt.NDArray[np.float32]:
-        """Decode ``tokens`` at positions ``start..`` in chunks of n_batch; return the last row."""
-        last = np.empty((0, self.n_vocab), dtype=np.float32)
-        step = self.n_batch
-        for i in range(0, len(tokens), step):
-            chunk = tokens[i : i + step]
-            want = [len(chunk) - 1] if i + step >= len(tokens) else []
-            pos = range(start + i, start + i + len(chunk))
-            if want:
-                last = self.decode(chunk, pos, seq_id, want)
-            else:
-                self._decode_no_output(chunk, pos, seq_id)
-        return last[0] if len(last) else np.empty(0, dtype=np.float32)
-
-    def _decode_no_output(self, tokens: Sequence[int], positions: Sequence[int], seq_id: int) -> None:
-        n = len(tokens)
-        if n > self.n_batch:
-            raise DecodeError(f"batch of {n} tokens exceeds n_batch={self.n_batch}")
-        self._tok[:n] = tokens
-        self._pos[:n] = positions
-        self._nseq[:n] = 1
-        self._out[:n] = 0
-        for i in range(n):
-            self._seq_ptrs[i][0] = seq_id
-        self._batch.n_tokens = n
-        t0 = time.perf_counter()
-        rc = ll.llama_decode(self._ptr, self._batch)
-        self.decode_seconds += time.perf_counter() - t0
-        if rc == 1:
-            raise ContextFullError(FULL)
-        if rc != 0:
-            raise DecodeError(f"llama_decode failed with code {rc}")
+        """:meth:`prefill_out`, returning a copy of the last row's logits (real logits; see :meth:`decode`)."""
+        if not tokens:
+            return np.empty(0, dtype=np.float32)
+        spec = self.samplers.spec
+        self.samplers.attach(None)
+        try:
+            return self.prefill_out(tokens, start, seq_id).row(0).copy()
+        finally:
+            self.samplers.attach(spec)
 
     # -- memory -----------------------------------------------------------------------------
     def seq_rm(self, seq: int, p0: int, p1: int = -1) -> bool:
@@ -187,11 +230,20 @@ class Context:
 
 
 def common_prefix(a: Sequence[int], b: Sequence[int]) -> int:
-    n = min(len(a), len(b))
-    i = 0
-    while i < n and a[i] == b[i]:
-        i += 1
-    return i
+    """Length of the common prefix, by slice comparisons (C speed; a round calls this on the whole context)."""
+    x = a if isinstance(a, list) else list(a)
+    y = b if isinstance(b, list) else list(b)
+    n = min(len(x), len(y))
+    if x[:n] == y[:n]:
+        return n
+    lo, hi = 0, n  # x[:lo] == y[:lo]; x[:hi] != y[:hi]
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        if x[lo:mid] == y[lo:mid]:
+            lo = mid
+        else:
+            hi = mid
+    return lo
 
 
 class KVTrack:
@@ -207,17 +259,25 @@ class KVTrack:
             del self.tokens[keep:]
 
     def sync(self, committed: Sequence[int]) -> npt.NDArray[np.float32]:
-        """Make the KV hold exactly ``committed``, reusing the common prefix; return the last row."""
+        """Make the KV hold exactly ``committed``, reusing the common prefix; return a copy of the last row."""
         keep = min(common_prefix(self.tokens, committed), len(committed) - 1)
         self.trim(keep)
         row = self.ctx.prefill(committed[keep:], start=keep)
         self.tokens.extend(committed[keep:])
         return row
 
-    def decode_one(self, token: int) -> npt.NDArray[np.float32]:
-        row: npt.NDArray[np.float32] = self.ctx.decode([token], [len(self.tokens)], 0)[0]
+    def sync_out(self, committed: Sequence[int]) -> Outputs:
+        """:meth:`sync`, with the last token's output read in place (the round's path)."""
+        keep = min(common_prefix(self.tokens, committed), len(committed) - 1)
+        self.trim(keep)
+        out = self.ctx.prefill_out(committed[keep:], start=keep)
+        self.tokens.extend(committed[keep:])
+        return out
+
+    def decode_one(self, token: int) -> Outputs:
+        out = self.ctx.decode_out([token], [len(self.tokens)], 0)
         self.tokens.append(token)
-        return row
+        return out
 
     def reset(self) -> None:
         self.ctx.clear()

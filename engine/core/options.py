@@ -144,13 +144,15 @@ EARLY_STOP = Option("early_stop", bool, True, "Early stop",
                     "Serve a shallower branch rather than wait for the whole tree", "decoding")
 
 # -- sampling ---------------------------------------------------------------------------------------
+# Sampled defaults follow llama.cpp and Ollama (top-k 40, top-p 0.95, min-p 0.05, temperature 0.8): the
+# common case is then the fast one (a top-k the backend sampler runs; top-k 0 is exact on the host path).
 TEMPERATURE = Option("temperature", float, 0.0, "Temperature", "0 is greedy: the same reply every time",
-                     "sampling", 0.0, 5.0, note="0 = greedy", chat_default=0.7)
-TOP_K = Option("top_k", int, 0, "Top-k", "Sample among the k likeliest tokens only", "sampling", 0, 1 << 20,
-               note="0 = off")
-TOP_P = Option("top_p", float, 1.0, "Top-p", "Sample among the likeliest tokens that hold this much probability",
-               "sampling", 0.0, 1.0, above_minimum=True, chat_default=0.95)
-MIN_P = Option("min_p", float, 0.0, "Min-p", "Drop tokens less likely than this share of the best one",
+                     "sampling", 0.0, 5.0, note="0 = greedy", chat_default=0.8)
+TOP_K = Option("top_k", int, 40, "Top-k", "Sample among the k likeliest tokens only", "sampling", 0, 1 << 20,
+               note="0 = off: the whole vocabulary (slower)")
+TOP_P = Option("top_p", float, 0.95, "Top-p", "Sample among the likeliest tokens that hold this much probability",
+               "sampling", 0.0, 1.0, above_minimum=True)
+MIN_P = Option("min_p", float, 0.05, "Min-p", "Drop tokens less likely than this share of the best one",
                "sampling", 0.0, 1.0, below_maximum=True, note="0 = off")
 SEED = Option("seed", int, 0, "Seed", "Seed of the sampler's random numbers", "sampling", 0, 2**32 - 1)
 MAX_TOKENS = Option("max_tokens", int, 256, "Max tokens", "The longest reply, in tokens", "sampling",

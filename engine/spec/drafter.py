@@ -10,10 +10,10 @@ import time
 from collections.abc import Callable, Sequence
 
 import numpy as np
-import numpy.typing as npt
 
 from engine.core.context import Context, KVTrack
-from engine.core.sampling import Dist, SamplingParams, argmax, sample, to_dist, top_ids
+from engine.core.outputs import BACKEND, HOST, Outputs, chain_spec
+from engine.core.sampling import Dist, SamplingParams, sample
 
 from . import ngram
 from .speccache import Branch
@@ -38,42 +38,53 @@ class Drafter:
         self.params = SamplingParams()
         self.rng = np.random.default_rng(0)
         self.top_count = 4
+        self.path = HOST  # where this generation samples (engine.core.outputs.choose_path)
         self._threads = ctx.params.n_threads
 
     def configure(self, params: SamplingParams, rng: np.random.Generator, top_count: int) -> None:
+        """A new generation's sampler: its settings, random numbers, and the best ids kept per row.
+
+        On the backend path the draft context's chain returns the ``top_count`` best ids (greedy) or the
+        truncated candidates (sampled), built as the target's are.
+        """
         self.params = params
         self.rng = rng
-        self.top_count = max(2, top_count)
+        self.top_count = max(1, top_count)
         self.drop_tree()
+        self.path = self.ctx.sampling_path(params)
+        backend = self.path == BACKEND
+        self.ctx.set_sampling(chain_spec(params, self.ctx.n_vocab, top_count=self.top_count) if backend else None)
 
     def set_threads(self, n: int) -> None:
         if n != self._threads:
             self.ctx.set_threads(n, n)
             self._threads = n
 
-    def pick(self, row: npt.NDArray[np.float32]) -> tuple[int, Dist | None]:
+    def read(self, out: Outputs, r: int) -> tuple[int, Dist | None, IdRow]:
+        """Output ``r``: the drafted token, the q it was drawn from (None when greedy), the best ids."""
         if self.params.greedy:
-            return argmax(row), None
-        q = to_dist(row, self.params)
-        return sample(q, self.rng), q
+            top = out.top(r, self.top_count)
+            return int(top[0]), None, top
+        q, top = out.dist_top(r, self.params, self.top_count)
+        return sample(q, self.rng), q, top
 
     # -- sequential (JIT) drafting, also plain SD's drafter ---------------------------------------
     def draft_sequential(self, committed: Sequence[int], k: int) -> Draft:
         """Draft ``k`` tokens one at a time after ``committed``; the KV ends at committed + d[:-1]."""
         t0 = time.perf_counter()
-        row = self.kv.sync(committed)
+        out = self.kv.sync_out(committed)
         tokens: list[int] = []
         qs: list[Dist] = []
         tops: list[IdRow] = []
         for i in range(k):
-            tops.append(top_ids(row, self.top_count))
-            tok, q = self.pick(row)
+            tok, q, top = self.read(out, 0)
+            tops.append(top)
             tokens.append(tok)
             if q is not None:
                 qs.append(q)
             if self.is_eog(tok) or i == k - 1:
                 break
-            row = self.kv.decode_one(tok)
+            out = self.kv.decode_one(tok)
         return Draft(tokens, None if self.params.greedy else qs, JIT, top=tops, serve_s=time.perf_counter() - t0)
 
     def draft_ngram(self, committed: Sequence[int], k: int) -> Draft | None:
@@ -133,4 +144,4 @@ class Drafter:
         interrupt: Callable[[], bool],
     ) -> TreeStats:
         """Pre-speculate round T+1 (see :meth:`SpeculationTree.build`)."""
-        return self.tree.build(committed, draft, depth, budget, fanout, interrupt, self.pick, self.top_count)
+        return self.tree.build(committed, draft, depth, budget, fanout, interrupt, self.read, self.top_count)

@@ -11,16 +11,14 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Sequence
 
-import numpy as np
-import numpy.typing as npt
-
 from engine.core.context import Context, KVTrack, common_prefix
-from engine.core.sampling import Dist, top_ids
+from engine.core.outputs import Outputs
+from engine.core.sampling import Dist
 
 from .speccache import Branch, SpecCache
-from .types import Draft, TreeStats
+from .types import Draft, IdRow, TreeStats
 
-Pick = Callable[[npt.NDArray[np.float32]], tuple[int, Dist | None]]
+Read = Callable[[Outputs, int], tuple[int, Dist | None, IdRow]]  # output r -> token, its q, best ids
 
 
 class SpeculationTree:
@@ -57,7 +55,7 @@ class SpeculationTree:
         budget: int,
         fanout: Callable[[int, int], list[int]],
         interrupt: Callable[[], bool],
-        pick: Pick,
+        read: Read,
         top_count: int,
     ) -> TreeStats:
         """Pre-speculate round T+1 for the likely outcomes of verifying ``draft`` after ``committed``.
@@ -80,17 +78,16 @@ class SpeculationTree:
             keep = min(common_prefix(self.kv.tokens, committed), p_r)
             self.kv.trim(keep)
             if keep < p_r:
-                self.ctx.prefill(committed[keep:p_r], start=keep)
+                self.ctx.prefill_out(committed[keep:p_r], start=keep)
                 self.kv.tokens.extend(committed[keep:p_r])
             glue = [committed[-1], *toks[:-1]]
-            rows = self.ctx.decode(glue, list(range(p_r, p_r + n_draft)), 0, list(range(n_draft)))
+            glue_out = self.ctx.decode_out(glue, range(p_r, p_r + n_draft), 0, range(n_draft))
             self.kv.tokens.extend(glue)
-            tops = [top_ids(r, top_count) for r in rows]
+            tops = [glue_out.top(r, top_count) for r in range(n_draft)]
         if interrupt():
             return stats
         # Glue row L: the draft's view after the whole draft.
-        last_row = self.kv.decode_one(toks[-1])
-        tops.append(top_ids(last_row, top_count))
+        tops.append(self.kv.decode_one(toks[-1]).top(0, top_count))
         ends_eog = self.is_eog(toks[-1])
         counts = fanout(n_draft, min(budget, self.max_branches))
         branches: list[Branch] = []
@@ -113,15 +110,15 @@ class SpeculationTree:
         for lvl in range(depth):
             if not live or interrupt():
                 break
-            rows = self.ctx.decode(
+            out = self.ctx.decode_out(
                 [b.token if lvl == 0 else b.tokens[-1] for b in live],
                 [b.pos0 + lvl for b in live],
                 [b.seq_id for b in live],
-                list(range(len(live))),
+                range(len(live)),
             )
-            for b, row in zip(live, rows, strict=True):
-                b.top.append(top_ids(row, top_count))
-                tok, q = pick(row)
+            for r, b in enumerate(live):
+                tok, q, top = read(out, r)  # rows read in place: no vocabulary-sized copy per branch
+                b.top.append(top)
                 b.tokens.append(tok)
                 if q is not None:
                     b.q.append(q)

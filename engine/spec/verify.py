@@ -1,48 +1,80 @@
-"""Verification: the rule that accepts a prefix of a draft against the target's logits, losslessly.
+"""Verification: the rule that accepts a prefix of a draft against the target's outputs, losslessly.
 
 Greedy: accept while the draft token equals the target's argmax; emit the argmax at the first
 mismatch (or after the last draft). Sampled: standard speculative sampling — accept d_i with
 probability min(1, p_i(d_i) / q_i(d_i)); on the first rejection sample from the renormalised
 max(0, p_i - q_i); after K acceptances sample the bonus token from p_K.
+
+The target's outputs are read lazily, one position at a time (:class:`~engine.core.outputs.Outputs`
+or a stack of rows): a round that rejects early never looks at the later positions.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from typing import Protocol
 
 import numpy as np
 import numpy.typing as npt
 
-from engine.core.sampling import Dist, SamplingParams, argmax, sample, to_dist
+from engine.core.sampling import Dist, SamplingParams, sample, to_dist
 
 from .types import Verdict
 
 
-def verify_greedy(draft: Sequence[int], rows: npt.NDArray[np.float32], is_eog: Callable[[int], bool]) -> Verdict:
-    """``rows[i]`` is the target's logits row predicting draft[i]; ``rows[len(draft)]`` the bonus."""
+class TargetRows(Protocol):
+    """Per position of a verify batch: its argmax, and its truncated distribution."""
+
+    def argmax(self, r: int) -> int: ...
+
+    def dist(self, r: int, params: SamplingParams) -> Dist: ...
+
+
+class LogitRows:
+    """:class:`TargetRows` over a stack of logits rows (tests, host checks)."""
+
+    def __init__(self, rows: npt.NDArray[np.float32]) -> None:
+        self.rows = rows
+
+    def argmax(self, r: int) -> int:
+        return int(np.argmax(self.rows[r]))
+
+    def dist(self, r: int, params: SamplingParams) -> Dist:
+        return to_dist(self.rows[r], params)
+
+
+def _rows(rows: TargetRows | npt.NDArray[np.float32]) -> TargetRows:
+    return LogitRows(rows) if isinstance(rows, np.ndarray) else rows
+
+
+def verify_greedy(draft: Sequence[int], rows: TargetRows | npt.NDArray[np.float32],
+                  is_eog: Callable[[int], bool]) -> Verdict:
+    """``rows`` position i predicts draft[i]; position ``len(draft)`` the bonus."""
+    out = _rows(rows)
     n = 0
     for i, d in enumerate(draft):
-        best = argmax(rows[i])
+        best = out.argmax(i)
         if d != best:
             return Verdict(n, best)
         n += 1
         if is_eog(d):
             # Never accept past an end-of-generation token: it ends the reply.
             return Verdict(n - 1, d)
-    return Verdict(n, argmax(rows[len(draft)]))
+    return Verdict(n, out.argmax(len(draft)))
 
 
 def verify_sampled(
     draft: Sequence[int],
     q: Sequence[Dist],
-    rows: npt.NDArray[np.float32],
+    rows: TargetRows | npt.NDArray[np.float32],
     params: SamplingParams,
     rng: np.random.Generator,
     is_eog: Callable[[int], bool],
 ) -> Verdict:
     """Speculative sampling with the stored draft distributions ``q`` (one per draft token)."""
+    out = _rows(rows)
     for i, d in enumerate(draft):
-        p = to_dist(rows[i], params)
+        p = out.dist(i, params)
         pd = p.prob(d)
         qd = q[i].prob(d)
         if qd <= 0.0:
@@ -52,15 +84,16 @@ def verify_sampled(
                 return Verdict(i, d)
             continue
         return Verdict(i, sample(residual(p, q[i]), rng))
-    return Verdict(len(draft), sample(to_dist(rows[len(draft)], params), rng))
+    return Verdict(len(draft), sample(out.dist(len(draft), params), rng))
 
 
 def residual(p: Dist, q: Dist) -> Dist:
-    """The renormalised max(0, p - q) on p's support."""
-    size = int(max(p.ids.max(), q.ids.max())) + 1
-    qd = np.zeros(size, dtype=np.float64)
-    qd[q.ids] = q.probs
-    r = np.maximum(p.probs - qd[p.ids], 0.0)
+    """The renormalised max(0, p - q) on p's support (sparse: no vocabulary-sized array)."""
+    order = np.argsort(q.ids, kind="stable")
+    sq = q.ids[order]
+    pos = np.searchsorted(sq, p.ids).clip(0, len(sq) - 1)
+    qd = np.where(sq[pos] == p.ids, q.probs[order[pos]], 0.0)
+    r = np.maximum(p.probs - qd, 0.0)
     total = r.sum()
     if total <= 0.0:
         # p == q on p's support: rejection had probability 0, so any p-sample is correct.

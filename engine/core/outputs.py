@@ -1,0 +1,207 @@
+"""What one decode gives back, read where it lies: logits rows (host path) or llama.cpp's sampling (backend path).
+
+Host path: :class:`Outputs` reads zero-copy views of the context's logits rows (valid until the
+next decode, checked) and runs the argmax / top ids / truncated distribution of
+:mod:`engine.core.sampling` on them; no row is copied. Backend path: a sampler chain attached to
+every sequence of the context (:class:`BackendSamplers`, llama.cpp's experimental
+``llama_set_sampler``) runs in the model's graph on the device that ran the model, and only token
+ids or the top candidates with their logits come back: greedy target rounds read one token id per
+position, the draft reads its best ``top_count`` ids, sampled rounds read the candidates the chain
+top-k → temperature → top-p → min-p left (the same transforms, in the same order, as
+:func:`~engine.core.sampling.to_dist`, for target and draft alike, so speculative sampling stays
+exact over the truncated distributions).
+"""
+
+from __future__ import annotations
+
+import ctypes
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import llama_cpp as ll
+import numpy as np
+import numpy.typing as npt
+
+from .errors import DecodeError
+from .sampling import (
+    Dist,
+    FloatRow,
+    IdRow,
+    SamplingParams,
+    dist_from_candidates,
+    order_candidates,
+    to_dist,
+    top_ids,
+    truncate,
+)
+
+HOST, BACKEND, AUTO = "host", "backend", "auto"  # which path samples (GenerationStats.sampling_path)
+PATHS = (AUTO, HOST, BACKEND)
+GREEDY, TOP, TRUNC = "greedy", "top", "trunc"  # chain kinds: argmax only; best ids; truncated distribution
+
+
+@dataclass(frozen=True, slots=True)
+class ChainSpec:
+    """One sampler chain for every sequence of a context (see :func:`chain_spec`)."""
+
+    kind: str
+    top_k: int = 0
+    temperature: float = 1.0
+    top_p: float = 1.0
+    min_p: float = 0.0
+
+
+def choose_path(prefer: str, params: SamplingParams, on_gpu: bool) -> str:
+    """``prefer`` (auto, host or backend) for these settings: auto samples in llama.cpp where the model
+    runs on an accelerator (bringing 151,936-float rows back costs there; on a CPU the graph's own
+    sampling costs more than numpy on a view); settings the chain cannot express stay on the host."""
+    if prefer not in PATHS:
+        raise ValueError(f"sampling path must be one of {', '.join(PATHS)}, got {prefer!r}")
+    if prefer == HOST or not params.backend_ok:
+        return HOST
+    return BACKEND if prefer == BACKEND or on_gpu else HOST
+
+
+def chain_spec(params: SamplingParams, n_vocab: int, *, top_count: int = 0) -> ChainSpec:
+    """The chain for ``params``: greedy (the target's argmax), the ``top_count`` best ids (a greedy
+    draft: the tree needs candidates), or the truncation of sampled rounds (top-k capped at the vocabulary)."""
+    if params.greedy:
+        return ChainSpec(TOP, top_k=min(top_count, n_vocab)) if top_count > 0 else ChainSpec(GREEDY)
+    return ChainSpec(TRUNC, min(params.top_k, n_vocab), params.temperature, params.top_p, params.min_p)
+
+
+class BackendSamplers:
+    """The chains attached to a context's sequences; owned here, freed after the context lets go of them."""
+
+    def __init__(self, ctx_ptr: Any, n_seq: int) -> None:
+        self._ctx = ctx_ptr
+        self._n_seq = n_seq
+        self._chains: list[Any] = []
+        self.spec: ChainSpec | None = None
+
+    def attach(self, spec: ChainSpec | None) -> None:
+        """Give every sequence ``spec``'s chain (None: detach; rows come back as logits again)."""
+        if spec == self.spec:
+            return
+        old = self._chains
+        self._chains = [] if spec is None else [_build(spec) for _ in range(self._n_seq)]
+        for s in range(self._n_seq):
+            if not ll.llama_set_sampler(self._ctx, s, self._chains[s] if self._chains else None):
+                raise DecodeError(f"llama.cpp refused a sampler chain for sequence {s}")
+        for c in old:
+            ll.llama_sampler_free(c)
+        self.spec = spec
+
+    def close(self) -> None:
+        """Free the chains; call after the context is freed (or once they are detached)."""
+        for c in self._chains:
+            ll.llama_sampler_free(c)
+        self._chains = []
+        self.spec = None
+
+
+def _build(spec: ChainSpec) -> Any:
+    chain = ll.llama_sampler_chain_init(ll.llama_sampler_chain_default_params())
+    if spec.kind == GREEDY:
+        ll.llama_sampler_chain_add(chain, ll.llama_sampler_init_greedy())
+        return chain
+    ll.llama_sampler_chain_add(chain, ll.llama_sampler_init_top_k(spec.top_k))
+    if spec.kind == TRUNC:
+        if spec.temperature != 1.0:
+            ll.llama_sampler_chain_add(chain, ll.llama_sampler_init_temp(spec.temperature))
+        if spec.top_p < 1.0:
+            ll.llama_sampler_chain_add(chain, ll.llama_sampler_init_top_p(spec.top_p, 1))
+        if spec.min_p > 0.0:
+            ll.llama_sampler_chain_add(chain, ll.llama_sampler_init_min_p(spec.min_p, 1))
+    return chain
+
+
+class Outputs:
+    """The outputs of one decode, in the order they were asked for; readable until the context decodes again."""
+
+    def __init__(self, ctx_ptr: Any, indices: Sequence[int], n_vocab: int, spec: ChainSpec | None,
+                 stamp: Callable[[], int]) -> None:
+        self._ctx = ctx_ptr
+        self._idx = list(indices)
+        self._n_vocab = n_vocab
+        self.spec = spec
+        self._stamp = stamp
+        self._at = stamp()
+
+    @property
+    def backend(self) -> bool:
+        return self.spec is not None
+
+    def __len__(self) -> int:
+        return len(self._idx)
+
+    def _live(self) -> None:
+        if self._stamp() != self._at:
+            raise RuntimeError("outputs read after the context decoded again (their rows are gone)")
+
+    def row(self, r: int) -> FloatRow:
+        """A zero-copy view of output ``r``'s logits (host path only); copy it to keep it past the next decode."""
+        self._live()
+        if self.spec is not None:
+            raise RuntimeError("a backend sampler is attached: llama.cpp returned no logits rows")
+        p = ll.llama_get_logits_ith(self._ctx, self._idx[r])
+        if not p:
+            raise DecodeError(f"no logits for batch index {self._idx[r]}")
+        view: FloatRow = np.ctypeslib.as_array(p, shape=(self._n_vocab,))
+        return view
+
+    def argmax(self, r: int) -> int:
+        if self.spec is None:
+            return int(np.argmax(self.row(r)))
+        self._live()
+        if self.spec.kind == GREEDY:
+            tok = int(ll.llama_get_sampled_token_ith(self._ctx, self._idx[r]))
+            if tok < 0:
+                raise DecodeError(f"llama.cpp sampled no token for batch index {self._idx[r]}")
+            return tok
+        return int(self.top(r, 1)[0])
+
+    def top(self, r: int, count: int) -> IdRow:
+        """The ``count`` best ids, best first, ties to the lowest id (backend: among the chain's candidates)."""
+        if self.spec is None:
+            return top_ids(self.row(r), count)
+        ids, logits = self._candidates(r)
+        live = np.isfinite(logits)
+        return order_candidates(ids[live], logits[live], count)
+
+    def dist(self, r: int, params: SamplingParams) -> Dist:
+        """The truncated distribution of ``params`` (backend: built by the chain, which must be ``params``')."""
+        if self.spec is None:
+            return to_dist(self.row(r), params)
+        if self.spec.kind != TRUNC:
+            raise RuntimeError(f"the attached {self.spec.kind} chain gives no distribution")
+        return dist_from_candidates(*self._candidates(r))
+
+    def dist_top(self, r: int, params: SamplingParams, count: int) -> tuple[Dist, IdRow]:
+        """:meth:`dist` and :meth:`top` from one selection (host: one top-k pass serves both)."""
+        if self.spec is None:
+            row = self.row(r)
+            if 0 < params.top_k < len(row):
+                ids = top_ids(row, max(params.top_k, count))
+                head = ids[: params.top_k]
+                return truncate(head, row[head].astype(np.float64) / params.temperature, params), ids[:count]
+            return to_dist(row, params), top_ids(row, count)
+        if self.spec.kind != TRUNC:
+            raise RuntimeError(f"the attached {self.spec.kind} chain gives no distribution")
+        cand, logits = self._candidates(r)
+        live = np.isfinite(logits)
+        return dist_from_candidates(cand, logits), order_candidates(cand[live], logits[live], count)
+
+    def _candidates(self, r: int) -> tuple[npt.NDArray[np.int32], FloatRow]:
+        self._live()
+        i = self._idx[r]
+        n = int(ll.llama_get_sampled_candidates_count_ith(self._ctx, i))
+        ids_p = ll.llama_get_sampled_candidates_ith(self._ctx, i)
+        lg_p = ll.llama_get_sampled_logits_ith(self._ctx, i)
+        if n <= 0 or not ids_p or not lg_p:
+            raise DecodeError(f"llama.cpp returned no sampled candidates for batch index {i}")
+        ids_c = ctypes.cast(ids_p, ctypes.POINTER(ctypes.c_int32))
+        ids: npt.NDArray[np.int32] = np.ctypeslib.as_array(ids_c, shape=(n,))
+        logits: FloatRow = np.ctypeslib.as_array(lg_p, shape=(n,))
+        return ids, logits
