@@ -247,6 +247,10 @@ def print_table(table: list[dict[str, Any]]) -> None:
 
 
 def cmd_bench(args: argparse.Namespace) -> int:
+    if args.scenarios.strip().upper() == "O":  # overhead: tiny models, its own module
+        from .bench_overhead import cmd_overhead
+
+        return cmd_overhead(args)
     if args.target and args.draft:
         target, draft = Path(args.target), Path(args.draft)
     else:
@@ -299,7 +303,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
 
 def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p = sub.add_parser("bench", help="benchmark ar, sd, ssd and auto on the real pair")
-    p.add_argument("--scenarios", default="A,B,C", help="comma list of A, B, C")
+    p.add_argument("--scenarios", default="A,B,C", help="comma list of A, B, C; or O alone (overhead, tiny models)")
     p.add_argument("--modes", default=",".join(MODES))
     p.add_argument("--max-tokens", type=int, default=128)
     p.add_argument("--prompts", type=int, default=None, help="use only the first N prompts of the set")
@@ -317,4 +321,7 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p.add_argument("--draft", help="draft GGUF (default: the offline pair)")
     p.add_argument("--peer", help="folder with llama.cpp's llama-completion and llama-speculative-simple")
     p.add_argument("--out", default=os.path.join("results", "bench.json"))
+    from .bench_overhead import add_arguments
+
+    add_arguments(p)
     p.set_defaults(func=cmd_bench)
