@@ -24,15 +24,19 @@ from .spec.auto import K_MAX as AUTO_K_MAX
 from .spec.auto import AutoMode, AutoPlanner, measured_rates
 from .spec.costmodel import CostModel, MeasuredRate
 from .spec.drafter import Drafter
+from .spec.lookup import MAX_DRAFT as LOOKUP_MAX
+from .spec.lookup import Lookup, LookupMode
 from .spec.ssd import SSDMode, SSDOptions
 from .spec.steps import ARMode, Mode, SDMode, Steps, Threads
 from .spec.target import Target
+from .spec.types import NGRAM
 from .spec.worker import DraftWorker, InlineDrafts
 from .stats import DecodeTimes, GenerationStats, StatsRecorder
 
 log = logging.getLogger(__name__)
 
 CONFIG_FIELDS = ("n_ctx", "threads", "draft_threads", "gpu_layers", "draft_gpu_layers", "max_branches", "flash_attn")
+DRAFT_FREE_MODES = ("ar", "lookup", "auto")  # modes that run on a target alone
 GENERATION_FIELDS = ("mode", "max_tokens", "k", "fanout", "geometric", "backup", "miss_limit", "early_stop",
                      "adaptive", "budget")
 
@@ -77,7 +81,9 @@ class GenerationParams:
 
 
 class Engine:
-    """Loads a target (and optionally a draft) and generates with ``ar``, ``sd``, ``ssd`` or ``auto``.
+    """Loads a target (and optionally a draft) and generates with ``ar``, ``sd``, ``ssd``, ``lookup`` or ``auto``.
+
+    ``lookup`` (the n-gram pool, no model) and ``auto`` (ar and lookup only) also run without a draft.
 
     Example:
         >>> with Engine(EngineConfig("target.gguf", "draft.gguf")) as eng:
@@ -91,7 +97,6 @@ class Engine:
         self.drafter: Drafter | None = None
         self._lock = threading.Lock()
         self._active: Generation | None = None
-        self._cost_model: CostModel | None = None  # auto's measurements of this machine, kept across replies
         try:
             self._load()
         except BaseException:
@@ -127,6 +132,8 @@ class Engine:
             d = max(1, cores // 4)
             split = (max(1, cores - d), d)
         self.threads = Threads(threads, dthreads, split)
+        self._cost_model = CostModel(split=bool(split))  # auto's measurements of this machine, kept across replies
+        self._lookup = Lookup(self._cost_model)  # the n-gram pool over the conversation (constant memory)
         self.n_ctx = self.target_ctx.n_ctx
 
     def close(self) -> None:
@@ -168,9 +175,7 @@ class Engine:
 
         Read between generations on the thread that generates (auto updates the figures every round).
         """
-        if self._cost_model is None or self.drafter is None:
-            return {}
-        return measured_rates(self._cost_model, max_branches=self.drafter.max_branches)
+        return measured_rates(self._cost_model, max_branches=self.config.max_branches)
 
     # -- generation -------------------------------------------------------------------------------
     def generate(
@@ -184,7 +189,7 @@ class Engine:
         One generation runs at a time: one still open (running on another thread, or abandoned
         unfinished) is closed first, which takes at most the rest of its round.
         """
-        if params.mode != "ar" and self.drafter is None:
+        if params.mode not in DRAFT_FREE_MODES and self.drafter is None:
             raise ParameterError(f"mode {params.mode!r} needs a draft model")
         if len(prompt) + 1 >= self.n_ctx:
             raise ContextFullError(
@@ -203,22 +208,29 @@ class Engine:
     def _make_mode(self, params: GenerationParams) -> Mode:
         if params.mode == "ar":
             return ARMode(Steps(self.target, None))
-        assert self.drafter is not None
         k = min(params.k, MAX_K)
+        greedy = params.sampling.greedy
+        lookup = self._lookup
+        lookup.start(self.target.committed)
+        if params.mode == "lookup":
+            return LookupMode(Steps(self.target, None, self.threads), lookup, greedy=greedy)
+        if self.drafter is None:  # auto on a target alone: ar, and the pool's drafts when they pay
+            planner = AutoPlanner(self._cost_model, k, draft=False)
+            return AutoMode(Steps(self.target, None, self.threads), planner, SSDOptions(k=k), lookup, greedy)
         seed = params.sampling.seed
         self.drafter.configure(params.sampling, np.random.default_rng([seed, 1]),
                                top_count=1 if params.mode == "sd" else max(params.fanout + 2, 6))  # sd: argmax
+        self.drafter.pool_draft = lambda committed, n: lookup.propose(committed, n, greedy=greedy, explore=False)
         if params.mode == "sd":
             return SDMode(Steps(self.target, InlineDrafts(self.drafter)), k)  # the draft runs on this thread
         steps = Steps(self.target, DraftWorker(self.drafter), self.threads)
         opts = SSDOptions(k=k, fanout=params.fanout, geometric=params.geometric, backup=params.backup,
                           miss_limit=params.miss_limit, early_stop=params.early_stop, budget=params.budget)
         if params.mode == "auto":
-            if self._cost_model is None:
-                self._cost_model = CostModel(split=bool(self.threads.split))
             planner = AutoPlanner(self._cost_model, k, adaptive=params.adaptive,
-                                  max_branches=self.drafter.max_branches)
-            return AutoMode(steps, planner, opts)
+                                  max_branches=self.drafter.max_branches, early_stop=params.early_stop)
+            auto_opts = SSDOptions(k=k, backup=NGRAM, early_stop=params.early_stop)  # misses: the pool if it pays
+            return AutoMode(steps, planner, auto_opts, lookup, greedy)
         return SSDMode(steps, opts)
 
     def _run(
@@ -258,7 +270,7 @@ class Engine:
                 if stops[0].is_set() or stops[1].is_set():
                     stats.finish_reason = "stopped"
                     return
-                if len(self.target.committed) + max(params.k, AUTO_K_MAX) + 2 > self.n_ctx:  # auto may raise K
+                if len(self.target.committed) + max(params.k, AUTO_K_MAX, LOOKUP_MAX) + 2 > self.n_ctx:
                     stats.finish_reason = "context"
                     return
                 rr = mode.step()

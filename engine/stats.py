@@ -95,8 +95,10 @@ class StatsRecorder:
         s.rounds_by_mode[rr.mode] = s.rounds_by_mode.get(rr.mode, 0) + 1
         s.drafted += rr.drafted
         s.accepted += rr.accepted
-        if rr.mode != "ar":
+        if rr.mode != "ar" and rr.drafted:  # a lookup round with nothing in the pool is a plain step
             self._spec_rounds += 1
+        if rr.rates:
+            s.plan_rates = dict(rr.rates)
         if rr.hit is not None:
             s.lookups += 1
             s.hits += int(rr.hit)

@@ -38,6 +38,7 @@ SPEC_SETTINGS = [
     GenerationParams(mode="ssd", k=4, fanout=2, early_stop=False),
     GenerationParams(mode="auto", k=4, fanout=2),
     GenerationParams(mode="auto", k=3, fanout=1, adaptive=False),
+    GenerationParams(mode="lookup"),
 ]
 
 
@@ -53,6 +54,29 @@ def test_greedy_speculation_matches_ar(engine: tuple[str, Engine]) -> None:
             )
             got = eng.generate(prompt, params).run()
             assert got.tokens == ref.tokens, f"{name} {params}: diverges at {first_difference(got.tokens, ref.tokens)}"
+
+
+def _repetitive_prompts(n: int, vocab: int) -> list[list[int]]:
+    """Prompts that repeat a phrase, so the n-gram pool has long matches (and wrong ones) to draft from."""
+    rng = np.random.default_rng(99)
+    out = []
+    for _ in range(n):
+        phrase = rng.integers(3, vocab, size=int(rng.integers(3, 12))).tolist()
+        out.append([1, *phrase * int(rng.integers(2, 5)), *phrase[: int(rng.integers(1, len(phrase)))]])
+    return out
+
+
+def test_greedy_lookup_and_auto_without_a_draft_match_ar(tiny: TinyPair) -> None:
+    with Engine(EngineConfig(str(tiny.target), None, n_ctx=1024)) as eng:
+        drafted = 0
+        for prompt in _repetitive_prompts(6, eng.target_model.n_vocab) + _prompts(3, eng.target_model.n_vocab):
+            ref = eng.generate(prompt, GenerationParams(mode="ar", max_tokens=N_TOKENS)).run()
+            for mode in ("lookup", "auto"):
+                got = eng.generate(prompt, GenerationParams(mode=mode, max_tokens=N_TOKENS)).run()
+                assert got.tokens == ref.tokens, f"{mode}: diverges at {first_difference(got.tokens, ref.tokens)}"
+                assert set(got.stats.rounds_by_mode) <= {"ar", "lookup"}
+                drafted += got.stats.drafted
+        assert drafted > 0  # the pool did draft
 
 
 def test_identical_draft_hits_nearly_always(tiny: TinyPair) -> None:

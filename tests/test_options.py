@@ -68,7 +68,7 @@ def test_validation_follows_the_declared_bounds(name: str) -> None:
 def test_messages_name_the_setting_and_its_bounds() -> None:
     assert OPTIONS["k"].problem(0) == "draft length K must be between 1 and 16, got 0"
     assert OPTIONS["top_p"].problem(1.5) == "top-p must be above 0 and at most 1, got 1.5"
-    assert OPTIONS["mode"].problem("fast") == "mode must be one of ar, sd, ssd, auto, got 'fast'"
+    assert OPTIONS["mode"].problem("fast") == "mode must be one of ar, sd, ssd, lookup, auto, got 'fast'"
     assert OPTIONS["n_ctx"].problem(4096) is None
     assert "whole number" in str(OPTIONS["k"].problem(2.5))
     assert OPTIONS["temperature"].problem(1) is None  # an int is a valid float

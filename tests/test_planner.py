@@ -4,12 +4,15 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+import numpy as np
+
 from engine.spec.auto import HOLD_ROUNDS, AutoMode, AutoPlanner
 from engine.spec.costmodel import CostModel, Plan
+from engine.spec.lookup import Lookup, NgramPool
 from engine.spec.ssd import SSDOptions
 from engine.spec.steps import Steps
 from engine.spec.types import CACHE, JIT, Draft, RoundResult, TreeStats
-from tests.spec_fakes import FakeDrafts, FakeTarget, Script
+from tests.spec_fakes import TRUTH, FakeDrafts, FakeTarget, Script
 
 World = Callable[[Plan], RoundResult]
 
@@ -60,7 +63,8 @@ def test_sd_with_a_long_draft_wins_when_the_draft_is_cheap_and_right() -> None:
     plans = drive(AutoPlanner(CostModel(), k=2), w, rounds=60)
     # it tried a tree (whose rounds never hit here), then settled on sd with auto's longest draft
     assert any(p.mode == "ssd" for p in plans)
-    assert set(plans[-HOLD_ROUNDS * 10 :]) == {Plan("sd", 8)}, plans[-10:]
+    tail = plans[-HOLD_ROUNDS * 10 :]
+    assert tail.count(Plan("sd", 8)) >= len(tail) - 2, tail  # at most one re-measuring probe (two rounds)
 
 
 def test_ssd_wins_when_its_tree_fits_the_verify_and_hits() -> None:
@@ -106,3 +110,93 @@ def test_auto_runs_each_plan_with_the_shared_steps() -> None:
     assert [p for p, _ in planner.learned] == plans
     mode.close()
     assert drafts.closed
+
+
+def slow_target_world(noise: float = 0.0) -> World:
+    """Scenario B's shape: a slow target, a draft whose acceptance stops growing past 3 tokens (so the
+    geometric model flatters long sd drafts), and an ssd tree that fits the verify and hits."""
+    rng = np.random.default_rng(11)
+    base = world(verify=lambda width: 0.4 + 0.01 * (width - 1), draft_token_s=0.05,
+                 accepted=lambda k: min(k, 3), hit=True, level_s=0.05)
+
+    def round_for(plan: Plan) -> RoundResult:
+        rr = base(plan)
+        if noise and rng.random() < noise:  # another process steals the core: this round takes 5x
+            return RoundResult(rr.tokens, rr.mode, rr.speculator, rr.drafted, rr.accepted, rr.hit,
+                               verify_s=5 * rr.verify_s, wait_s=rr.wait_s, trees=rr.trees, draft=rr.draft)
+        return rr
+
+    return round_for
+
+
+def test_it_settles_on_ssd_where_ssd_wins_although_the_figures_flatter_long_sd_drafts() -> None:
+    plans = drive(AutoPlanner(CostModel(), k=4), slow_target_world(), rounds=120)
+    tail = plans[-40:]
+    assert sum(p.mode == "ssd" for p in tail) >= 36, tail[-8:]
+
+
+def test_noisy_rounds_do_not_throw_it_off_ssd() -> None:
+    plans = drive(AutoPlanner(CostModel(), k=4), slow_target_world(noise=0.15), rounds=200)
+    tail = plans[-100:]
+    assert sum(p.mode == "ssd" for p in tail) >= 85, tail[-8:]
+
+
+def test_a_later_reply_starts_on_the_plan_it_settled_on() -> None:
+    model = CostModel()
+    drive(AutoPlanner(model, k=4), slow_target_world(), rounds=120)
+    later = AutoPlanner(model, k=4)  # the engine keeps the model across replies
+    plans = drive(later, slow_target_world(), rounds=12)
+    assert all(p.mode == "ssd" for p in plans), plans
+
+
+def test_exploration_that_cannot_pay_becomes_rare_across_replies() -> None:
+    w = world(verify=lambda width: 0.1 * (1 + 0.3 * (width - 1)), draft_token_s=0.08, accepted=lambda k: 0)
+    model = CostModel()
+    first = drive(AutoPlanner(model, k=4), w, rounds=60)
+    assert any(p.mode == "sd" for p in first[:4])  # measured once
+    later: list[Plan] = []
+    for _ in range(10):  # ten more replies of 60 rounds on the same machine
+        later += drive(AutoPlanner(model, k=4), w, rounds=60)
+    assert sum(p.mode != "ar" for p in later) <= 4, [p for p in later if p.mode != "ar"]
+
+
+def test_auto_takes_the_pools_draft_when_it_promises_more() -> None:
+    model = CostModel()
+    for _ in range(5):
+        model.add_verify(1, 0.1)
+        model.add_verify(5, 0.12)
+        model.add_verify(17, 0.15)
+        model.draft_token.add(0.05)
+        model.acceptance.add(0.5)
+    lookup = Lookup(model, NgramPool(orders=(2, 3)))
+    lookup.pool.feed(TRUTH[:3000])  # the reply copies the context
+    target = FakeTarget()
+    target.committed = TRUTH[:3]
+    drafts = FakeDrafts(Script(right=lambda i: 1))
+    mode = AutoMode(Steps(target, drafts), AutoPlanner(model, k=4), SSDOptions(), lookup)
+    results = [mode.step() for _ in range(12)]
+    assert sum(r.mode == "lookup" for r in results) >= 10
+    assert all(r.accepted == r.drafted for r in results if r.mode == "lookup")
+    assert target.committed == TRUTH[: len(target.committed)]
+    assert results[-1].rates and results[-1].rates[0][0] == "lookup"  # the readout's "why": best first
+
+
+def test_auto_runs_its_plan_when_the_pool_has_nothing() -> None:
+    model = CostModel()
+    for _ in range(5):
+        model.add_verify(1, 0.1)
+        model.add_verify(5, 0.12)
+        model.draft_token.add(0.005)
+        model.acceptance.add(0.9)
+    target = FakeTarget()
+    drafts = FakeDrafts(Script(right=lambda i: 4))
+    mode = AutoMode(Steps(target, drafts), AutoPlanner(model, k=4), SSDOptions(), Lookup(model))
+    results = [mode.step() for _ in range(12)]
+    assert not any(r.mode == "lookup" for r in results)
+    assert drafts.requests  # the draft model ran
+
+
+def test_without_a_draft_model_auto_plans_only_ar() -> None:
+    planner = AutoPlanner(CostModel(), k=4, draft=False)
+    assert planner.candidates() == [Plan("ar")]
+    assert {p.mode for p in drive(planner, world(lambda w: 0.1, 0.01, lambda k: k), rounds=20)} == {"ar"}

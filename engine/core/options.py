@@ -125,8 +125,9 @@ MAX_CONTEXT = 1 << 20
 
 # -- decoding ---------------------------------------------------------------------------------------
 MODE = Option("mode", str, "ssd", "Mode", "ar: target only; sd: speculative decoding; ssd: speculative "
-              "speculative decoding; auto: picks the fastest as it goes", "decoding",
-              choices=("ar", "sd", "ssd", "auto"), chat_default="auto")
+              "speculative decoding; lookup: drafts from an n-gram pool over the conversation (no draft "
+              "model); auto: picks the fastest as it goes", "decoding",
+              choices=("ar", "sd", "ssd", "lookup", "auto"), chat_default="auto")
 K = Option("k", int, 4, "Draft length K", "Draft tokens per round (auto's fixed K when not adaptive)",
            "decoding", 1, MAX_K)
 ADAPTIVE = Option("adaptive", bool, True, "Adaptive draft length", "auto chooses K every round", "decoding")
@@ -137,7 +138,8 @@ GEOMETRIC = Option("geometric", bool, False, "Geometric fan-out",
 BUDGET = Option("budget", int, 0, "Tree budget", "ssd tree branches per round", "decoding", 0, MAX_BRANCHES,
                 note="0 = fan-out x (K + 1)")
 BACKUP = Option("backup", str, "jit", "Backup speculator", "What drafts on a cache miss: the draft model (jit) "
-                "or prompt lookup (ngram)", "decoding", choices=("jit", "ngram"))
+                "or the n-gram pool when its draft pays, else the draft model (ngram)", "decoding",
+                choices=("jit", "ngram"))
 MISS_LIMIT = Option("miss_limit", int, 3, "Miss limit", "Consecutive cache misses before ssd rolls back to sd",
                     "decoding", 1, 64)
 EARLY_STOP = Option("early_stop", bool, True, "Early stop",

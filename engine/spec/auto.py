@@ -1,28 +1,34 @@
 """``auto``: a planner picks ar, sd or ssd, the draft length K and the tree size for every round.
 
 :class:`AutoPlanner` runs no round: it reads the :class:`~engine.spec.costmodel.CostModel`, returns
-the next :class:`~engine.spec.costmodel.Plan`, and learns from the round's event. It holds a plan
-for a few rounds and now and then probes the others so their figures stay current; speculation
-that does not pay loses to ``ar`` in the prediction and is dropped. :class:`AutoMode` runs each
-plan with the same ar/sd/ssd steps the other modes use.
+the next :class:`~engine.spec.costmodel.Plan`, and learns from the round's event. Every plan's
+predicted rate is corrected by what its rounds really did (so a plan the component figures flatter
+is found out after a few rounds); it holds a plan for a few rounds, and re-measures another mode
+only when that mode is predicted close and not too soon — the gap doubles each time a probe loses,
+and lives in the cost model, so a later reply does not pay again for what cannot pay.
+:class:`AutoMode` runs each plan with the same steps the other modes use, and takes the n-gram
+pool's draft instead whenever the pool predicts a higher rate (a long match in the context).
 """
 
 from __future__ import annotations
 
 import logging
 import math
+from dataclasses import replace
 
 from .costmodel import CostModel, MeasuredRate, Plan
 from .fanout import allocate
+from .lookup import Lookup
 from .ssd import SSDOptions
 from .steps import Steps
-from .types import JIT, RoundResult
+from .types import JIT, NGRAM, RoundResult
 
 log = logging.getLogger(__name__)
 
 K_MAX = 8  # the longest draft auto considers when it adapts K
 HOLD_ROUNDS = 4  # rounds a plan is kept before re-deciding
-PROBE_EVERY = 64  # rounds between probes of the runner-up mode
+FIRST_PROBE_GAP = 32  # rounds before another mode is re-measured; doubles after each probe that loses
+MAX_PROBE_GAP = 1024
 SWITCH_GAIN = 1.05  # a new plan must promise this much more
 PROBE_IF_WITHIN = 0.8  # re-measure another mode only if it is predicted within this share of the current
 
@@ -31,19 +37,23 @@ class AutoPlanner:
     """Chooses a plan per round from the cost model and learns from what each round reports."""
 
     def __init__(self, model: CostModel, k: int, *, adaptive: bool = True, k_max: int = K_MAX,
-                 max_branches: int = 32) -> None:
+                 max_branches: int = 32, draft: bool = True, early_stop: bool = True) -> None:
         self.model = model  # the machine's timings outlive one reply: the engine passes the same model each time
         self.k = k
         self.adaptive = adaptive
         self.k_max = max(k, k_max) if adaptive else k
         self.max_branches = max_branches
-        self.plan = Plan("ar")
+        self.draft = draft  # False: no draft model, only ar (AutoMode adds the pool's drafts)
+        self.early_stop = early_stop
         self.why = ""  # why the latest plan was chosen (reported with its round)
+        self.rates: dict[str, float] = {}  # predicted tok/s of the best plan per mode, at the latest decision
         self.held = 0
         self.rounds = 0
-        self._last_probe = 0
         self._covered = False  # did the tree built during the last round cover its outcome?
+        self._probing: Plan | None = None
         self._probe: list[Plan] = self._first_probes()
+        # A model that has measured this machine before starts on its best plan, not on ar.
+        self.plan = max(self.candidates(), key=model.rate) if 1 in model.verify and not self._probe else Plan("ar")
 
     def _first_probes(self) -> list[Plan]:
         """What is still unmeasured: ar's verify, a few sd rounds; a narrow tree only if it could pay."""
@@ -51,6 +61,8 @@ class AutoPlanner:
         probes: list[Plan] = []
         if 1 not in m.verify:
             probes.append(Plan("ar"))
+        if not self.draft:
+            return probes
         if m.draft_token.value is None:
             probes += [Plan("sd", self.k)] * 2
         elif not m.level:
@@ -58,7 +70,7 @@ class AutoPlanner:
             hopeful = Plan("ssd", self.k, 1)
             saved = m.hit.value
             m.hit.value = 1.0  # optimistic: would a tree that always hits beat the best known plan?
-            promising = m.rate(hopeful) > SWITCH_GAIN * m.rate(best)
+            promising = m.raw_rate(hopeful) > SWITCH_GAIN * m.rate(best)
             m.hit.value = saved
             if promising:
                 probes += [hopeful] * 2
@@ -68,27 +80,40 @@ class AutoPlanner:
         return range(1, self.k_max + 1) if self.adaptive else [self.k]
 
     def candidates_without_ssd(self) -> list[Plan]:
+        if not self.draft:
+            return [Plan("ar")]
         return [Plan("ar"), *(Plan("sd", k) for k in self._ks())]
 
     def candidates(self) -> list[Plan]:
         plans = self.candidates_without_ssd()
+        if not self.draft:
+            return plans
         for k in self._ks():
             for budget in sorted({1, 2, k + 1, 2 * (k + 1), 3 * (k + 1)}):
                 budget = min(self.max_branches, budget)
-                if self.model.fits_window(k, budget):
+                if self.model.fits_window(k, budget, self.early_stop):
                     plans.append(Plan("ssd", k, budget))
         return plans
+
+    @property
+    def probing(self) -> bool:
+        """The latest plan is a probe (its round is for measuring, not to be replaced by a lookup)."""
+        return self._probing is not None
 
     def next_plan(self) -> Plan:
         """The plan for the next round (a probe, the held plan, or a better one)."""
         plan = self._choose()
         self.held += 1
         self.rounds += 1
+        self.model.rounds += 1
+        self.model.last_run[plan.mode] = self.model.rounds
         return plan
 
     def _choose(self) -> Plan:
+        self._probing = None
         if self._probe:
             plan = self._probe.pop(0)
+            self._probing = plan
             self.why = f"probe {plan}"
             if not self._probe:
                 self._probe = self._first_probes() if self.rounds < 8 else []
@@ -97,29 +122,51 @@ class AutoPlanner:
         self.why = f"plan {self.plan}"
         if self.held < HOLD_ROUNDS:
             return self.plan
+        m = self.model
         plans = self.candidates()
-        best = max(plans, key=self.model.rate)
-        current = self.model.rate(self.plan) if self.plan in plans else 0.0
-        if best != self.plan and self.model.rate(best) > SWITCH_GAIN * current:
-            self.why = f"plan {best}: predicted {current:.1f} -> {self.model.rate(best):.1f} tok/s"
+        best_by_mode: dict[str, Plan] = {}
+        for p in plans:
+            if p.mode not in best_by_mode or m.rate(p) > m.rate(best_by_mode[p.mode]):
+                best_by_mode[p.mode] = p
+        self.rates = {str(p): m.rate(p) for p in best_by_mode.values()}
+        best = max(best_by_mode.values(), key=m.rate)
+        current = m.rate(self.plan) if self.plan in plans else 0.0
+        if best != self.plan and m.rate(best) > SWITCH_GAIN * current:
+            self.why = f"plan {best}: predicted {current:.1f} -> {m.rate(best):.1f} tok/s"
             log.info("auto: %s -> %s", self.plan, self.why)
+            if best.mode != self.plan.mode:
+                m.probe_gap[best.mode] = FIRST_PROBE_GAP  # the mode won: probe it again soon if it loses
             self.plan = best
         self.held = 0
-        if self.rounds - self._last_probe >= PROBE_EVERY:
-            # Refresh the figures of the best plan of another mode.
-            self._last_probe = self.rounds
-            others = [p for p in plans if p.mode != self.plan.mode]
-            if others:
-                runner_up = max(others, key=self.model.rate)
-                # Only when the decision is close: a probe of sd/ssd after many ar rounds also pays for
-                # the draft catching up on every token since it last ran.
-                if self.model.rate(runner_up) > PROBE_IF_WITHIN * self.model.rate(self.plan):
-                    self._probe = [runner_up] * 2
+        self._plan_probe(best_by_mode)
         return self.plan
+
+    def _plan_probe(self, best_by_mode: dict[str, Plan]) -> None:
+        """Re-measure the most promising other mode when it is predicted close and its gap has passed."""
+        m = self.model
+        current = m.rate(self.plan)
+        for mode, plan in sorted(best_by_mode.items(), key=lambda kv: -m.rate(kv[1])):
+            if mode == self.plan.mode or m.rate(plan) <= PROBE_IF_WITHIN * current:
+                continue
+            gap = m.probe_gap.get(mode, FIRST_PROBE_GAP)
+            if m.rounds - m.last_run.get(mode, 0) >= gap:
+                m.probe_gap[mode] = min(MAX_PROBE_GAP, 2 * gap)  # reset to the first gap only if it wins
+                self._probe = [plan] * 2
+            return
+
+    def predicted(self, plan: Plan) -> tuple[float, float]:
+        """(tokens, seconds) the component figures predict for one round of ``plan``."""
+        m = self.model
+        tokens = 1.0 if plan.mode == "ar" else m.expected_tokens(plan.k)
+        return tokens, m.round_time(plan)
 
     def learn(self, plan: Plan, rr: RoundResult) -> None:
         """Fold one round's timings and outcome into the cost model."""
         m = self.model
+        table = m.verify_split if m.split and plan.mode == "ssd" else m.verify
+        if rr.drafted + 1 in table and (plan.mode == "ar" or m.draft_token.value is not None):
+            pred_tokens, pred_seconds = self.predicted(plan)  # from measured figures, not the defaults
+            m.observe(plan, len(rr.tokens), rr.wait_s + rr.verify_s, pred_tokens, pred_seconds)
         if plan.mode == "ar":
             m.add_verify(1, rr.verify_s)
             return
@@ -128,7 +175,9 @@ class AutoPlanner:
         n = rr.drafted
         split = m.split and plan.mode == "ssd"
         m.add_verify(n + 1, rr.verify_s, split)
-        if n:
+        if d.source == NGRAM:  # ssd's backup drafted from the pool: its figures, not the draft model's
+            m.learn_lookup(d.orders, rr.accepted)
+        elif n:
             m.acceptance.add(rr.accepted / n)
         if d.source == JIT and n and not split:
             m.draft_token.add(d.serve_s / n)
@@ -140,9 +189,6 @@ class AutoPlanner:
                 m.hit.add(1.0 if rr.hit else 0.0)
                 if self._covered:  # the outcome had a branch: a hit means its best candidate was right
                     m.top1.add(1.0 if rr.hit else 0.0)
-                predicted = m.round_time(plan) / m.ssd_slowdown.get(1.0)
-                if predicted > 0:
-                    m.ssd_slowdown.add((rr.wait_s + rr.verify_s) / predicted)
             counts = allocate(n, plan.budget, geometric_on=True, acceptance=m.acceptance.get(0.6))
             self._covered = n > 0 and counts[min(rr.accepted, n)] > 0
         elif n and rr.accepted < n and rr.accepted < len(d.top):
@@ -154,10 +200,11 @@ class AutoPlanner:
 
 
 def measured_rates(model: CostModel, k: int = 4, max_branches: int = 32) -> dict[str, MeasuredRate]:
-    """auto's best plan per mode it has measured on this machine (``ar``, ``sd``, ``ssd``) and its predicted rate.
+    """auto's best plan per mode it has measured on this machine (``ar``, ``sd``, ``ssd``, ``lookup``) and its
+    predicted rate (corrected by what the plan's rounds really did).
 
     A mode is measured once auto has run it: ar's single-token verify, sd's draft time per token,
-    ssd's tree levels and cache hits. Modes auto has not run are absent (empty before auto ran).
+    ssd's tree levels and cache hits, lookup's rounds. Modes auto has not run are absent (empty before auto ran).
     """
     measured = {"ar": model.verify.get(1) is not None and model.verify[1].value is not None,
                 "sd": model.draft_token.value is not None and model.acceptance.value is not None,
@@ -168,23 +215,33 @@ def measured_rates(model: CostModel, k: int = 4, max_branches: int = 32) -> dict
             rate = model.rate(plan)
             if plan.mode not in best or rate > best[plan.mode].tokens_per_second:
                 best[plan.mode] = MeasuredRate(plan.mode, str(plan), rate)
+    lookup = model.mode_tallies.get("lookup")
+    if lookup is not None and lookup.seconds > 0:
+        best["lookup"] = MeasuredRate("lookup", "lookup", lookup.tokens / lookup.seconds)
     return best
 
 
 class AutoMode:
-    """Each round: the planner's plan, run by the shared ar/sd/ssd steps, then the planner learns from it."""
+    """Each round: the pool's draft if it promises more, else the planner's plan; the planner learns from it."""
 
     name = "auto"
 
-    def __init__(self, steps: Steps, planner: AutoPlanner, opts: SSDOptions) -> None:
+    def __init__(self, steps: Steps, planner: AutoPlanner, opts: SSDOptions, lookup: Lookup | None = None,
+                 greedy: bool = True) -> None:
         self.steps = steps
         self.planner = planner
         self.opts = opts
+        self.lookup = lookup
+        self.greedy = greedy
         self.last_accepted = -1  # -1: the previous round was not an ssd round (no tree to serve from)
+        self._lookup_rate = 0.0
 
     def step(self) -> RoundResult:
         plan = self.planner.next_plan()
         why = self.planner.why
+        rr = self._lookup_round(plan)
+        if rr is not None:
+            return rr
         if plan.mode == "ar":
             rr = self.steps.ar(why=why)
         elif plan.mode == "sd":
@@ -196,7 +253,32 @@ class AutoMode:
                                 early_stop=self.opts.early_stop, why=why)
         self.planner.learn(plan, rr)
         self.last_accepted = rr.accepted if plan.mode == "ssd" else -1
-        return rr
+        return self._with_rates(rr)
+
+    def _lookup_round(self, plan: Plan) -> RoundResult | None:
+        """A round on the pool's draft when it predicts more than ``plan`` (never during a probe)."""
+        if self.lookup is None or self.planner.probing:
+            return None
+        model = self.planner.model
+        draft, rate = self.lookup.choose(self.steps.target.committed, greedy=self.greedy,
+                                         explore=plan.mode == "ar")
+        if draft.tokens:
+            self._lookup_rate = rate
+        if not draft.tokens or rate <= model.rate(plan):
+            return None
+        why = f"lookup: a {len(draft.tokens)}-token pool match, predicted {rate:.1f} > {model.rate(plan):.1f} tok/s"
+        rr = self.steps.lookup(draft, why=why)
+        self.lookup.learn(rr)
+        self.last_accepted = -1  # the tree (if any) assumed the plan's draft
+        return self._with_rates(rr)
+
+    def _with_rates(self, rr: RoundResult) -> RoundResult:
+        rates = dict(self.planner.rates)
+        if self.lookup is not None and self._lookup_rate > 0:
+            rates["lookup"] = self._lookup_rate
+        if not rates:
+            return rr
+        return replace(rr, rates=tuple(sorted(rates.items(), key=lambda kv: -kv[1])))
 
     def close(self) -> None:
         self.steps.close()

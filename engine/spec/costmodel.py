@@ -7,38 +7,89 @@ top-1 accuracy — and predicts the rate of any :class:`Plan`.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from .fanout import allocate
 
-WINDOW_MARGIN = 0.85  # the tree must fit in this share of one target verify
+WINDOW_MARGIN = 0.85  # the tree must fit in this share of one target verify (without early stop)
+TIMING_CLIP = 1.5  # a timing sample moves its average by at most this factor's share (noisy machines)
+EARLY_STOP_MARGIN = 1.3  # with early stop a deeper tree is cut short and served shallower: allow more
+LOOKUP_PRIOR = {1: 0.25, 2: 0.4, 3: 0.55, 4: 0.65}  # acceptance of a pool token by n-gram order, before data
 
 
 class Ema:
     """Exponential moving average that remembers whether it has data."""
 
-    def __init__(self, alpha: float = 0.25, init: float | None = None) -> None:
+    def __init__(self, alpha: float = 0.25, init: float | None = None, clip: float | None = None) -> None:
         self.alpha = alpha
         self.value = init
         self.n = 0
+        self.clip = clip  # timings: a sample counts as at most clip x (at least 1/clip x) the average
 
     def add(self, x: float) -> None:
         self.n += 1
+        if self.clip is not None and self.value is not None and self.n > 2:
+            x = min(max(x, self.value / self.clip), self.value * self.clip)  # one stalled round moves it little
         self.value = x if self.value is None else (1 - self.alpha) * self.value + self.alpha * x
 
     def get(self, default: float) -> float:
         return default if self.value is None else self.value
 
 
+class Ratio:
+    """A decayed success ratio with a prior worth ``weight`` observations (no data: the prior)."""
+
+    def __init__(self, prior: float, weight: float = 2.0, decay: float = 0.97) -> None:
+        self.prior, self.weight, self.decay = prior, weight, decay
+        self.hits = 0.0
+        self.seen = 0.0
+
+    def add(self, hit: bool) -> None:
+        self.hits = self.decay * self.hits + float(hit)
+        self.seen = self.decay * self.seen + 1.0
+
+    @property
+    def value(self) -> float:
+        return (self.hits + self.prior * self.weight) / (self.seen + self.weight)
+
+
+class Tally:
+    """What the rounds of one plan really emitted and took, against what the model predicted for them
+    (decayed sums, so the figure follows the machine). Round times are clipped to 2.5x the prediction:
+    one round slowed by another process does not condemn a plan."""
+
+    def __init__(self, decay: float = 0.9) -> None:
+        self.decay = decay
+        self.n = 0
+        self.tokens = self.seconds = self.pred_tokens = self.pred_seconds = 0.0
+
+    def add(self, tokens: float, seconds: float, pred_tokens: float, pred_seconds: float) -> None:
+        d = self.decay
+        self.n += 1
+        self.tokens = d * self.tokens + tokens
+        self.seconds = d * self.seconds + min(seconds, 2.5 * pred_seconds)
+        self.pred_tokens = d * self.pred_tokens + pred_tokens
+        self.pred_seconds = d * self.pred_seconds + pred_seconds
+
+    @property
+    def factor(self) -> float:
+        """Measured rate / predicted rate, kept within [0.25, 4]."""
+        if self.seconds <= 0 or self.pred_tokens <= 0:
+            return 1.0
+        f = (self.tokens / self.seconds) / (self.pred_tokens / self.pred_seconds)
+        return min(4.0, max(0.25, f))
+
+
 @dataclass(frozen=True, slots=True)
 class Plan:
-    mode: str  # "ar", "sd" or "ssd"
+    mode: str  # "ar", "sd", "ssd" or "lookup" (the pool's draft, of variable length: no K)
     k: int = 0
     budget: int = 0  # tree branches (ssd)
 
     def __str__(self) -> str:
-        if self.mode == "ar":
-            return "ar"
+        if self.mode in ("ar", "lookup"):
+            return self.mode
         return f"{self.mode}(K={self.k}" + (f", M={self.budget})" if self.mode == "ssd" else ")")
 
 
@@ -48,19 +99,24 @@ class CostModel:
 
     verify: dict[int, Ema] = field(default_factory=dict)  # seconds by batch width
     verify_split: dict[int, Ema] = field(default_factory=dict)  # the same with ssd's split threads
-    draft_token: Ema = field(default_factory=Ema)  # seconds per sequential draft token
+    draft_token: Ema = field(default_factory=lambda: Ema(clip=TIMING_CLIP))  # seconds per sequential draft token
     level: dict[int, Ema] = field(default_factory=dict)  # seconds per tree level by width
     acceptance: Ema = field(default_factory=lambda: Ema(0.15))
     hit: Ema = field(default_factory=lambda: Ema(0.2))
-    ssd_slowdown: Ema = field(default_factory=lambda: Ema(0.3))  # measured / predicted ssd round time
     split: bool = False  # ssd rounds run with split threads
     top1: Ema = field(default_factory=lambda: Ema(0.2))  # the draft's best candidate is the target's next token
+    lookup_accept: dict[int, Ratio] = field(default_factory=dict)  # pool tokens accepted, by n-gram order
+    tallies: dict[Plan, Tally] = field(default_factory=dict)  # measured against predicted, by plan
+    mode_tallies: dict[str, Tally] = field(default_factory=dict)  # the same by mode (for plans not yet run)
+    probe_gap: dict[str, int] = field(default_factory=dict)  # rounds between probes of a mode (grows on losses)
+    rounds: int = 0  # auto rounds run with this model, over all replies
+    last_run: dict[str, int] = field(default_factory=dict)  # the round each mode last ran
 
     def add_verify(self, width: int, seconds: float, split: bool = False) -> None:
-        (self.verify_split if split else self.verify).setdefault(width, Ema()).add(seconds)
+        (self.verify_split if split else self.verify).setdefault(width, Ema(clip=TIMING_CLIP)).add(seconds)
 
     def add_level(self, width: int, seconds: float) -> None:
-        self.level.setdefault(width, Ema()).add(seconds)
+        self.level.setdefault(width, Ema(clip=TIMING_CLIP)).add(seconds)
 
     def t_verify(self, width: int, split: bool = False) -> float:
         table = self.verify_split if split else self.verify
@@ -112,7 +168,7 @@ class CostModel:
         verify = self.t_verify(plan.k + 1, self.split)
         miss_time = plan.k * self.draft_token.get(0.02) + verify
         hit_time = max(verify, self.tree_time(plan.k, plan.budget))
-        return (p * hit_time + (1 - p) * miss_time) * self.ssd_slowdown.get(1.0)
+        return p * hit_time + (1 - p) * miss_time  # what this misses in practice, the plan's tally corrects
 
     def hit_prob(self, k: int, budget: int) -> float:
         """P(the next outcome has a branch): outcome k' has P ∝ a^k'(1-a) (a^K at K); a branch covers it
@@ -123,12 +179,56 @@ class CostModel:
         probs = [a**j * (1 - a) for j in range(k)] + [a**k]
         return sum(p * (1 - (1 - q) ** f) for p, f in zip(probs, counts, strict=True) if f > 0)
 
-    def rate(self, plan: Plan) -> float:
+    def raw_rate(self, plan: Plan) -> float:
+        """Tokens per second the component figures predict (no correction from measured rounds)."""
         tokens = 1.0 if plan.mode == "ar" else self.expected_tokens(plan.k)
         return tokens / self.round_time(plan)
 
-    def fits_window(self, k: int, budget: int) -> bool:
-        return self.tree_time(k, budget) <= WINDOW_MARGIN * self.t_verify(k + 1, self.split)
+    def correction(self, plan: Plan) -> float:
+        """How far this plan's (else its mode's) measured rounds ran from the prediction; 1 without data."""
+        t = self.tallies.get(plan)
+        if t is None or t.n < 3:
+            t = self.mode_tallies.get(plan.mode)
+        return t.factor if t is not None and t.n >= 3 else 1.0
+
+    def rate(self, plan: Plan) -> float:
+        """Predicted tokens per second, corrected by what rounds of the plan really did on this machine."""
+        return self.raw_rate(plan) * self.correction(plan)
+
+    def observe(self, plan: Plan, tokens: int, seconds: float, pred_tokens: float, pred_seconds: float) -> None:
+        """One round of ``plan``: what it emitted and took, and what was predicted for it."""
+        self.tallies.setdefault(plan, Tally()).add(tokens, seconds, pred_tokens, pred_seconds)
+        self.mode_tallies.setdefault(plan.mode, Tally()).add(tokens, seconds, pred_tokens, pred_seconds)
+
+    def fits_window(self, k: int, budget: int, early_stop: bool = False) -> bool:
+        margin = EARLY_STOP_MARGIN if early_stop else WINDOW_MARGIN
+        return self.tree_time(k, budget) <= margin * self.t_verify(k + 1, self.split)
+
+    # -- the n-gram pool (draft-free lookup) --------------------------------------------------------
+    def lookup_acceptance(self, order: int) -> float:
+        r = self.lookup_accept.get(order)
+        return r.value if r is not None else LOOKUP_PRIOR.get(order, max(LOOKUP_PRIOR.values()))
+
+    def learn_lookup(self, orders: Sequence[int], accepted: int) -> None:
+        """A lookup draft's outcome: its first ``accepted`` tokens accepted, the next one rejected."""
+        for i, order in enumerate(orders[: accepted + 1]):
+            self.lookup_accept.setdefault(order, Ratio(LOOKUP_PRIOR.get(order, 0.5))).add(i < accepted)
+
+    def lookup_expected(self, orders: Sequence[int]) -> list[float]:
+        """Expected tokens of a round verifying the first L tokens of a pool draft, for L = 0..len."""
+        out, reach = [1.0], 1.0
+        for order in orders:
+            reach *= self.lookup_acceptance(order)
+            out.append(out[-1] + reach)
+        return out
+
+    def lookup_best(self, orders: Sequence[int]) -> tuple[int, float]:
+        """The draft length with the most predicted tokens per second (0: a plain ar step), and that rate."""
+        expected = self.lookup_expected(orders)
+        ar, lookup = self.correction(Plan("ar")), self.correction(Plan("lookup"))
+        rates = [e / self.t_verify(n + 1) * (lookup if n else ar) for n, e in enumerate(expected)]
+        best = max(range(len(rates)), key=rates.__getitem__)
+        return best, rates[best]
 
 
 @dataclass(frozen=True, slots=True)

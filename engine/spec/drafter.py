@@ -40,6 +40,7 @@ class Drafter:
         self.top_count = 4
         self.path = HOST  # where this generation samples (engine.core.outputs.choose_path)
         self._threads = ctx.params.n_threads
+        self.pool_draft: Callable[[Sequence[int], int], Draft] | None = None  # the engine's n-gram pool, if set
 
     def configure(self, params: SamplingParams, rng: np.random.Generator, top_count: int) -> None:
         """A new generation's sampler: its settings, random numbers, and the best ids kept per row.
@@ -88,7 +89,11 @@ class Drafter:
         return Draft(tokens, None if self.params.greedy else qs, JIT, top=tops, serve_s=time.perf_counter() - t0)
 
     def draft_ngram(self, committed: Sequence[int], k: int) -> Draft | None:
-        """Prompt-lookup draft (q one-hot), or None when the context has no match."""
+        """Prompt-lookup draft (q one-hot), or None when the context has no match (with the engine's
+        n-gram pool: when the pool's draft would not beat a plain step)."""
+        if self.pool_draft is not None:
+            pooled = self.pool_draft(committed, k)
+            return pooled if pooled.tokens else None
         toks = ngram.lookup(committed, num_pred=k)
         if not toks:
             return None

@@ -1,10 +1,11 @@
-"""The three steps — ar, sd and ssd — and the plain modes built from them; each step runs exactly one round.
+"""The steps — ar, sd, ssd and lookup — and the plain modes built from them; each step runs exactly one round.
 
 ``ar`` is plain target decoding (the reference). ``sd`` asks its draft source for K tokens and has
 the target verify K+1 positions in one batch. ``ssd`` is an sd round whose draft source (the draft
 thread) then pre-speculates the next round while the target verifies this one, so the next draft
-may come from the speculation cache. The ssd mode with its fallback (:mod:`engine.spec.ssd`) and
-auto (:mod:`engine.spec.auto`) decide which step runs; the steps themselves decide nothing.
+may come from the speculation cache. ``lookup`` verifies a draft from the n-gram pool (no model).
+The ssd mode with its fallback (:mod:`engine.spec.ssd`), the lookup mode (:mod:`engine.spec.lookup`)
+and auto (:mod:`engine.spec.auto`) decide which step runs; the steps themselves decide nothing.
 """
 
 from __future__ import annotations
@@ -66,6 +67,15 @@ class Steps:
         req = DraftRequest(tuple(self.target.committed), accepted, k, budget, backup, geometric, acceptance,
                            early_stop, draft_threads)
         return self._served("ssd", req, why)
+
+    def lookup(self, draft: Draft, *, why: str = "") -> RoundResult:
+        """Verify a draft made without a model (the n-gram pool); an empty one makes this an ar step."""
+        self._threads(concurrent=False)
+        t0 = time.perf_counter()
+        v = self.target.verify(draft)
+        return RoundResult(v.tokens(draft.tokens), "lookup", draft.source if draft.tokens else None,
+                           len(draft.tokens), v.accepted, verify_s=time.perf_counter() - t0, wait_s=draft.serve_s,
+                           why=why, draft=draft)
 
     def close(self) -> None:
         """Stop the draft side; give both models back their sequential threads."""

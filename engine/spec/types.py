@@ -30,6 +30,7 @@ class Draft:
     source: str = JIT  # CACHE (a speculation-cache hit), JIT (the draft model, now) or NGRAM (prompt lookup)
     top: list[IdRow] = field(default_factory=list)  # best ids of the rows that produced the tokens
     serve_s: float = 0.0
+    orders: list[int] = field(default_factory=list)  # NGRAM: the n-gram order that predicted each token
 
     @property
     def hit(self) -> bool:
@@ -59,7 +60,7 @@ class RoundResult:
     """The one event a round reports: what it emitted, which step and speculator ran, and how it went."""
 
     tokens: list[int]
-    mode: str  # the step that ran: "ar", "sd" or "ssd"
+    mode: str  # the step that ran: "ar", "sd", "ssd" or "lookup"
     speculator: str | None = None  # where the draft came from: CACHE, JIT or NGRAM; None for ar
     drafted: int = 0
     accepted: int = 0
@@ -68,6 +69,7 @@ class RoundResult:
     wait_s: float = 0.0  # time the target spent waiting for the draft (sd inline: drafting itself)
     trees: tuple[TreeStats, ...] = ()  # speculation trees the draft side finished since the previous round
     why: str = ""  # why this round's step was chosen (reported when the step differs from the previous one)
+    rates: tuple[tuple[str, float], ...] = ()  # auto: predicted tok/s of the best plan per mode, best first
     draft: Draft | None = field(default=None, repr=False, compare=False)  # for planners; not a statistic
 
     @property

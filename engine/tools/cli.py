@@ -24,9 +24,9 @@ class _Parser(argparse.ArgumentParser):
 
 
 def _add_generate(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
-    p = sub.add_parser("generate", help="generate text with ar, sd, ssd or auto")
+    p = sub.add_parser("generate", help="generate text with ar, sd, ssd, lookup or auto")
     p.add_argument("--target", required=True, help="target GGUF file")
-    p.add_argument("--draft", help="draft GGUF file (needed for sd, ssd, auto)")
+    p.add_argument("--draft", help="draft GGUF file (needed for sd and ssd; auto without one picks ar or lookup)")
     p.add_argument("--mode", choices=MODES, default="ssd")
     p.add_argument("--prompt", required=True)
     p.add_argument("--chat", action="store_true", help="wrap the prompt in the target's chat template")
@@ -54,17 +54,17 @@ def _add_generate(sub: argparse._SubParsersAction) -> None:  # type: ignore[type
 
 def cmd_generate(args: argparse.Namespace) -> int:
     from engine.core.sampling import SamplingParams
-    from engine.engine import Engine, EngineConfig, GenerationParams
+    from engine.engine import DRAFT_FREE_MODES, Engine, EngineConfig, GenerationParams
 
     sampling = SamplingParams(args.temperature, args.top_k, args.top_p, args.min_p, args.seed)
     params = GenerationParams(
         mode=args.mode, max_tokens=args.max_tokens, sampling=sampling, k=args.k, fanout=args.fanout,
         geometric=args.geometric, backup=args.backup, miss_limit=args.miss_limit, budget=args.budget,
     )
-    if args.mode != "ar" and not args.draft:
+    if args.mode not in DRAFT_FREE_MODES and not args.draft:
         raise EngineError(f"--mode {args.mode} needs --draft")
     config = EngineConfig(
-        args.target, args.draft if args.mode != "ar" else None, n_ctx=args.ctx, threads=args.threads,
+        args.target, args.draft if args.mode not in ("ar", "lookup") else None, n_ctx=args.ctx, threads=args.threads,
         draft_threads=args.draft_threads, gpu_layers=args.gpu_layers, draft_gpu_layers=args.draft_gpu_layers,
     )
     with Engine(config) as eng:

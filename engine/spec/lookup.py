@@ -1,0 +1,236 @@
+"""Draft-free speculation: a hashed n-gram pool over the prompt and the conversation.
+
+In the spirit of llama.cpp's ngram-mod: a fixed-size table, indexed by a hash of the last ``n``
+tokens, holds the token that followed them most recently. A draft chains lookups (predict the next
+token, shift the window, look up again) until the pool has nothing or the length limit is reached,
+so drafts have variable length. Memory is constant (the table never grows; it is cleared when half
+full), and no model runs: a draft costs microseconds. Here several n-gram orders share one table
+(distinct hash seeds) and the longest order that hits predicts; every entry keeps a fingerprint of
+its n-gram, so a hash collision reads as "nothing" rather than as a wrong draft.
+
+:class:`Lookup` turns the pool into a speculator that never makes decoding slower: it learns how
+often a token predicted by each order is accepted, and cuts the draft to the length that maximises
+the predicted tokens per second (``E(L) / t_verify(L + 1)``, from the cost model auto also uses);
+when no length beats a plain ar step it drafts nothing, and the round is an ar step.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+
+import numpy as np
+
+from engine.core.context import common_prefix
+from engine.core.sampling import Dist
+
+from .costmodel import CostModel, Plan
+from .steps import Steps
+from .types import NGRAM, Draft, RoundResult
+
+ORDERS = (1, 2, 3, 4)  # n-gram sizes indexed; the longest that hits predicts
+POOL_BITS = 19  # 512 Ki entries: 2 MiB of table, whatever the conversation's length
+MAX_DRAFT = 16  # the longest lookup draft
+EXPLORE_EVERY = 16  # back-off rounds between one-token probes of a pool that has a prediction
+
+_MASK = (1 << 64) - 1
+_MUL = 0x9E3779B97F4A7C15  # 2^64 / golden ratio: spreads the hash over the index bits
+_STEP = 0x100000001B3  # FNV prime, the per-token mixing multiplier
+
+
+class NgramPool:
+    """n-gram → next token, in constant memory."""
+
+    def __init__(self, orders: Sequence[int] = ORDERS, bits: int = POOL_BITS) -> None:
+        if not orders or min(orders) < 1:
+            raise ValueError("n-gram orders must be positive")
+        self.orders = tuple(sorted(set(orders), reverse=True))
+        self.bits = bits
+        self.size = 1 << bits
+        self.next = np.full(self.size, -1, dtype=np.int32)
+        self.print = np.zeros(self.size, dtype=np.uint32)
+        self.used = 0
+
+    def reset(self) -> None:
+        self.next.fill(-1)
+        self.used = 0
+
+    @staticmethod
+    def _seed(n: int) -> int:
+        return (0xCBF29CE484222325 + n * 0x2545F4914F6CDD1D) & _MASK
+
+    def _slot(self, gram: Sequence[int]) -> tuple[int, int]:
+        h = self._seed(len(gram))
+        for t in gram:
+            h = ((h * _STEP) + t + 1) & _MASK
+        return ((h * _MUL) & _MASK) >> (64 - self.bits), (h ^ (h >> 32)) & 0xFFFFFFFF
+
+    def feed(self, tokens: Sequence[int], start: int = 0) -> None:
+        """Record, for every position i >= ``start``, that tokens[i-n:i] was followed by tokens[i]."""
+        arr = np.asarray(tokens, dtype=np.uint64)
+        n_tok = len(arr)
+        if n_tok - max(start, 1) > 64:
+            self._feed_vector(arr, max(start, 1))
+            return
+        for i in range(max(start, 1), n_tok):
+            for n in self.orders:
+                if i >= n:
+                    self._put(*self._slot(tokens[i - n : i]), int(tokens[i]))
+
+    def _put(self, idx: int, fp: int, token: int) -> None:
+        if self.next[idx] < 0:
+            self.used += 1
+        self.next[idx] = token
+        self.print[idx] = fp
+        if self.used * 2 > self.size:  # half full: collisions would start to evict live entries
+            self.reset()
+
+    def _feed_vector(self, arr: np.ndarray, start: int) -> None:
+        parts: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
+        with np.errstate(over="ignore"):
+            for n in self.orders:
+                pos = np.arange(max(start, n), len(arr))  # predicted positions
+                h = np.full(len(pos), self._seed(n), dtype=np.uint64)
+                for j in range(n):
+                    h = h * np.uint64(_STEP) + arr[pos - n + j] + np.uint64(1)
+                idx = ((h * np.uint64(_MUL)) >> np.uint64(64 - self.bits)).astype(np.int64)
+                fp = ((h ^ (h >> np.uint64(32))) & np.uint64(0xFFFFFFFF)).astype(np.uint32)
+                parts.append((pos, idx, fp))
+        pos = np.concatenate([p for p, _, _ in parts])
+        idx = np.concatenate([i for _, i, _ in parts])
+        fp = np.concatenate([f for _, _, f in parts])
+        order = np.argsort(pos, kind="stable")  # position by position, longest order first: the scalar order
+        idx, fp, pos = idx[order], fp[order], pos[order]
+        self.used += int(np.count_nonzero(self.next[np.unique(idx)] < 0))
+        self.next[idx] = arr[pos].astype(np.int32)  # the last write to a slot wins, as in the scalar path
+        self.print[idx] = fp
+        if self.used * 2 > self.size:
+            self.reset()
+            self._feed_vector(arr[-self.size // 16 :], 1)  # keep the most recent context
+
+    def predict(self, window: Sequence[int]) -> tuple[int, int] | None:
+        """The next token after ``window`` and the order that predicted it, or None."""
+        for n in self.orders:
+            if len(window) >= n:
+                idx, fp = self._slot(window[len(window) - n :])
+                tok = int(self.next[idx])
+                if tok >= 0 and int(self.print[idx]) == fp:
+                    return tok, n
+        return None
+
+    def draft(self, context: Sequence[int], max_len: int) -> tuple[list[int], list[int]]:
+        """Chain up to ``max_len`` predictions after ``context``: the tokens and the order of each."""
+        window = list(context[len(context) - self.orders[0] :])
+        tokens: list[int] = []
+        orders: list[int] = []
+        while len(tokens) < max_len:
+            hit = self.predict(window)
+            if hit is None:
+                break
+            tokens.append(hit[0])
+            orders.append(hit[1])
+            window = [*window[1:], hit[0]] if len(window) >= self.orders[0] else [*window, hit[0]]
+        return tokens, orders
+
+
+class Lookup:
+    """The pool as a speculator: fed with the context, drafts cut to the length that pays.
+
+    One per engine: the pool follows the conversation from turn to turn, and the acceptance figures
+    (in the shared :class:`CostModel`) outlive a reply. Used by one thread at a time (the target's,
+    or the draft thread while the target waits).
+    """
+
+    def __init__(self, model: CostModel, pool: NgramPool | None = None) -> None:
+        self.model = model
+        self.pool = pool or NgramPool()
+        self._fed: list[int] = []  # the sequence fed so far (prefix of the current context)
+        self._idle = 0  # back-off rounds in which the pool had a prediction
+
+    def start(self, context: Sequence[int]) -> None:
+        """A new generation. A context that continues the one fed so far (the next turn of the
+        conversation) feeds only what is new; any other (another conversation, a regenerated reply)
+        starts the pool afresh, so it only ever holds the context at hand."""
+        n = common_prefix(self._fed, context)
+        if n < len(self._fed):
+            self.pool.reset()
+            n = 0
+        self.pool.feed(context, start=n)
+        self._fed = list(context)
+
+    def sync(self, context: Sequence[int]) -> None:
+        """Feed what the context gained since the previous call (it only grows within a generation)."""
+        n = len(self._fed)
+        if len(context) < n or (n and context[n - 1] != self._fed[-1]):
+            self.start(context)
+            return
+        if len(context) > n:
+            self.pool.feed(context, start=n)
+            self._fed.extend(context[n:])
+
+    def candidate(self, context: Sequence[int], max_len: int = MAX_DRAFT) -> tuple[list[int], list[int]]:
+        """The pool's full chain after ``context`` (fed first), before the cost cut."""
+        self.sync(context)
+        return self.pool.draft(context, max_len)
+
+    def choose(self, context: Sequence[int], max_len: int = MAX_DRAFT, *, greedy: bool = True,
+               explore: bool = True) -> tuple[Draft, float]:
+        """The draft that maximises predicted tokens per second (empty when a plain ar step is better)
+        and that rate. With ``explore``, a pool that keeps predicting is tried on one token now and then."""
+        t0 = time.perf_counter()
+        tokens, orders = self.candidate(context, max_len)
+        length, rate = self.model.lookup_best(orders)
+        if length == 0 and tokens and explore:
+            self._idle += 1
+            if self._idle >= EXPLORE_EVERY:  # keep the acceptance figures current: one cheap token
+                self._idle = 0
+                length = 1
+        d = make_draft(tokens[:length], orders[:length], greedy)
+        d.serve_s = time.perf_counter() - t0
+        return d, rate
+
+    def propose(self, context: Sequence[int], max_len: int = MAX_DRAFT, *, greedy: bool = True,
+                explore: bool = True) -> Draft:
+        return self.choose(context, max_len, greedy=greedy, explore=explore)[0]
+
+    def learn(self, rr: RoundResult) -> None:
+        """Fold a lookup round into the cost model: measured against predicted, verify time by width,
+        acceptance by n-gram order."""
+        m = self.model
+        d = rr.draft
+        orders = d.orders[: rr.drafted] if d is not None else []
+        if rr.drafted + 1 in m.verify:  # a prediction from measured figures, not from the defaults
+            m.observe(Plan("lookup") if rr.drafted else Plan("ar"), len(rr.tokens), rr.verify_s + rr.wait_s,
+                      m.lookup_expected(orders)[-1], m.t_verify(rr.drafted + 1))
+        m.add_verify(rr.drafted + 1, rr.verify_s)
+        if d is not None and d.source == NGRAM and rr.drafted:
+            m.learn_lookup(orders, rr.accepted)
+
+
+def make_draft(tokens: list[int], orders: list[int], greedy: bool) -> Draft:
+    """A lookup draft: q is one-hot (a deterministic proposal), so sampled verification accepts d with p(d)."""
+    q = None if greedy else [Dist.one_hot(t) for t in tokens]
+    d = Draft(tokens, q, NGRAM)
+    d.orders = orders
+    return d
+
+
+class LookupMode:
+    """Draft-free speculative decoding: each round verifies the pool's draft, or is an ar step when it has none."""
+
+    name = "lookup"
+
+    def __init__(self, steps: Steps, lookup: Lookup, *, greedy: bool, max_len: int = MAX_DRAFT) -> None:
+        self.steps = steps
+        self.lookup = lookup
+        self.greedy = greedy
+        self.max_len = max_len
+
+    def step(self) -> RoundResult:
+        d = self.lookup.propose(self.steps.target.committed, self.max_len, greedy=self.greedy)
+        rr = self.steps.lookup(d)
+        self.lookup.learn(rr)
+        return rr
+
+    def close(self) -> None:
+        self.steps.close()

@@ -1,0 +1,134 @@
+"""The n-gram pool and the lookup speculator: what the pool predicts, its constant memory, and that the
+speculator drafts only what pays (fake target, no model)."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from engine.spec.costmodel import CostModel, Plan
+from engine.spec.lookup import EXPLORE_EVERY, Lookup, LookupMode, NgramPool
+from engine.spec.steps import Steps
+from engine.spec.types import NGRAM
+from tests.spec_fakes import TRUTH, FakeTarget
+
+
+def test_the_pool_predicts_what_followed_the_longest_known_ngram() -> None:
+    pool = NgramPool(orders=(1, 2, 3))
+    pool.feed([5, 6, 7, 8, 5, 6, 9])
+    assert pool.predict([1, 5, 6]) == (9, 2)  # the bigram (5, 6) was last followed by 9
+    assert pool.predict([7, 8, 5]) == (6, 3)  # the trigram (7, 8, 5) knows 6
+    assert pool.predict([4, 4, 8]) == (5, 1)  # only the unigram 8 is known
+    assert pool.predict([4, 4, 4]) is None
+
+
+def test_a_draft_chains_predictions_until_the_pool_has_nothing() -> None:
+    pool = NgramPool(orders=(2, 3))
+    text = [10, 11, 12, 13, 14, 15, 16]
+    pool.feed([1, 2, *text, 3])
+    tokens, orders = pool.draft([9, 10, 11], max_len=16)
+    assert tokens == [12, 13, 14, 15, 16, 3]  # variable length: it stops where the pool's knowledge ends
+    assert orders == [2, 3, 3, 3, 3, 3]  # (9, 10, 11) is unknown: the bigram (10, 11) starts it
+    assert pool.draft([9, 10, 11], max_len=2)[0] == [12, 13]
+    assert pool.draft([40, 41], max_len=8) == ([], [])
+
+
+def test_vector_and_token_by_token_feeding_agree() -> None:
+    rng = np.random.default_rng(3)
+    seq = rng.integers(0, 50, size=400).tolist()
+    a, b = NgramPool(bits=14), NgramPool(bits=14)
+    a.feed(seq)  # long: vectorised
+    for i in range(1, len(seq) + 1):
+        b.feed(seq[:i], start=i - 1)  # one token at a time
+    assert np.array_equal(a.next, b.next) and np.array_equal(a.print, b.print)
+    assert a.used == b.used
+
+
+def test_collisions_read_as_nothing_and_memory_stays_constant() -> None:
+    pool = NgramPool(orders=(2,), bits=6)  # 64 entries: most n-grams collide
+    rng = np.random.default_rng(0)
+    seq = rng.integers(0, 1000, size=5000).tolist()
+    pool.feed(seq)
+    assert pool.next.shape == (64,) and pool.used * 2 <= pool.size  # cleared when half full
+    last: dict[tuple[int, int], int] = {}
+    for i in range(2, len(seq)):
+        last[(seq[i - 2], seq[i - 1])] = seq[i]
+    wrong = sum(1 for gram, nxt in last.items() if (hit := pool.predict(list(gram))) and hit[0] != nxt)
+    assert wrong <= 2  # a 32-bit fingerprint lets through about one collision in 4 billion
+
+
+def test_a_new_conversation_starts_the_pool_afresh_and_a_next_turn_extends_it() -> None:
+    look = Lookup(CostModel())
+    look.start([1, 2, 3, 4, 2, 3])
+    assert look.pool.predict([2, 3]) == (4, 2)
+    look.start([1, 2, 3, 4, 2, 3, 9, 9])  # the next turn: fed incrementally
+    assert look.pool.predict([3, 9]) == (9, 2)
+    look.start([1, 2, 7])  # another conversation: nothing of the first remains
+    assert look.pool.predict([2, 3]) is None
+
+
+def fed_lookup(model: CostModel) -> Lookup:
+    look = Lookup(model, NgramPool(orders=(2, 3)))
+    look.pool.feed(TRUTH[:2000])  # the pool knows the fake target's whole continuation
+    return look
+
+
+def test_lookup_mode_drafts_long_when_the_pool_knows_the_reply() -> None:
+    model = CostModel()
+    for _ in range(5):
+        model.add_verify(1, 0.1)
+        model.add_verify(17, 0.12)
+    target = FakeTarget()
+    target.committed = TRUTH[:3]
+    mode = LookupMode(Steps(target, None), fed_lookup(model), greedy=True)
+    rounds = [mode.step() for _ in range(10)]
+    assert all(r.mode == "lookup" and r.speculator == NGRAM for r in rounds)
+    # the first draft is cut where the prior acceptance stops paying (the fake's verify times then steer it)
+    assert 0 < rounds[0].drafted < 16 and all(r.drafted > 1 for r in rounds)
+    assert all(r.accepted == r.drafted for r in rounds)
+    assert target.committed == TRUTH[: len(target.committed)]
+    assert model.lookup_acceptance(3) > 0.9
+
+
+def test_lookup_backs_off_to_plain_steps_when_drafts_do_not_pay() -> None:
+    model = CostModel()
+    for _ in range(5):
+        model.add_verify(1, 0.1)
+        model.add_verify(2, 0.15)  # verifying one more token costs 50 % more: only a likely draft pays
+    look = Lookup(model, NgramPool(orders=(2,)))
+    context = [7, 8, 1, 2, 3, 4, 5, 1, 2]
+    draft, rate = look.choose(context, explore=False)
+    assert draft.tokens == [] and abs(rate - 10.0) < 1e-9  # a plain step: 1 token per 0.1 s
+    for _ in range(50):
+        model.learn_lookup([2], 1)  # bigram drafts always accepted
+    draft, rate = look.choose(context, explore=False)
+    assert draft.tokens[:1] == [3] and rate > 10.0
+
+
+def test_a_pool_that_keeps_predicting_wrong_is_probed_now_and_then() -> None:
+    model = CostModel()
+    for _ in range(50):
+        model.add_verify(1, 0.1)
+        model.learn_lookup([2], 0)  # bigram drafts always rejected
+    look = Lookup(model, NgramPool(orders=(2,)))
+    lengths = [len(look.propose([1, 2, 3, 1, 2]).tokens) for _ in range(3 * EXPLORE_EVERY)]
+    assert sum(lengths) == 3 and set(lengths) == {0, 1}
+
+
+def test_sampled_lookup_drafts_carry_one_hot_q() -> None:
+    look = Lookup(CostModel(), NgramPool(orders=(2,)))
+    d = look.propose([1, 2, 3, 1, 2], greedy=False)
+    assert d.tokens and d.q is not None and len(d.q) == len(d.tokens)
+    assert all(q.prob(t) == 1.0 for q, t in zip(d.q, d.tokens, strict=True))
+
+
+def test_lookup_rounds_teach_the_cost_model() -> None:
+    model = CostModel()
+    for width in range(1, 18):  # measured before: every round's prediction comes from measured figures
+        model.add_verify(width, 0.1 + 0.001 * width)
+    target = FakeTarget()
+    target.committed = TRUTH[:3]
+    mode = LookupMode(Steps(target, None), fed_lookup(model), greedy=True)
+    for _ in range(6):
+        mode.step()
+    assert model.tallies[Plan("lookup")].n == 6
+    assert model.verify[17].n > 1  # the 16-token drafts measured verifies of width 17
