@@ -1,4 +1,4 @@
-"""``python -m engine bench``: ar, sd, ssd and auto on the real pair, in three hardware scenarios.
+"""``python -m engine bench``: ar, sd, ssd, lookup and auto on the real pair, in three hardware scenarios.
 
 Scenarios (targets of issue 4):
   A  the pair as shipped (Q4_K_M target), every mode may use all cores;
@@ -37,6 +37,8 @@ from engine.models.convert import ensure_f16
 from engine.spec.exactness import first_difference
 from engine.stats import GenerationStats
 
+from .bench_table import print_table, summarise
+
 
 @dataclass(frozen=True)
 class Scenario:
@@ -55,7 +57,7 @@ class Row:
     runs: list[dict[str, Any]] = field(default_factory=list)
 
     def total(self, key: str) -> float:
-        return float(sum(r[key] or 0.0 for r in self.runs))
+        return float(sum(r.get(key) or 0.0 for r in self.runs))
 
     @property
     def tps(self) -> float:
@@ -124,6 +126,7 @@ def _record(s: GenerationStats, tokens: list[int], prompt_id: str, mode: str) ->
         "prompt": prompt_id, "mode": mode, "tokens": tokens, "new_tokens": s.new_tokens,
         "decode_tokens": max(s.new_tokens - 1, 0), "decode_s": decode_s, "seconds": s.seconds, "ttft_s": s.ttft_s,
         "tokens_per_second": max(s.new_tokens - 1, 0) / decode_s, "acceptance_rate": s.acceptance_rate,
+        "e2e_tokens_per_second": s.tokens_per_second, "plan_rates": s.plan_rates,
         "mean_accepted": s.mean_accepted, "hit_rate": s.hit_rate, "rounds": s.rounds,
         "rounds_by_mode": s.rounds_by_mode, "python_share": s.python_share, "mode_switches": s.mode_switches[:20],
         "mean_verify_ms": s.mean_verify_ms, "mean_tree_ms": s.mean_tree_ms, "backup_uses": s.backup_uses,
@@ -216,36 +219,6 @@ def _parse_peer_speed(tool: str, out: str) -> float | None:
     return float(m.group(1)) if m else None
 
 
-def summarise(rows: list[Row], exact: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    base = {(r.scenario, r.setting): r.tps for r in rows if r.mode == "ar"}
-    table = []
-    for r in rows:
-        ar = base.get((r.scenario, r.setting))
-        same = [e[r.mode]["identical"] for e in exact if e["scenario"] == r.scenario and r.mode in e]
-        table.append({
-            "scenario": r.scenario, "setting": r.setting, "mode": r.mode, "tokens_per_second": r.tps,
-            "speedup_vs_ar": r.tps / ar if ar else None, "acceptance_rate": r.mean("acceptance_rate"),
-            "mean_accepted": r.mean("mean_accepted"), "hit_rate": r.mean("hit_rate"),
-            "python_share": r.mean("python_share"),
-            "exact_vs_ar": (f"{sum(same)}/{len(same)}" if same and r.setting == "greedy" else None),
-        })
-    return table
-
-
-def print_table(table: list[dict[str, Any]]) -> None:
-    def f(v: Any, fmt: str) -> str:
-        return "-" if v is None else format(v, fmt)
-
-    head = f"{'scenario':8} {'setting':8} {'mode':26} {'tok/s':>7} {'vs ar':>6} {'accept':>7} {'mean acc':>8} " \
-           f"{'hit':>5} {'py%':>5} {'exact':>6}"
-    print(head)
-    print("-" * len(head))
-    for t in table:
-        print(f"{t['scenario']:8} {t['setting']:8} {t['mode']:26} {t['tokens_per_second']:7.2f} "
-              f"{f(t['speedup_vs_ar'], '6.2f')} {f(t['acceptance_rate'], '7.0%')} {f(t['mean_accepted'], '8.2f')} "
-              f"{f(t['hit_rate'], '5.0%')} {f(t['python_share'], '5.1%')} {t['exact_vs_ar'] or '-':>6}")
-
-
 def cmd_bench(args: argparse.Namespace) -> int:
     if args.scenarios.strip().upper() == "O":  # overhead: tiny models, its own module
         from .bench_overhead import cmd_overhead
@@ -302,7 +275,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
 
 
 def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
-    p = sub.add_parser("bench", help="benchmark ar, sd, ssd and auto on the real pair")
+    p = sub.add_parser("bench", help="benchmark ar, sd, ssd, lookup and auto on the real pair")
     p.add_argument("--scenarios", default="A,B,C", help="comma list of A, B, C; or O alone (overhead, tiny models)")
     p.add_argument("--modes", default=",".join(MODES))
     p.add_argument("--max-tokens", type=int, default=128)
