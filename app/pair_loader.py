@@ -100,7 +100,7 @@ class PairLoader(QObject):
 
     def _on_model_loaded(self, label: str) -> None:
         self._loading = False
-        self.label.setText(f"Model: {label}" + ("" if self.has_draft else " (no draft: ar only)"))
+        self.label.setText(f"Model: {label}" + ("" if self.has_draft else " (no draft: ar, lookup or auto)"))
 
     def _on_failed(self, _message: str) -> None:
         if self._loading or self.pair is None:

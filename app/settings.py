@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, fields, replace
 from typing import Any
 
-from engine import OPTIONS, EngineConfig, GenerationParams, Option, SamplingParams
+from engine import DRAFT_FREE_MODES, OPTIONS, EngineConfig, GenerationParams, Option, SamplingParams
 
 TINT_DRAFTS = Option("tint_drafts", bool, False, "Tint drafts", "Tint text that came from accepted drafts", "view")
 APP_OPTIONS: dict[str, Option[Any]] = {TINT_DRAFTS.name: TINT_DRAFTS}
@@ -83,8 +83,9 @@ def setting_options() -> dict[str, Option[Any]]:
 
 
 def effective_mode(mode: str, *, has_draft: bool) -> str:
-    """The mode actually run: ``ar`` without a draft, else ``mode``."""
-    return mode if has_draft else "ar"
+    """The mode actually run: ``mode``, or ``ar`` where it needs a draft the pair lacks (``lookup`` and
+    ``auto`` run on a target alone)."""
+    return mode if has_draft or mode in DRAFT_FREE_MODES else "ar"
 
 
 def load_fields() -> list[str]:

@@ -28,7 +28,7 @@ from .core.fit import DROP_OLDEST, OVERFLOW_POLICIES, FittedChat, fit_messages
 from .core.options import MAX_BRANCHES, MAX_CONTEXT, MAX_FANOUT, MAX_K, MODES, OPTIONS, Option, cpu_cores
 from .core.paths import user_data_dir
 from .core.sampling import SamplingParams
-from .engine import Engine, EngineConfig, GenerationParams
+from .engine import DRAFT_FREE_MODES, Engine, EngineConfig, GenerationParams
 from .generation import Generation, TokenEvent
 from .models import hub, offline
 from .models.catalog import PairSpec, fit_label, format_bytes, load_catalog, system_memory
@@ -40,6 +40,7 @@ from .stats import GenerationStats
 from .tools.tinymodel import TinyPair, write_model
 
 __all__ = [
+    "DRAFT_FREE_MODES",
     "DROP_OLDEST",
     "MAX_BRANCHES",
     "MAX_CONTEXT",

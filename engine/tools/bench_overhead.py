@@ -59,8 +59,8 @@ def tiny_pair(folder: Path) -> tuple[Path, Path, str]:
 class BareLoop:
     """Decode one token, copy the row, argmax: the floor any engine on this model pays per token."""
 
-    def __init__(self, path: Path) -> None:
-        self.model = Model(path)
+    def __init__(self, path: Path, gpu_layers: int = 0) -> None:
+        self.model = Model(path, gpu_layers=gpu_layers)
         cp = ll.llama_context_default_params()
         cp.n_ctx, cp.n_batch, cp.n_ubatch = 1024, 512, 512
         cp.n_threads = cp.n_threads_batch = 1
@@ -132,11 +132,12 @@ def measure(target: Path, draft: Path, args: argparse.Namespace) -> tuple[dict[s
     rng = np.random.default_rng(args.seed)
     prompts = [rng.integers(1000, 100_000, size=32).tolist() for _ in range(args.o_prompts)]
     bare: list[dict[str, float]] = []
-    floor_loop = BareLoop(target)
+    floor_loop = BareLoop(target, args.gpu_layers)
     modes = [m for m in args.modes.split(",") if m in MODES]
     runs: dict[tuple[str, str, str], list[dict[str, Any]]] = {}
     for path in args.paths.split(","):
-        cfg = EngineConfig(str(target), str(draft), n_ctx=1024, threads=1, draft_threads=1, sampling_path=path)
+        cfg = EngineConfig(str(target), str(draft), n_ctx=1024, threads=1, draft_threads=1, sampling_path=path,
+                           gpu_layers=args.gpu_layers, draft_gpu_layers=args.draft_gpu_layers)
         with Engine(cfg) as eng:
             for warm in SETTINGS.values():  # warm-up: graphs, auto's cost model
                 eng.generate(prompts[0], GenerationParams(mode="sd", max_tokens=16, sampling=warm)).run()
@@ -218,7 +219,10 @@ def format_table(floor: dict[str, float], table: list[dict[str, Any]]) -> str:
 
 def cmd_overhead(args: argparse.Namespace) -> int:
     folder = Path(args.model_dir) if args.model_dir else user_data_dir() / "bench-overhead"
-    target, draft, vocab = tiny_pair(folder)
+    if args.o_target and args.o_draft:  # another pair through the same measurement (the synthetic GPU pair)
+        target, draft, vocab = Path(args.o_target), Path(args.o_draft), "the pair's own"
+    else:
+        target, draft, vocab = tiny_pair(folder)
     started = time.strftime("%Y-%m-%dT%H:%M:%S%z")
     load0 = os.getloadavg()[0]
     floor, table = measure(target, draft, args)
@@ -234,7 +238,8 @@ def cmd_overhead(args: argparse.Namespace) -> int:
     out.parent.mkdir(parents=True, exist_ok=True)
     result = {"command": "python -m engine " + " ".join(sys.argv[1:]), "started": started, "machine": machine(),
               "load": load, "vocabulary": vocab, "n_vocab": Model(target, vocab_only=True).n_vocab,
-              "models": {"target": str(target), "draft": str(draft), "shape": "2 layers, n_embd 64"},
+              "models": {"target": str(target), "draft": str(draft), "gpu_layers": args.gpu_layers,
+                         "draft_gpu_layers": args.draft_gpu_layers},
               "settings": {"max_tokens": args.max_tokens, "k": args.k, "fanout": args.fanout, "budget": args.budget,
                            "repeats": args.repeats, "prompts": args.o_prompts,
                            "sampled": {"temperature": 0.8, "top_k": SETTINGS["sampled"].top_k,
@@ -252,4 +257,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--paths", default=f"{HOST},{BACKEND}", help="O: sampling paths to measure (host, backend)")
     p.add_argument("--model-dir", help="O: where the tiny models are written (default: the data folder)")
     p.add_argument("--o-prompts", dest="o_prompts", type=int, default=2, help="O: random prompts of 32 tokens")
+    p.add_argument("--gpu-layers", type=int, default=0, help="O: target layers on the GPU (-1 = all)")
+    p.add_argument("--draft-gpu-layers", type=int, default=0, help="O: draft layers on the GPU (-1 = all)")
+    p.add_argument("--o-target", help="O: measure this target instead of the tiny one (with --o-draft)")
+    p.add_argument("--o-draft", help="O: the draft for --o-target")
 

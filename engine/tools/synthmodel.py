@@ -167,7 +167,7 @@ def write_llama(path: Path, tok: Tokenizer, shape: Shape, *, seed: int = 0, logi
     return path
 
 
-def write_pair(folder: Path, tok: Tokenizer, draft: Shape, target_layers: int, *, extra_scale: float = 0.05,
+def write_pair(folder: Path, tok: Tokenizer, draft: Shape, target_layers: int, *, extra_scale: float = 0.02,
                logit_scale: float = 4.0, f16: bool = True, seed: int = 11) -> tuple[Path, Path]:
     """A synthetic (target, draft): the draft of shape ``draft``; the target its layers, embedding and head
     plus ``target_layers - draft.n_layer`` layers whose residual contribution is scaled by ``extra_scale``."""
@@ -179,3 +179,22 @@ def write_pair(folder: Path, tok: Tokenizer, draft: Shape, target_layers: int, *
                     base_layers=draft.n_layer, extra_scale=extra_scale)
     print(f"wrote {t.name} and {d.name} in {time.perf_counter() - t0:.0f} s")
     return t, d
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m engine.tools.synthmodel DIR [--target-layers N]``: write the synthetic pair (F16, no download)."""
+    import argparse
+
+    p = argparse.ArgumentParser(description=main.__doc__)
+    p.add_argument("folder", type=Path)
+    p.add_argument("--target-layers", type=int, default=64, help="the draft's 24 layers plus small-residual ones")
+    p.add_argument("--extra-scale", type=float, default=0.02)
+    p.add_argument("--tokenizer-from", type=Path, help="a GGUF whose vocabulary to copy (default: synthetic)")
+    a = p.parse_args(argv)
+    tok = read_tokenizer(a.tokenizer_from) if a.tokenizer_from else synthetic_tokenizer()
+    write_pair(a.folder, tok, QWEN_05B, a.target_layers, extra_scale=a.extra_scale)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
