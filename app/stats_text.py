@@ -43,7 +43,8 @@ def stats_parts(stats: Mapping[str, Any]) -> list[str]:
         parts.append(f"hit rate {100 * stats['hit_rate']:.0f}%")
     rates: Mapping[str, float] = stats.get("plan_rates") or {}
     if rates and stats.get("finish_reason"):  # auto's why: the predicted rate of its best plan per mode
-        parts.append("predicted " + ", ".join(f"{plan} {rate:.1f}" for plan, rate in list(rates.items())[:4]) + " tok/s")
+        best = list(rates.items())[:4]
+        parts.append("predicted " + ", ".join(f"{plan} {rate:.1f}" for plan, rate in best) + " tok/s")
     reason = str(stats.get("finish_reason") or "")
     if reason not in HIDDEN_REASONS:
         parts.append(REASON_TEXT.get(reason, reason))

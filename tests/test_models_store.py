@@ -99,7 +99,7 @@ def test_verify_reports_each_pair(tiny: TinyPair, tmp_path: Path) -> None:
         shutil.copy(p, mine / p.name)
     store = ModelStore(tmp_path / "store")
     pair = store.import_pair(mine / "target.gguf", mine / "draft_same.gguf")
-    assert store.check() == [(pair.id, True, "sizes and vocabularies ok")]
+    assert store.check() == [(pair.id, True, "checksums and vocabularies ok")]
 
     with (mine / "draft_same.gguf").open("ab") as f:
         f.write(b"\0" * 10)

@@ -62,13 +62,16 @@ def supports_gpu_offload() -> bool:
 
 def check_gguf_file(path: Path) -> None:
     """Raise :class:`ModelLoadError` unless ``path`` looks like a complete GGUF file."""
-    if not path.exists():
-        raise ModelLoadError(f"model file not found: {path}")
-    if not path.is_file():
-        raise ModelLoadError(f"model path is not a file: {path}")
-    size = path.stat().st_size
-    with path.open("rb") as f:
-        magic = f.read(4)
+    try:
+        if not path.exists():
+            raise ModelLoadError(f"model file not found: {path}")
+        if not path.is_file():
+            raise ModelLoadError(f"model path is not a file: {path}")
+        size = path.stat().st_size
+        with path.open("rb") as f:
+            magic = f.read(4)
+    except OSError as exc:  # unreadable: permissions, a failing disk
+        raise ModelLoadError(f"cannot read the model file ({exc.strerror or exc}): {path}") from None
     if magic != GGUF_MAGIC:
         raise ModelLoadError(f"not a GGUF file (bad magic {magic!r}): {path}")
     if size < 64:
@@ -94,7 +97,7 @@ class Model:
         mp.n_gpu_layers = gpu_layers
         mp.vocab_only = vocab_only
         mp.use_extra_bufts = cpu_check.extra_bufts_allowed()  # False where the CPU faults in AMX/repack kernels
-        ptr = ll.llama_model_load_from_file(str(self.path).encode(), mp)
+        ptr = ll.llama_model_load_from_file(os.fsencode(self.path), mp)
         if not ptr:
             raise ModelLoadError(f"llama.cpp could not load the model (truncated or unsupported GGUF?): {self.path}")
         self._ptr = ptr

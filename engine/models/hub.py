@@ -108,7 +108,7 @@ def download_file(
     sha256: str | None = None,
     progress: ProgressCallback | None = None,
     cancel: threading.Event | None = None,
-    free: FreeBytes = free_bytes,
+    free: FreeBytes | None = None,
 ) -> Path:
     """Download one file into ``dest_dir``, resuming a partial download, checking its SHA-256.
 
@@ -119,7 +119,7 @@ def download_file(
         sha256: Expected SHA-256; default: the Hub's ``X-Linked-Etag`` (LFS files).
         progress: Called with :class:`DownloadProgress` about ten times a second and at the end.
         cancel: Set it to stop; the partial file is kept and the next call resumes it.
-        free: Free-space probe (injectable for tests).
+        free: Free-space probe (default: the disk's; injectable for tests).
 
     Returns:
         The checked file's path.
@@ -130,7 +130,7 @@ def download_file(
     remote = remote_file(repo, filename)
     expected = _expected_sha(sha256, remote)
     final = dest_dir / Path(filename).name
-    check_space(dest_dir, remaining(remote, final, expected), free)
+    check_space(dest_dir, remaining(remote, final, expected), free or free_bytes)
     tracker = Progress(progress, remote.size or 0)
     path, _ = fetch(remote, dest_dir, expected, tracker, cancel or threading.Event())
     return path
@@ -206,7 +206,7 @@ def download_pair(
     *,
     progress: ProgressCallback | None = None,
     cancel: threading.Event | None = None,
-    free: FreeBytes = free_bytes,
+    free: FreeBytes | None = None,
 ) -> InstalledPair:
     """Download a catalog pair as one unit and register it in the store.
 
@@ -220,7 +220,7 @@ def download_pair(
         store: Where to put it.
         progress: Called with :class:`DownloadProgress` (both files counted together).
         cancel: Set it to stop; partial files are kept for a resume.
-        free: Free-space probe (injectable for tests).
+        free: Free-space probe (default: the disk's; injectable for tests).
 
     Returns:
         The installed pair.
@@ -233,7 +233,7 @@ def download_pair(
     files = [(f, _remote_for(f), store.hub_dir(f.repo)) for f in (spec.target, spec.draft)]
     plan = [(remote, dest, _expected_sha(f.sha256, remote)) for f, remote, dest in files]
     need = sum(remaining(r, dest / Path(r.filename).name, sha) for r, dest, sha in plan)
-    check_space(store.root, need, free)
+    check_space(store.root, need, free or free_bytes)
     _check_remote(plan[0][0], plan[1][0])
     tracker = Progress(progress, sum(r.size or f.size for f, r, _ in files))
     (t_path, t_sha), (d_path, d_sha) = (fetch(r, dest, sha, tracker, cancel) for r, dest, sha in plan)

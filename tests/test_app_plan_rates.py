@@ -1,0 +1,33 @@
+"""auto's "why" in the per-message stats, and the modes the app runs on a target alone."""
+
+from __future__ import annotations
+
+from app.settings import effective_mode
+from app.stats_text import stats_text
+from engine import GenerationStats
+from engine.spec.types import RoundResult
+from engine.stats import StatsRecorder
+
+
+def test_a_finished_auto_reply_shows_the_predicted_rates_of_its_plans() -> None:
+    stats = GenerationStats(mode="auto")
+    rec = StatsRecorder(stats)
+    rec.round(RoundResult([5, 6], "ssd", rates=(("ssd(K=4, M=1)", 9.14), ("sd(K=3)", 6.2), ("ar", 5.0))))
+    live = stats_text(stats.to_dict())
+    assert "predicted" not in live  # the live readout stays short
+    stats.finish_reason = "stop"
+    line = stats_text(stats.to_dict())
+    assert "predicted ssd(K=4, M=1) 9.1, sd(K=3) 6.2, ar 5.0 tok/s" in line
+
+
+def test_a_reply_without_plans_shows_no_prediction() -> None:
+    stats = GenerationStats(mode="ssd", finish_reason="stop", new_tokens=3)
+    assert "predicted" not in stats_text(stats.to_dict())
+
+
+def test_lookup_and_auto_run_without_a_draft_and_the_rest_fall_back_to_ar() -> None:
+    assert effective_mode("lookup", has_draft=False) == "lookup"
+    assert effective_mode("auto", has_draft=False) == "auto"
+    assert effective_mode("ssd", has_draft=False) == "ar"
+    assert effective_mode("sd", has_draft=False) == "ar"
+    assert effective_mode("ssd", has_draft=True) == "ssd"
