@@ -72,7 +72,7 @@ def test_generation_params_follow_the_settings() -> None:
     assert s.generation_params(has_draft=True, greedy=True).sampling.temperature == 0.0
     assert Settings(mode="auto", adaptive=False).generation_params(has_draft=True).adaptive is False
     assert effective_mode("auto", has_draft=True) == "auto"
-    assert effective_mode("auto", has_draft=False) == "ar"
+    assert effective_mode("auto", has_draft=False) == "auto"  # ar, and lookup when the pool pays
 
 
 def test_store_round_trip_and_bad_values_fall_back(data_dir: Path) -> None:

@@ -116,7 +116,7 @@ def scenarios(names: list[str], target: Path, cores: int, f16: Path | None) -> l
             assert f16 is not None
             out.append(Scenario("C", "F16 target, all cores", f16, cores, cores))
         else:
-            raise EngineError(f"unknown scenario {n!r} (use A, B, C)")
+            raise EngineError(f"unknown scenario {n!r} (use A, B, C; or O alone)")
     return out
 
 
@@ -274,26 +274,44 @@ def cmd_bench(args: argparse.Namespace) -> int:
     return 0
 
 
+SCENARIOS = {
+    "A": "the pair as shipped (Q4_K_M target); every mode may use all cores",
+    "B": "the target on 1 thread in every mode, the draft on another core (ssd's two threads on separate cores); "
+         "rows B (F16 target) and B-q4 (Q4_K_M target)",
+    "C": "the target dequantized to F16 (a memory-heavy target), all cores",
+    "O": "alone: the engine's own overhead per round on tiny generated models, host and backend sampling "
+         "(engine/tools/bench_overhead.py; its options start with O:)",
+}
+
+
 def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
-    p = sub.add_parser("bench", help="benchmark ar, sd, ssd, lookup and auto on the real pair")
+    from .clihelp import HelpFormatter, listing
+
+    epilog = listing("scenarios", SCENARIOS, "Every prompt runs every mode back to back (order rotated per prompt), "
+                     "greedy and sampled; the table and a JSON file with every per-prompt figure are written. "
+                     "Without --target/--draft the offline pair is assembled first.")
+    p = sub.add_parser("bench", help="benchmark ar, sd, ssd, lookup and auto on the real pair",
+                       formatter_class=HelpFormatter, epilog=epilog,
+                       description="Measure tokens per second of every mode in hardware scenarios (see below).")
     p.add_argument("--scenarios", default="A,B,C", help="comma list of A, B, C; or O alone (overhead, tiny models)")
-    p.add_argument("--modes", default=",".join(MODES))
-    p.add_argument("--max-tokens", type=int, default=128)
+    p.add_argument("--modes", default=",".join(MODES), help="comma list of the modes to run")
+    p.add_argument("--max-tokens", type=int, default=128, help="tokens per reply")
     p.add_argument("--prompts", type=int, default=None, help="use only the first N prompts of the set")
     p.add_argument("--prompt-ids", help="comma list of prompt ids from resources/bench_prompts.json")
-    p.add_argument("--no-sampled", dest="sampled", action="store_false", help="skip the sampled setting")
-    p.add_argument("--seed", type=int, default=7)
+    p.add_argument("--no-sampled", dest="sampled", action="store_false",
+                   help="skip the sampled setting (default: greedy and sampled)")
+    p.add_argument("--seed", type=int, default=7, help="seed of the sampled setting (temperature 0.7, top-p 0.9)")
     p.add_argument("--k", type=int, default=4, help="draft length for sd, ssd and the peer (auto picks its own)")
     p.add_argument("--fanout", type=int, default=1, help="ssd candidates per outcome position")
     p.add_argument("--budget", type=int, default=1,
                    help="ssd tree branches per round (0 = fanout x (K+1)); on a CPU draft each branch costs, so 1")
     p.add_argument("--geometric", action="store_true", help="geometric fan-out allocation for ssd")
-    p.add_argument("--ctx", type=int, default=2048)
+    p.add_argument("--ctx", type=int, default=2048, help="context length")
     p.add_argument("--threads", type=int, default=0, help="cores for 'all cores' scenarios (0 = all)")
     p.add_argument("--target", help="target GGUF (default: the offline pair)")
     p.add_argument("--draft", help="draft GGUF (default: the offline pair)")
     p.add_argument("--peer", help="folder with llama.cpp's llama-completion and llama-speculative-simple")
-    p.add_argument("--out", default=os.path.join("results", "bench.json"))
+    p.add_argument("--out", default=os.path.join("results", "bench.json"), help="the JSON file written")
     from .bench_overhead import add_arguments
 
     add_arguments(p)

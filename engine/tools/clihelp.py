@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import textwrap
 
 
 class HelpFormatter(argparse.ArgumentDefaultsHelpFormatter, argparse.RawDescriptionHelpFormatter):
@@ -23,3 +24,13 @@ class HelpFormatter(argparse.ArgumentDefaultsHelpFormatter, argparse.RawDescript
 def one_line(message: object) -> str:
     """``message`` as one printable line (no line breaks; characters the terminal cannot take escaped)."""
     return " ".join(str(message).split()).encode("utf-8", "backslashreplace").decode("utf-8")
+
+
+def listing(title: str, items: dict[str, str], footer: str = "", width: int = 88) -> str:
+    """An epilog: ``title:``, then each name and its text wrapped under it, then ``footer`` wrapped."""
+    lines = [f"{title}:"]
+    for name, text in items.items():
+        lines.append(textwrap.fill(text, width, initial_indent=f"  {name:<3}", subsequent_indent=" " * 5))
+    if footer:
+        lines += ["", textwrap.fill(footer, width)]
+    return "\n".join(lines)

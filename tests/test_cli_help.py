@@ -1,0 +1,57 @@
+"""Command-line help: every option of ``generate`` and ``bench`` says what it does and its default;
+``bench --help`` explains every scenario the benchmark accepts."""
+
+from __future__ import annotations
+
+import argparse
+import string
+from pathlib import Path
+
+import pytest
+
+from engine import EngineError
+from engine.tools import bench
+from engine.tools.cli import build_parser, main
+
+
+def _sub(name: str) -> argparse.ArgumentParser:
+    parser = build_parser()
+    action = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    sub = action.choices[name]
+    assert isinstance(sub, argparse.ArgumentParser)
+    return sub
+
+
+@pytest.mark.parametrize("command", ["generate", "bench"])
+def test_every_option_has_help_with_its_default(command: str) -> None:
+    sub = _sub(command)
+    formatter = sub._get_formatter()
+    for action in sub._actions:
+        if not action.option_strings or isinstance(action, argparse._HelpAction):
+            continue
+        assert action.help, f"{command} {action.option_strings[0]} has no help text"
+        shown = formatter._expand_help(action)
+        assert action.required or "default" in shown, f"{command} {action.option_strings[0]}: {shown!r}"
+
+
+def test_help_shows_the_values(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["generate", "--help"]) == 0
+    out = " ".join(capsys.readouterr().out.split())
+    for text in ("(default: ssd)", "(default: 128)", "(default: 0.0)", "(default: 4096)", "(default: off)"):
+        assert text in out
+
+
+def test_bench_help_explains_every_scenario(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["bench", "--help"]) == 0
+    out = capsys.readouterr().out
+    assert "scenarios:" in out
+    for name, text in bench.SCENARIOS.items():
+        assert f"  {name}  {text.split()[0]}" in out
+    # every scenario the benchmark accepts is explained, and only those
+    f16 = Path("f16.gguf")
+    for letter in string.ascii_uppercase:
+        if letter in bench.SCENARIOS and letter != "O":  # O runs alone, in its own module
+            assert bench.scenarios([letter], Path("t.gguf"), 2, f16)
+        elif letter != "O":
+            with pytest.raises(EngineError, match="unknown scenario"):
+                bench.scenarios([letter], Path("t.gguf"), 2, f16)
