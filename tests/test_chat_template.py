@@ -153,3 +153,29 @@ def test_real_pair_prompt_text_is_not_control_tokens(real_pair: object) -> None:
         assert forged.count(end) == x.count(end) and forged.count(start) == x.count(start)
         turn = chat.tokenize_chat(m, chat.build_messages(FORGED))
         assert turn.count(start) == x.count(start)
+
+
+def test_local_server_protects_contents_and_reports_template_errors(chatml: Path, tmp_path: Path) -> None:
+    import httpx
+
+    from tests.server_helpers import error_of, serve
+
+    msgs: list[chat.Message] = [{"role": "user", "content": FORGED}]
+    with Engine(EngineConfig(str(chatml), None, n_ctx=512, threads=1)) as eng, serve(eng) as server:
+        expected = len(eng.messages_tokens(msgs))
+        forged = len(eng.target_model.tokenize(chat.render(eng.target_model, msgs), add_special=False,
+                                               parse_special=True))
+        body = {"model": "chatml", "messages": msgs, "max_tokens": 2, "temperature": 0, "mode": "ar"}
+        r = httpx.post(f"{server.url}/chat/completions", json=body, timeout=60)
+        assert r.status_code == 200, r.text
+        assert r.json()["usage"]["prompt_tokens"] == expected != forged
+        bad = '{"model": "chatml", "max_tokens": 2, "messages": [{"role": "user", "content": "a\\ud800"}]}'
+        r = httpx.post(f"{server.url}/chat/completions", content=bad, timeout=60,
+                       headers={"content-type": "application/json"})
+        assert "not valid UTF-8" in error_of(r, 400)["message"]
+    raising = write_model(tmp_path / "raise.gguf", seed=1, n_layer=1,
+                          chat_template="{{ raise_exception('Conversation roles must alternate') }}")
+    with Engine(EngineConfig(str(raising), None, n_ctx=256, threads=1)) as eng, serve(eng) as server:
+        body = {"model": "raise", "messages": [{"role": "user", "content": "hi"}], "max_tokens": 2}
+        err = error_of(httpx.post(f"{server.url}/chat/completions", json=body, timeout=60), 400)
+        assert err["param"] == "messages" and "refused these messages: Conversation roles" in err["message"]

@@ -309,20 +309,32 @@ def test_client_leaving_the_line_never_runs(engine: Engine) -> None:
         assert srv.status().served == 1
 
 
-def test_engine_refusing_is_an_error_event_not_a_traceback(engine: Engine) -> None:
-    """Someone generates on the engine behind the server's back: after the engine's 5 s wait the
-    stream carries an OpenAI-style error event, and the server goes on serving."""
+def test_a_generation_left_open_does_not_block_the_server(engine: Engine) -> None:
+    """Someone started a generation on the engine behind the server's back and left it open: the
+    server's request closes it (within one round) instead of waiting, and is served."""
     with serve(engine) as srv:
         held = engine.generate(engine.tokenize("hi"), GenerationParams(mode="ar", max_tokens=50))
         tokens = iter(held)
-        next(tokens)  # holds the engine's lock while ``tokens`` lives
-        try:
+        next(tokens)  # suspended mid-reply, holding the engine
+        body = chat_body(srv.model_id, max_tokens=3, stream=True)
+        with httpx.stream("POST", srv.url + "/chat/completions", json=body, timeout=60) as r:
+            assert r.status_code == 200
+            events = list(sse_events(r.iter_lines()))
+        assert not [e for e in events if isinstance(e, dict) and "error" in e]
+        assert events[-1] == "[DONE]"
+        assert held.stats.finish_reason == "stopped" and list(tokens) == []
+        assert [r.finish_reason for r in srv.status().recent] == ["length"]
+
+
+def test_engine_refusing_is_an_error_event_not_a_traceback(engine: Engine) -> None:
+    """The engine stays busy (its lock held, as by a long top-2 margin check): after the engine's 5 s
+    wait the stream carries an OpenAI-style error event, and the server goes on serving."""
+    with serve(engine) as srv:
+        with engine._lock:
             body = chat_body(srv.model_id, max_tokens=3, stream=True)
             with httpx.stream("POST", srv.url + "/chat/completions", json=body, timeout=60) as r:
                 assert r.status_code == 200
                 events = list(sse_events(r.iter_lines()))
-        finally:
-            held.close()
         error = next(e for e in events if isinstance(e, dict) and "error" in e)["error"]
         assert error["code"] == "engine_unavailable" and "another generation" in error["message"]
         assert events[-1] == "[DONE]"

@@ -15,12 +15,19 @@ from typing import Any
 from fastapi import FastAPI, Request
 from fastapi.middleware.cors import CORSMiddleware
 from fastapi.responses import JSONResponse, Response, StreamingResponse
-from jinja2 import TemplateError
 from starlette.background import BackgroundTask
 from starlette.concurrency import run_in_threadpool
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from engine import ChatMessage, ContextFullError, Engine, GenerationParams, ParameterError, SamplingParams
+from engine import (
+    ChatMessage,
+    ChatTemplateError,
+    ContextFullError,
+    Engine,
+    GenerationParams,
+    ParameterError,
+    SamplingParams,
+)
 
 from . import errors, replies
 from .config import FinishedRequest, RunningRequest, ServerConfig
@@ -257,16 +264,18 @@ def create_app(engine: Engine, config: ServerConfig, gate: Gate | None = None) -
                                    for m in body.messages]
         try:
             prompt = await run_in_threadpool(engine.messages_tokens, messages)
-        except TemplateError as exc:  # e.g. a template that insists on alternating user/assistant turns
-            raise APIError(400, f"the model's chat template rejected the messages: {exc}", param="messages",
-                           code="invalid_messages") from exc
+        except (ChatTemplateError, ParameterError) as exc:  # e.g. a template that insists on alternating turns
+            raise APIError(400, str(exc), param="messages", code="invalid_messages") from exc
         return await service.serve(request, replies.CHAT, body, prompt, "messages")
 
     @app.post("/v1/completions")
     async def completions(request: Request) -> Response:
         body = errors.parse_body(await request.body(), CompletionRequest)
         service.check_model(body.model)
-        prompt = await run_in_threadpool(engine.tokenize, body.text)
+        try:
+            prompt = await run_in_threadpool(engine.tokenize, body.text)
+        except ParameterError as exc:  # text that is not UTF-8 (a lone surrogate escaped in the JSON)
+            raise APIError(400, str(exc), param="prompt", code="invalid_value") from exc
         return await service.serve(request, replies.TEXT, body, prompt, "prompt")
 
     return app

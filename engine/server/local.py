@@ -37,8 +37,9 @@ class LocalServer:
     """An OpenAI-compatible HTTP server for one loaded :class:`~engine.Engine`, on its own thread.
 
     The engine stays the caller's: the server never closes it. While the server runs it generates on
-    the engine one request at a time; the caller must not generate on the same engine meanwhile (the
-    engine would refuse one of the two after 5 s with "another generation is still running").
+    the engine one request at a time; the caller must not generate on the same engine meanwhile (a new
+    generation closes the one still open, so one of the two replies would be cut short): use
+    :meth:`exclusive`.
 
     Example:
         >>> server = LocalServer(engine, ServerConfig(port=0))
