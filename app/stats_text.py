@@ -12,7 +12,13 @@ from typing import Any
 
 CRASHED = "crashed"  # finish reason of a reply whose process died inside llama.cpp
 HIDDEN_REASONS = ("", "stop", "streaming")
+UNSAVED = "not saved yet: the disk is full (kept in memory, saved when space is freed)"
 REASON_TEXT = {CRASHED: "crashed inside llama.cpp", "context": "context full", "length": "length limit"}
+
+
+def is_live(stats: Mapping[str, Any]) -> bool:
+    """True for a reply still being written (the engine has not set a finish reason)."""
+    return not stats.get("finish_reason")
 
 
 def mode_text(stats: Mapping[str, Any]) -> str:
@@ -20,27 +26,44 @@ def mode_text(stats: Mapping[str, Any]) -> str:
     mode = str(stats.get("mode") or "")
     current = str(stats.get("current_mode") or "")
     by_mode: Mapping[str, int] = stats.get("rounds_by_mode") or {}
-    if mode == "auto" and stats.get("finish_reason") and by_mode:
+    if mode != "auto":
+        return mode
+    if not is_live(stats):
         ranked = sorted(by_mode.items(), key=lambda kv: -kv[1])
-        return "auto (" + ", ".join(f"{m} {n}" for m, n in ranked) + " rounds)"
-    if mode == "auto" and current and current != "auto":
-        return f"auto → {current}"
-    return mode
+        return "auto (" + ", ".join(f"{m} {n}" for m, n in ranked) + " rounds)" if ranked else "auto"
+    return f"auto → {current}" if current and current != "auto" else "auto"
+
+
+def applies(stats: Mapping[str, Any], figure: str) -> bool:
+    """Whether ``figure`` (``acceptance_rate`` or ``hit_rate``) describes what the reply is doing.
+
+    Both are totals over the reply's speculative rounds. While auto runs plain ar, neither describes
+    the current step (the figures are from rounds long past), and hit rate is ssd's alone; so live
+    they are shown for the step auto runs now. A finished reply shows them beside its rounds by mode.
+    """
+    if stats.get(figure) is None:
+        return False
+    if stats.get("mode") != "auto" or not is_live(stats):
+        return True
+    step = stats.get("current_mode")
+    return step == "ssd" or (step == "sd" and figure == "acceptance_rate")
 
 
 def stats_parts(stats: Mapping[str, Any]) -> list[str]:
-    """The pieces of the stats line, mode first; a piece is left out when the engine did not report it."""
+    """The pieces of the stats line, mode first; a piece is left out when it does not apply or was not reported."""
     parts = [mode_text(stats)] if stats.get("mode") else []
     if stats.get("new_tokens") is not None:
-        parts.append(f"{stats['new_tokens']} tokens")
+        parts.append(plural(int(stats["new_tokens"]), "token"))
     if stats.get("tokens_per_second"):
         parts.append(f"{stats['tokens_per_second']:.1f} tok/s")
     if stats.get("ttft_s"):
         parts.append(f"TTFT {stats['ttft_s']:.2f} s")
-    if stats.get("acceptance_rate") is not None:
+    if applies(stats, "acceptance_rate"):
         parts.append(f"acceptance {100 * stats['acceptance_rate']:.0f}%")
-    if stats.get("hit_rate") is not None:
+    if applies(stats, "hit_rate"):
         parts.append(f"hit rate {100 * stats['hit_rate']:.0f}%")
+    if stats.get("dropped_turns"):
+        parts.append(f"{plural(int(stats['dropped_turns']), 'oldest turn')} left out to fit the context")
     rates: Mapping[str, float] = stats.get("plan_rates") or {}
     if rates and stats.get("finish_reason"):  # auto's why: the predicted rate of its best plan per mode
         best = list(rates.items())[:4]
@@ -49,6 +72,11 @@ def stats_parts(stats: Mapping[str, Any]) -> list[str]:
     if reason not in HIDDEN_REASONS:
         parts.append(REASON_TEXT.get(reason, reason))
     return parts
+
+
+def plural(n: int, noun: str) -> str:
+    """``1 token``, ``2 tokens``."""
+    return f"{n} {noun}" if n == 1 else f"{n} {noun}s"
 
 
 def stats_text(stats: Mapping[str, Any]) -> str:
@@ -64,9 +92,11 @@ def stats_html(stats: Mapping[str, Any]) -> str:
     return " · ".join(parts)
 
 
-def message_status(stats: Mapping[str, Any] | None, *, complete: bool) -> str:
-    """The line under a saved reply: its stats, and "interrupted" when it was cut short."""
-    line = stats_text(stats) if stats else ""
+def message_status(stats: Mapping[str, Any] | None, *, complete: bool, unsaved: bool = False) -> str:
+    """The line under a reply: its stats, "interrupted" when it was cut short, and a note while it is unsaved."""
+    pieces = [stats_text(stats)] if stats else []
     if not complete and (stats or {}).get("finish_reason") != CRASHED:
-        line = f"{line} · interrupted" if line else "interrupted"
-    return line
+        pieces.append("interrupted")
+    if unsaved:
+        pieces.append(UNSAVED)
+    return " · ".join(p for p in pieces if p)
