@@ -5,11 +5,17 @@ two files in the crash folder for the next start: the fault log that :mod:`fault
 and a small "reply in flight" marker that the reply session writes when a reply starts and
 removes when it ends. :func:`take_crash_note` turns them into one sentence for the user and
 clears them, so a note is shown once and nothing is written again in a loop.
+
+The Python hook never loops either: an error raised again and again (a timer's slot failing every
+second) is reported once; a crash log that cannot be written (the disk is full) leaves no empty
+file behind; and a full disk itself is told in plain words, without a crash log.
 """
 
 from __future__ import annotations
 
+import contextlib
 import datetime
+import errno
 import faulthandler
 import json
 import logging
@@ -28,8 +34,14 @@ log = logging.getLogger(__name__)
 FAULT_LOG = "native-fault.log"
 LAST_FAULT_LOG = "native-fault-last-run.log"
 REPLY_MARKER = "reply-in-flight.json"
+MAX_CRASH_LOGS = 20  # per run: a bug that keeps raising new errors still cannot fill the disk
+DISK_FULL_TEXT = ("The disk is full, so ssd-chat could not save a change ({detail}). Free some space;"
+                  " ssd-chat keeps running and keeps unsaved replies in memory.")
 
 _fault_stream: TextIO | None = None
+_reported: set[tuple[str, str, str]] = set()  # errors already reported in this run
+_logs_written = 0
+_boxes: list[object] = []  # open message boxes (kept referenced; non-modal, so a loop cannot stack them)
 
 
 @dataclass(frozen=True, slots=True)
@@ -47,29 +59,67 @@ def crash_log_dir() -> Path:
     return user_data_dir() / "crashes"
 
 
-def write_crash_log(exc_type: type[BaseException], exc: BaseException, tb: TracebackType | None) -> Path:
-    """Write the traceback to a new file and return its path."""
-    path = _new_log_path("crash")
-    path.write_text("".join(traceback.format_exception(exc_type, exc, tb)), encoding="utf-8")
+def write_crash_log(exc_type: type[BaseException], exc: BaseException, tb: TracebackType | None) -> Path | None:
+    """Write the traceback to a new file and return its path; None (and no file left) if it cannot be written."""
+    path: Path | None = None
+    try:
+        path = _new_log_path("crash")
+        path.write_text("".join(traceback.format_exception(exc_type, exc, tb)), encoding="utf-8")
+    except OSError as err:
+        log.error("could not write a crash log: %s", err)
+        if path is not None:
+            path.unlink(missing_ok=True)  # never leave an empty log behind
+        return None
     return path
 
 
 def excepthook(exc_type: type[BaseException], exc: BaseException, tb: TracebackType | None) -> None:
-    """Log, write a crash log, and tell the user where it is; the app keeps running if it can."""
+    """Log, write a crash log, and tell the user where it is, once per error; the app keeps running if it can."""
+    global _logs_written
     if issubclass(exc_type, KeyboardInterrupt):
         sys.__excepthook__(exc_type, exc, tb)
         return
     try:  # the last line of defence: a failure here must not recurse
+        key = _signature(exc_type, exc, tb)
+        if key in _reported:
+            log.debug("the same error again: %s: %s", exc_type.__name__, exc)
+            return
+        _reported.add(key)
+        if isinstance(exc, OSError) and exc.errno == errno.ENOSPC:
+            log.error("the disk is full: %s", exc)
+            _tell("ssd-chat: the disk is full", DISK_FULL_TEXT.format(detail=exc))
+            return
         log.critical("unhandled exception", exc_info=(exc_type, exc, tb))
-        path = write_crash_log(exc_type, exc, tb)
-        from PySide6.QtWidgets import QApplication, QMessageBox
-
-        if QApplication.instance() is not None:
-            QMessageBox.critical(None, "ssd-chat: unexpected error",
-                                 f"Something went wrong: {exc_type.__name__}: {exc}\n\n"
-                                 f"A crash log was written to {path}.")
+        path = write_crash_log(exc_type, exc, tb) if _logs_written < MAX_CRASH_LOGS else None
+        _logs_written += path is not None
+        where = f"A crash log was written to {path}." if path else "No crash log could be written."
+        _tell("ssd-chat: unexpected error", f"Something went wrong: {exc_type.__name__}: {exc}\n\n{where}")
     except Exception:
         sys.__excepthook__(exc_type, exc, tb)
+
+
+def _signature(exc_type: type[BaseException], exc: BaseException, tb: TracebackType | None) -> tuple[str, str, str]:
+    """What makes two errors "the same": type, message and the line that raised it."""
+    where = ""
+    if tb is not None:
+        last = traceback.extract_tb(tb)[-1]
+        where = f"{last.filename}:{last.lineno}"
+    return exc_type.__name__, str(exc), where
+
+
+def _tell(title: str, text: str) -> None:
+    """A non-modal warning box when a Qt application runs (it cannot block a looping caller)."""
+    from PySide6.QtCore import Qt
+    from PySide6.QtWidgets import QApplication, QMessageBox
+
+    if QApplication.instance() is None:
+        return
+    box = QMessageBox(QMessageBox.Icon.Critical, title, text)
+    box.setObjectName("crash-box")
+    box.setWindowModality(Qt.WindowModality.NonModal)
+    box.finished.connect(lambda _result: _boxes.remove(box))
+    _boxes.append(box)
+    box.show()
 
 
 def install() -> None:
@@ -92,15 +142,20 @@ def enable_fault_log() -> Path:
 
 def reply_started(conversation_id: int, message_id: int) -> None:
     """Mark a reply as in flight: if the process dies before :func:`reply_ended`, the next start says so."""
-    folder = crash_log_dir()
-    folder.mkdir(parents=True, exist_ok=True)
     data = {"conversation_id": conversation_id, "message_id": message_id, "pid": os.getpid()}
-    (folder / REPLY_MARKER).write_text(json.dumps(data), encoding="utf-8")
+    marker = crash_log_dir() / REPLY_MARKER
+    try:
+        marker.parent.mkdir(parents=True, exist_ok=True)
+        marker.write_text(json.dumps(data), encoding="utf-8")
+    except OSError as exc:  # a full disk must not stop the reply; the next start just cannot tell
+        log.warning("could not write the reply marker: %s", exc)
+        reply_ended()
 
 
 def reply_ended() -> None:
     """The reply in flight ended (finished, failed, stopped or saved at close)."""
-    (crash_log_dir() / REPLY_MARKER).unlink(missing_ok=True)
+    with contextlib.suppress(OSError):
+        (crash_log_dir() / REPLY_MARKER).unlink(missing_ok=True)
 
 
 def take_crash_note() -> CrashNote | None:

@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
+import errno
 import os
 import signal
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from PySide6.QtCore import Qt
+from PySide6.QtWidgets import QMessageBox
 from pytestqt.qtbot import QtBot
 
 from app import crash
@@ -117,3 +121,50 @@ def test_an_unreadable_marker_still_gives_a_note(data_dir: Path, content: str) -
     (folder / crash.REPLY_MARKER).write_text(content)
     note = crash.take_crash_note()
     assert note is not None and note.message_id is None and "interrupted" in note.text
+
+
+def raise_and_hook(exc: BaseException) -> None:
+    try:
+        raise exc
+    except BaseException as caught:
+        crash.excepthook(type(caught), caught, caught.__traceback__)
+
+
+def visible_boxes() -> list[QMessageBox]:
+    return [b for b in crash._boxes if isinstance(b, QMessageBox) and b.isVisible()]
+
+
+@pytest.fixture
+def fresh_hook(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    monkeypatch.setattr(crash, "_reported", set())
+    monkeypatch.setattr(crash, "_logs_written", 0)
+    yield
+    for box in visible_boxes():
+        box.close()
+
+
+def test_an_error_that_repeats_is_reported_once(qtbot: QtBot, data_dir: Path, fresh_hook: None) -> None:
+    for _ in range(30):  # as a timer's slot failing every second would
+        raise_and_hook(RuntimeError("the same bug"))
+    logs = list((data_dir / "crashes").glob("crash-*.log"))
+    assert len(logs) == 1 and "RuntimeError: the same bug" in logs[0].read_text()
+    boxes = visible_boxes()
+    assert len(boxes) == 1 and str(logs[0]) in boxes[0].text()
+    assert boxes[0].windowModality() == Qt.WindowModality.NonModal  # nothing blocks the caller
+    for n in range(crash.MAX_CRASH_LOGS + 5):  # different errors: logs stop at the cap
+        raise_and_hook(ValueError(f"bug {n}"))
+    assert len(list((data_dir / "crashes").glob("crash-*.log"))) == crash.MAX_CRASH_LOGS
+    assert "No crash log could be written" in visible_boxes()[-1].text()
+
+
+def test_a_log_that_cannot_be_written_leaves_no_empty_file(qtbot: QtBot, data_dir: Path, fresh_hook: None) -> None:
+    data_dir.mkdir(parents=True)
+    (data_dir / "crashes").write_text("a file where the crash folder should be")
+    raise_and_hook(RuntimeError("while the folder is unusable"))
+    assert sorted(p.name for p in data_dir.iterdir()) == ["crashes"] and (data_dir / "crashes").is_file()
+    assert "No crash log could be written" in visible_boxes()[0].text()
+    crash.reply_started(1, 2)  # the marker cannot be written either: the reply goes on without it
+    raise_and_hook(OSError(errno.ENOSPC, "No space left on device"))
+    assert visible_boxes()[-1].windowTitle() == "ssd-chat: the disk is full"
+    assert "keeps unsaved replies in memory" in visible_boxes()[-1].text()
+
