@@ -7,7 +7,7 @@ from collections.abc import Sequence
 
 from PySide6.QtCore import QObject, QThread, Signal
 
-from engine import EngineConfig, GenerationParams
+from engine import DROP_OLDEST, EngineConfig, GenerationParams
 
 from .engine_worker import EngineSignals, EngineWorker, LoadRequest
 from .server_slot import ServerRequest
@@ -56,9 +56,10 @@ class EngineHost(EngineSignals):
         """Ask the worker to load a pair."""
         self.load_requested.emit(LoadRequest(config, label))
 
-    def generate(self, messages: Sequence[tuple[str, str]], params: GenerationParams) -> int:
-        """Ask for a reply; returns the request id."""
-        req = self.worker.new_request(messages, params)
+    def generate(self, messages: Sequence[tuple[str, str]], params: GenerationParams,
+                 overflow: str = DROP_OLDEST) -> int:
+        """Ask for a reply (``overflow``: what a chat longer than the context does); returns the request id."""
+        req = self.worker.new_request(messages, params, overflow)
         self.generate_requested.emit(req)
         return req.request_id
 

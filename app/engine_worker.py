@@ -16,7 +16,7 @@ from typing import Any, cast
 
 from PySide6.QtCore import QObject, Signal, Slot
 
-from engine import ChatMessage, Engine, EngineConfig, GenerationParams
+from engine import DROP_OLDEST, ChatMessage, Engine, EngineConfig, GenerationParams, fit_messages
 
 from .boundary import WorkerBoundary
 from .exactness_run import run_check
@@ -49,6 +49,7 @@ class GenerateRequest:
     messages: tuple[tuple[str, str], ...]
     params: GenerationParams
     stop: threading.Event = field(default_factory=threading.Event, compare=False)
+    overflow: str = DROP_OLDEST  # what a chat longer than the context does (engine.OVERFLOW_POLICIES)
 
 
 @dataclass(frozen=True, slots=True)
@@ -68,6 +69,7 @@ class EngineSignals(QObject):
         state_changed(EngineState): the engine state moved.
         model_loaded(str): a model pair is loaded; the payload describes it.
         generation_started(int): a request began (payload: its id).
+        context_fitted(int, int): the chat was cut to fit the context (request id, oldest turns left out).
         token_generated(str, bool): text of one token and whether it came from an accepted draft.
         stats_changed(dict): the engine's running stats (``GenerationStats.to_dict()``), at most every
             ``STATS_INTERVAL_S`` and once more at the end.
@@ -82,6 +84,7 @@ class EngineSignals(QObject):
     state_changed = Signal(object)
     model_loaded = Signal(str)
     generation_started = Signal(int)
+    context_fitted = Signal(int, int)
     token_generated = Signal(str, bool)
     stats_changed = Signal(object)
     generation_finished = Signal(object)
@@ -111,11 +114,12 @@ class EngineWorker(EngineSignals):
         self.server = ServerSlot()
 
     # -- called from the UI thread ----------------------------------------------------------------
-    def new_request(self, messages: Sequence[tuple[str, str]], params: GenerationParams) -> GenerateRequest:
+    def new_request(self, messages: Sequence[tuple[str, str]], params: GenerationParams,
+                    overflow: str = DROP_OLDEST) -> GenerateRequest:
         """Make a request whose stop Event :meth:`request_stop` can reach (thread-safe)."""
         with self._stops_lock:
             self._next_id += 1
-            req = GenerateRequest(self._next_id, tuple(messages), params)
+            req = GenerateRequest(self._next_id, tuple(messages), params, overflow=overflow)
             self._stops.add(req.stop)
         return req
 
@@ -152,7 +156,11 @@ class EngineWorker(EngineSignals):
         runs: list[tuple[int, bool]] = []
         with WorkerBoundary("Generation failed", self.failed.emit) as job, \
                 self.server.hold(request.stop, self._on_server_busy):
-            gen = eng.generate(eng.messages_tokens(_chat(request.messages)), request.params, request.stop)
+            fitted = fit_messages(eng.messages_tokens, _chat(request.messages), n_ctx=eng.n_ctx,
+                                  max_tokens=request.params.max_tokens, policy=request.overflow)
+            if fitted.dropped_turns:
+                self.context_fitted.emit(request.request_id, fitted.dropped_turns)
+            gen = eng.generate(fitted.tokens, request.params, request.stop)
             last = time.perf_counter()
             for ev in gen:
                 if ev.text:

@@ -10,10 +10,24 @@ from __future__ import annotations
 from dataclasses import dataclass, fields, replace
 from typing import Any
 
-from engine import DRAFT_FREE_MODES, OPTIONS, EngineConfig, GenerationParams, Option, SamplingParams
+from engine import (
+    DRAFT_FREE_MODES,
+    DROP_OLDEST,
+    OPTIONS,
+    OVERFLOW_POLICIES,
+    EngineConfig,
+    GenerationParams,
+    Option,
+    SamplingParams,
+)
 
 TINT_DRAFTS = Option("tint_drafts", bool, False, "Tint drafts", "Tint text that came from accepted drafts", "view")
-APP_OPTIONS: dict[str, Option[Any]] = {TINT_DRAFTS.name: TINT_DRAFTS}
+CONTEXT_OVERFLOW = Option(
+    "context_overflow", str, DROP_OLDEST, "When the chat outgrows the context",
+    "What a send does when the conversation no longer fits the context: leave out its oldest turns (the system"
+    " prompt stays, and the reply says how many were left out), or stop and say so", "decoding",
+    choices=OVERFLOW_POLICIES)
+APP_OPTIONS: dict[str, Option[Any]] = {o.name: o for o in (TINT_DRAFTS, CONTEXT_OVERFLOW)}
 
 
 def _default(name: str) -> Any:
@@ -39,6 +53,7 @@ class Settings:
     gpu_layers: int = _default("gpu_layers")
     draft_gpu_layers: int = _default("draft_gpu_layers")
     tint_drafts: bool = TINT_DRAFTS.default
+    context_overflow: str = CONTEXT_OVERFLOW.default
 
     def problems(self) -> dict[str, str]:
         """Map of field name to a one-line reason, empty when every value is usable."""
