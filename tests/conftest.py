@@ -14,6 +14,17 @@ from engine import offline
 from tests.tiny_models import TinyPair, make_pair
 
 
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Tests marked ``slow`` (soaks, minutes) run only when asked: ``-m slow`` or ``SSD_CHAT_SLOW_TESTS=1``
+    (installer tests have their own opt-in, ``SSD_CHAT_INSTALLER_TESTS=1``)."""
+    if os.environ.get("SSD_CHAT_SLOW_TESTS") == "1" or "slow" in str(config.getoption("markexpr") or ""):
+        return
+    skip = pytest.mark.skip(reason="slow: run with -m slow or SSD_CHAT_SLOW_TESTS=1")
+    for item in items:
+        if "slow" in item.keywords and "installer" not in item.keywords:
+            item.add_marker(skip)
+
+
 @pytest.fixture(scope="session")
 def tiny(tmp_path_factory: pytest.TempPathFactory) -> TinyPair:
     """A tiny target with an identical, a related and an unrelated draft, plus a 16-token pair."""

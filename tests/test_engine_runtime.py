@@ -41,7 +41,6 @@ def test_tiny_models_are_deterministic_and_gguf(tmp_path_factory: pytest.TempPat
     assert reader.fields["general.architecture"].contents() == "llama"
 
 
-@pytest.mark.slow
 def test_vocab_json_matches_the_vocab_gguf() -> None:
     """The committed 4k-token extraction is exactly the head of llama.cpp's vocab-only GGUF."""
     assert json.loads(VOCAB_JSON.read_text(encoding="utf-8")) == extract_vocab()
