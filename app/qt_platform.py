@@ -139,7 +139,11 @@ class PluginWatch:
         """Print Qt's message; on the fatal "no platform plugin" one, add the diagnosis and exit."""
         print(message, file=self.out, flush=True)
         if kind == QtMsgType.QtFatalMsg and PLUGIN_FAILURE.search(message):
-            platform = os.environ.get("QT_QPA_PLATFORM", "xcb").split(";")[0].split(":")[0] or "xcb"
-            plugin = plugin_file(platform)
-            print(diagnosis(plugin, run_ldd(plugin) if plugin else "", _read_os_release()), file=self.out, flush=True)
+            if sys.platform == "linux":
+                platform = os.environ.get("QT_QPA_PLATFORM", "xcb").split(";")[0].split(":")[0] or "xcb"
+                plugin = plugin_file(platform)
+                text = diagnosis(plugin, run_ldd(plugin) if plugin else "", _read_os_release())
+            else:  # macOS and Windows: the PySide6 wheel carries what its plugins need
+                text = "ssd-chat: Qt could not load its platform plugin; reinstall PySide6-Essentials."
+            print(text, file=self.out, flush=True)
             self.exit(EXIT_CODE)  # before Qt aborts: no core dump, a plain exit code
