@@ -9,7 +9,7 @@ from __future__ import annotations
 import html
 
 from PySide6.QtCore import QObject, Qt
-from PySide6.QtWidgets import QLabel, QMessageBox, QProgressDialog, QWidget
+from PySide6.QtWidgets import QLabel, QMessageBox, QProgressBar, QProgressDialog, QWidget
 
 from .engine_host import EngineHost
 from .exactness_run import Verification, VerifyProgress
@@ -60,6 +60,9 @@ class ExactnessCheck(QObject):
         dialog = QProgressDialog(pass_text(first), "Cancel", 0, PASSES * first.max_tokens, self.window)
         dialog.setWindowTitle("Verify exactness")
         dialog.setObjectName("verify-progress")
+        bar = QProgressBar(dialog)
+        bar.setFormat("%p% of both passes")
+        dialog.setBar(bar)
         dialog.setWindowModality(Qt.WindowModality.NonModal)
         dialog.setMinimumDuration(0)
         dialog.setAutoClose(False)

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from PySide6.QtCore import QEvent, QObject
 from PySide6.QtGui import QHelpEvent
-from PySide6.QtWidgets import QLabel, QSizePolicy, QToolTip
+from PySide6.QtWidgets import QLabel, QToolTip
 
 MAX_LINES = 6
 SLACK_PX = 16  # style-sheet padding and borders that contentsMargins() does not report
@@ -35,10 +35,7 @@ def never_widen(*labels: QLabel, max_lines: int = MAX_LINES) -> None:
     """Let ``labels`` take only the width the window gives them and at most ``max_lines`` lines."""
     for label in labels:
         label.setWordWrap(max_lines > 1)
-        policy = label.sizePolicy()
-        policy.setHorizontalPolicy(QSizePolicy.Policy.Ignored)
-        label.setSizePolicy(policy)
-        label.setMinimumWidth(0)
+        label.setMinimumWidth(1)  # overrides the text's minimum size hint: the layout may give it less
         margins = label.contentsMargins()
         label.setMaximumHeight(max_lines * label.fontMetrics().lineSpacing() + margins.top() + margins.bottom()
                                + SLACK_PX)
