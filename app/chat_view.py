@@ -34,10 +34,12 @@ class ChatView(QTextBrowser):
     Signals:
         edit_requested(int): the user clicked "Edit" on a user message (payload: message id).
         regenerate_requested(): the user clicked "Regenerate" on the last reply.
+        version_requested(int, int): the user clicked ← or → on a reply with versions (message id, -1 or 1).
     """
 
     edit_requested = Signal(int)
     regenerate_requested = Signal()
+    version_requested = Signal(int, int)
 
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
@@ -52,6 +54,7 @@ class ChatView(QTextBrowser):
         self._cache: dict[tuple[int, bool, str], tuple[str, list[str]]] = {}
         self._code: dict[str, list[str]] = {}
         self._live: _Live | None = None
+        self._live_visible = True
         self._tint = False
         self._dirty = False
         self._repaint_timer = QTimer(self)
@@ -74,8 +77,15 @@ class ChatView(QTextBrowser):
     def begin_stream(self) -> None:
         """Start showing a new streaming reply."""
         self._live = _Live("", [], "")
+        self._live_visible = True
         self._repaint_timer.start()
         self._repaint()
+
+    def set_live_visible(self, visible: bool) -> None:
+        """Show the streaming reply below the messages, or keep buffering it unseen (another conversation)."""
+        if visible != self._live_visible:
+            self._live_visible = visible
+            self._repaint()
 
     def append_token(self, text: str, from_draft: bool) -> None:
         """Add streamed text; the repaint happens on the next timer tick."""
@@ -117,7 +127,7 @@ class ChatView(QTextBrowser):
 
     # -- painting ---------------------------------------------------------------------------------
     def _on_repaint_timeout(self) -> None:
-        if self._dirty:
+        if self._dirty and self._live_visible:
             self._repaint()
 
     def _repaint(self) -> None:
@@ -128,10 +138,11 @@ class ChatView(QTextBrowser):
         old = bar.value()
         parts: list[str] = []
         self._code = {}
+        live = self._live if self._live_visible else None
         last_assistant = max((m.id for m in self._messages if m.role == "assistant"), default=None)
         for m in self._messages:
-            parts.append(self._message_html(m, is_last=m.id == last_assistant and self._live is None))
-        if self._live is not None:
+            parts.append(self._message_html(m, is_last=m.id == last_assistant and live is None))
+        if self._live is not None and live is not None:
             body, code = self._render("live", self._live.text, self.live_runs())
             self._code["live"] = code
             status = html.escape(self._live.status or "…")
@@ -154,7 +165,9 @@ class ChatView(QTextBrowser):
         links = f'<a href="copymsg:{m.id}">Copy</a>'
         if is_last:
             links += ' &nbsp; <a href="regen:">Regenerate</a>'
-        status = html.escape(message_status(m.stats, complete=m.complete))
+        if m.versions > 1:
+            links = _version_links(m) + " &nbsp; " + links
+        status = html.escape(message_status(m.stats, complete=m.complete, unsaved=m.unsaved))
         return _bubble("Assistant", links, body, status, ASSISTANT_BG)
 
     def _render(self, key: str, text: str, runs: list[tuple[int, bool]]) -> tuple[str, list[str]]:
@@ -178,6 +191,17 @@ class ChatView(QTextBrowser):
             self.edit_requested.emit(int(rest))
         elif scheme == "regen":
             self.regenerate_requested.emit()
+        elif scheme == "version":
+            message_id, _, step = rest.partition(":")
+            self.version_requested.emit(int(message_id), int(step))
+
+
+def _version_links(m: Message) -> str:
+    """``← 2/3 →``: the arrows are links where there is a version to go to."""
+    back = f'<a href="version:{m.id}:-1">←</a>' if m.version > 1 else f'<span style="color:{MUTED}">←</span>'
+    ahead = (f'<a href="version:{m.id}:1">→</a>' if m.version < m.versions
+             else f'<span style="color:{MUTED}">→</span>')
+    return f"{back} {m.version}/{m.versions} {ahead}"
 
 
 def _bubble(who: str, links: str, body: str, status: str, bg: str) -> str:

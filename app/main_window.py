@@ -5,13 +5,12 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from PySide6.QtCore import QTimer, Signal
+from PySide6.QtCore import Signal
 from PySide6.QtGui import QAction, QCloseEvent, QKeySequence
-from PySide6.QtWidgets import QMainWindow, QMessageBox, QSplitter
+from PySide6.QtWidgets import QMainWindow, QSplitter
 
 from engine import GenerationParams
 
-from . import crash
 from .chat_pane import ChatPane, StatusLine
 from .conversation_panel import ConversationPanel, ask_export_path
 from .engine_host import EngineHost
@@ -23,6 +22,7 @@ from .reply_session import ReplySession
 from .settings import Settings, effective_mode, load_fields
 from .settings_dialog import SettingsDialog
 from .settings_store import SettingsStore
+from .startup_notes import StartupNotes
 
 log = logging.getLogger(__name__)
 
@@ -53,9 +53,12 @@ class MainWindow(QMainWindow):
         self.host.generation_started.connect(lambda _request_id: self.error_banner.hide())
         self.host.failed.connect(self.show_error)
         self._build_ui()
-        self.replies = ReplySession(self.host, self.history, self.pane, self._generation_params, self)
+        self.replies = ReplySession(self.host, self.history, self.pane, self._generation_params,
+                                    lambda: self.settings.context_overflow, self)
         self.replies.reply_saved.connect(self.reply_saved)
         self.replies.history_changed.connect(self._on_history_changed)
+        self.replies.problem.connect(self.show_error)
+        self.chat_view.version_requested.connect(self.replies.switch_version)
         self.chat_view.edit_requested.connect(self.replies.begin_edit)
         self.prompt_edit.cancelled.connect(self.replies.cancel_edit)
         self.exactness = ExactnessCheck(self.host, self.readout, self)
@@ -72,12 +75,8 @@ class MainWindow(QMainWindow):
         if splitter:
             self.splitter.restoreState(splitter)
         self._apply_state()
-        self.crash_note = crash.take_crash_note()
-        self.crash_box: QMessageBox | None = None
-        if self.crash_note is not None:
-            self.replies.mark_crashed(self.crash_note)
-            self.show_error(self.crash_note.text)
-            QTimer.singleShot(0, self._show_crash_note)  # once the window is up; the banner goes at load
+        self.notes = StartupNotes(self.history, self.replies, self.show_error, self)  # crash, damaged history
+        self.crash_note = self.notes.crash_note
 
     # -- construction -----------------------------------------------------------------------------
     def _build_ui(self) -> None:
@@ -183,12 +182,9 @@ class MainWindow(QMainWindow):
         """Show a conversation (None: nothing)."""
         self.conversation_id = conversation_id
         self.replies.cancel_edit()
-        if conversation_id is None:
-            self.system_edit.setText("")
-            self.chat_view.set_messages([])
-        else:
-            self.system_edit.setText(self.history.conversation(conversation_id).system_prompt)
-            self._show_messages()
+        conv = self.history.conversation(conversation_id) if conversation_id is not None else None
+        self.system_edit.setText(conv.system_prompt if conv is not None else "")
+        self.replies.show(conversation_id)
         self._apply_state()
 
     def rename_conversation(self, conversation_id: int, title: str) -> None:
@@ -198,19 +194,15 @@ class MainWindow(QMainWindow):
             self.refresh_conversations()
 
     def delete_conversation(self, conversation_id: int) -> None:
-        """Delete a conversation (not while it is streaming)."""
+        """Delete a conversation (a reply streaming into it is stopped first)."""
+        self.replies.discard(conversation_id)
         self.history.delete(conversation_id)
         if conversation_id == self.conversation_id:
             self.open_conversation(None)
         self.refresh_conversations()
 
-    def _show_messages(self) -> None:
-        if self.conversation_id is not None:
-            in_flight = self.replies.reply_id
-            self.chat_view.set_messages([m for m in self._messages() if m.id != in_flight])
-
     def _messages(self) -> list[Message]:
-        return self.history.messages(self.conversation_id) if self.conversation_id is not None else []
+        return self.replies.messages(self.conversation_id)
 
     # -- chatting ---------------------------------------------------------------------------------
     def send(self) -> None:
@@ -222,8 +214,8 @@ class MainWindow(QMainWindow):
             self.new_conversation(self.system_edit.text())
         assert self.conversation_id is not None
         self._on_system_edited()
-        self.replies.send(self.conversation_id, text)
-        self.prompt_edit.clear()
+        if self.replies.send(self.conversation_id, text):
+            self.prompt_edit.clear()
 
     def regenerate(self) -> None:
         """Replace the last reply with a new one."""
@@ -249,18 +241,13 @@ class MainWindow(QMainWindow):
 
     # -- signals ----------------------------------------------------------------------------------
     def _on_history_changed(self) -> None:
-        self._show_messages()
+        self.replies.show(self.conversation_id)
         self.refresh_conversations()
+        self._apply_state()
 
     def _on_state_changed(self, state: EngineState) -> None:
         self.state = state
         self._apply_state()
-
-    def _show_crash_note(self) -> None:
-        assert self.crash_note is not None
-        self.crash_box = QMessageBox(QMessageBox.Icon.Warning, "ssd-chat: the last run crashed",
-                                     self.crash_note.text, parent=self)
-        self.crash_box.open()
 
     def show_error(self, message: str) -> None:
         """Show a readable error above the chat (non-modal) and in the log."""
@@ -281,8 +268,6 @@ class MainWindow(QMainWindow):
         self.stop_button.setEnabled(generating)
         self.regen_button.setEnabled(ready and bool(messages) and messages[-1].role == "assistant")
         self.verify_action.setEnabled(ready and self.pairs.has_draft)
-        for widget in (self.panel, self.system_edit, self.new_action):
-            widget.setEnabled(not generating)
         self.manager_action.setEnabled(not generating and s != EngineState.LOADING)
         if ready and self.pairs.pair is not None:
             mode = effective_mode(self.settings.mode, has_draft=self.pairs.has_draft)

@@ -71,8 +71,8 @@ def test_next_start_shows_the_crash_note_once_and_marks_the_reply(
     assert w.error_banner.isVisible()
     assert w.error_banner.text().startswith(
         "The last reply crashed inside llama.cpp: Fatal Python error: Illegal instruction")
-    qtbot.waitUntil(lambda: w.crash_box is not None and w.crash_box.isVisible())
-    assert w.crash_box is not None and w.crash_box.text() == w.error_banner.text()
+    qtbot.waitUntil(lambda: w.notes.box is not None and w.notes.box.isVisible())
+    assert w.notes.box is not None and w.notes.box.text() == w.error_banner.text()
     reply = w.history.message(reply_id)
     assert reply.content == "one, two," and not reply.complete
     assert reply.stats is not None and reply.stats["finish_reason"] == "crashed"
@@ -89,7 +89,7 @@ def test_next_start_shows_the_crash_note_once_and_marks_the_reply(
     closing.append(again)
     assert again.crash_note is None and not again.error_banner.isVisible()
     qtbot.wait(50)  # the event loop runs: still no crash box
-    assert again.crash_box is None
+    assert again.notes.box is None
     assert len(list(folder.glob("native-crash-*.log"))) == 1
 
 
@@ -168,3 +168,20 @@ def test_a_log_that_cannot_be_written_leaves_no_empty_file(qtbot: QtBot, data_di
     assert visible_boxes()[-1].windowTitle() == "ssd-chat: the disk is full"
     assert "keeps unsaved replies in memory" in visible_boxes()[-1].text()
 
+
+def test_a_damaged_history_is_told_at_start(qtbot: QtBot, data_dir: Path, closing: list[MainWindow]) -> None:
+    conversation_with_partial_reply("one, two,")
+    path = data_dir / "history.sqlite3"
+    with path.open("r+b") as f:
+        f.write(b"\xff" * 100)  # the header overwritten
+    w = open_plain_window(qtbot)
+    closing.append(w)
+    recovery = w.history.recovery
+    assert recovery is not None and recovery.damaged.exists() and path.exists()
+    assert w.error_banner.isVisible() and w.error_banner.text() == recovery.text
+    assert str(recovery.damaged) in w.error_banner.text()
+    qtbot.waitUntil(lambda: w.notes.box is not None and w.notes.box.isVisible())
+    assert w.notes.box is not None and w.notes.box.windowTitle() == "ssd-chat: the chat history was damaged"
+    assert [w.conversation_list.item(i).text() for i in range(w.conversation_list.count())] == ["Crashy"]
+    w.conversation_list.setCurrentRow(0)
+    assert "one, two," in w.chat_view.toPlainText()

@@ -143,7 +143,7 @@ def test_enter_sends_shift_enter_newlines_regenerate_and_edit(
         w.regenerate()
     qtbot.waitUntil(lambda: w.state == EngineState.READY, timeout=TIMEOUT_MS)
     second = w.history.messages(conv)
-    assert len(second) == 2 and second[1].id != first[1].id
+    assert len(second) == 2 and second[1].id == first[1].id and (second[1].version, second[1].versions) == (2, 2)
 
     w.chat_view.edit_requested.emit(second[0].id)
     assert w.prompt_edit.toPlainText() == "line one\nline two" and w.edit_note.isVisible()
