@@ -17,8 +17,10 @@ from .engine_host import EngineHost
 from .engine_worker import EngineState
 from .exactness import ExactnessCheck
 from .history import History, Message
+from .narrow import never_widen
 from .pair_loader import PairLoader
 from .reply_session import ReplySession
+from .server_panel import add_server_panel
 from .settings import Settings, effective_mode, load_fields
 from .settings_dialog import SettingsDialog
 from .settings_store import SettingsStore
@@ -66,6 +68,7 @@ class MainWindow(QMainWindow):
         self.pairs.error.connect(self.show_error)
         self.host.model_loaded.connect(self.error_banner.hide)
         self._build_menus()
+        self.server_panel = add_server_panel(self, self.host, self.store, lambda: self._generation_params(0))
         self.refresh_conversations()
         geometry, splitter = self.store.window_state()
         if geometry:
@@ -112,6 +115,8 @@ class MainWindow(QMainWindow):
         self.tint_button.setChecked(self.settings.tint_drafts)
         self.tint_button.toggled.connect(self.set_tint)
         self.chat_view.set_tint(self.settings.tint_drafts)
+        never_widen(self.readout, self.error_banner, self.edit_note)  # no message widens the window
+        never_widen(self.model_label, max_lines=1)
 
     def _build_menus(self) -> None:
         file_menu = self.menuBar().addMenu("&File")
