@@ -62,7 +62,7 @@ def _samples(eng: Engine, params: GenerationParams, positions: int) -> list[Coun
         p = GenerationParams(
             mode=params.mode, k=params.k, fanout=params.fanout, max_tokens=positions, backup=params.backup,
             sampling=SamplingParams(temperature=params.sampling.temperature, top_k=params.sampling.top_k,
-                                    top_p=params.sampling.top_p, seed=seed),
+                                    top_p=params.sampling.top_p, min_p=params.sampling.min_p, seed=seed),
         )
         toks = eng.generate(PROMPT, p).run().tokens
         for i in range(positions):
@@ -91,34 +91,45 @@ def _pvalue(observed: Counter[int], expected: dict[int, float]) -> float:
     return float(chisquare(obs, exp_arr).pvalue)
 
 
-@pytest.fixture(scope="module")
-def small_engine(tiny: TinyPair) -> Iterator[Engine]:
-    with Engine(EngineConfig(str(tiny.small_target), str(tiny.small_draft), n_ctx=256)) as eng:
+@pytest.fixture(scope="module", params=["host", "backend"])
+def small_engine(request: pytest.FixtureRequest, tiny: TinyPair) -> Iterator[Engine]:
+    """The pair on each sampling path: numpy on the logits rows, or llama.cpp's sampler chain."""
+    cfg = EngineConfig(str(tiny.small_target), str(tiny.small_draft), n_ctx=256, sampling_path=request.param)
+    with Engine(cfg) as eng:
         yield eng
 
 
+WHOLE = {"top_k": 0, "top_p": 1.0, "min_p": 0.0}  # the whole vocabulary: the host path on either engine
 CASES = [
-    ("sd", SamplingParams(temperature=1.0)),
-    ("ssd", SamplingParams(temperature=1.0)),
-    ("ssd", SamplingParams(temperature=0.7, top_k=8, top_p=0.9)),
+    ("sd", SamplingParams(temperature=1.0, **WHOLE)),
+    ("ssd", SamplingParams(temperature=1.0, **WHOLE)),
+    ("ssd", SamplingParams(temperature=0.7, top_k=8, top_p=0.9, min_p=0.0)),
+    ("sd", SamplingParams(temperature=0.8)),  # the defaults: top-k 40, top-p 0.95, min-p 0.05
+    ("ssd", SamplingParams(temperature=0.8)),
 ]
 
 
-@pytest.mark.parametrize(("mode", "sampling"), CASES, ids=["sd-t1", "ssd-t1", "ssd-t0.7-topk-topp"])
+@pytest.mark.parametrize(("mode", "sampling"), CASES,
+                         ids=["sd-t1", "ssd-t1", "ssd-t0.7-topk-topp", "sd-defaults", "ssd-defaults"])
 def test_speculative_sampling_matches_target_distribution(
     small_engine: Engine, tiny: TinyPair, mode: str, sampling: SamplingParams
 ) -> None:
+    if small_engine.config.sampling_path == "backend" and not sampling.backend_ok:
+        pytest.skip("top-k 0 runs on the host path whichever path is asked for")
     positions = 3
     exact = _exact_marginals(str(tiny.small_target), sampling, positions)
     counts = _samples(small_engine, GenerationParams(mode=mode, k=2, fanout=2, sampling=sampling), positions)
+    path = small_engine.target.path
+    assert path == ("host" if not sampling.backend_ok else small_engine.config.sampling_path)
     for i in (1, 2):  # positions produced by speculative rounds (position 0 comes from prefill)
         p = _pvalue(counts[i], exact[i])
-        assert p > ALPHA, f"{mode} position {i}: chi-square p={p:.2g}\nobserved={dict(counts[i])}\nexact={exact[i]}"
+        assert p > ALPHA, (f"{mode} ({path}) position {i}: chi-square p={p:.2g}\nobserved={dict(counts[i])}"
+                           f"\nexact={exact[i]}")
 
 
 def test_chi_square_detects_the_draft_distribution(tiny: TinyPair) -> None:
     """Control: samples from the draft alone (a different distribution) must fail the same test."""
-    sampling = SamplingParams(temperature=1.0)
+    sampling = SamplingParams(temperature=1.0, **WHOLE)
     exact = _exact_marginals(str(tiny.small_target), sampling, 3)
     with Engine(EngineConfig(str(tiny.small_draft), None, n_ctx=256)) as draft_only:
         counts = _samples(draft_only, GenerationParams(mode="ar", sampling=sampling), 3)
