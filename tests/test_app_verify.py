@@ -33,7 +33,7 @@ def different(margin: float, **changes: object) -> Verification:
 
 def test_progress_per_pass_then_the_verdict(qtbot: QtBot, data_dir: Path, tiny: TinyPair,
                                             closing: list[MainWindow]) -> None:
-    w = open_window(qtbot, tiny_pair(tiny), fast_settings(max_tokens=48))
+    w = open_window(qtbot, tiny_pair(tiny), fast_settings(max_tokens=24))
     closing.append(w)
     w.prompt_edit.setPlainText("check me")
     seen: list[VerifyProgress] = []
@@ -41,14 +41,14 @@ def test_progress_per_pass_then_the_verdict(qtbot: QtBot, data_dir: Path, tiny: 
     with qtbot.waitSignal(w.host.verification_finished, timeout=TIMEOUT_MS):
         w.verify_action.trigger()
         assert w.exactness.progress is not None and w.exactness.progress.isVisible()
-        assert w.exactness.progress.labelText() == "Pass 1 of 2 — ar (the reference): 0 of 48 tokens"
+        assert w.exactness.progress.labelText() == "Pass 1 of 2 — ar (the reference): 0 of 24 tokens"
     qtbot.waitUntil(lambda: w.state == EngineState.READY, timeout=TIMEOUT_MS)
     assert [p.pass_no for p in seen] == sorted(p.pass_no for p in seen) and {1, 2} <= {p.pass_no for p in seen}
-    assert seen[-1] == VerifyProgress(2, "ssd", 48, 48)
+    assert seen[-1] == VerifyProgress(2, "ssd", 24, 24)
     assert w.exactness.progress is None
     result = w.exactness.last
     assert result is not None and result.identical and not result.stopped and result.margin is None
-    assert w.readout.text() == "Identical: greedy ssd produced the same 48 tokens as ar."
+    assert w.readout.text() == "Identical: greedy ssd produced the same 24 tokens as ar."
     assert w.exactness.box is not None and "Identical" in w.exactness.box.text()
 
 
