@@ -142,10 +142,10 @@ class ChatView(QTextBrowser):
         last_assistant = max((m.id for m in self._messages if m.role == "assistant"), default=None)
         for m in self._messages:
             parts.append(self._message_html(m, is_last=m.id == last_assistant and live is None))
-        if self._live is not None and live is not None:
-            body, code = self._render("live", self._live.text, self.live_runs())
+        if live is not None:
+            body, code = self._render("live", live.text, self.live_runs())
             self._code["live"] = code
-            status = html.escape(self._live.status or "…")
+            status = html.escape(live.status or "…")
             parts.append(_bubble("Assistant", "", body or "<p>…</p>", status, ASSISTANT_BG))
         if not parts:
             parts.append(f'<p style="color:{MUTED}" align="center"><br/><br/>'

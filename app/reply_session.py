@@ -110,6 +110,7 @@ class ReplySession(QObject):
 
         False when the disk is full: nothing was sent and the user has been told.
         """
+        self.saves.flush()  # a reply kept in memory goes first, if there is room now
         try:
             if self.editing_id is not None:
                 self.history.delete_from(conversation_id, self.editing_id)
