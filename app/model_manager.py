@@ -55,6 +55,7 @@ class ModelManagerDialog(QDialog):
     pair_activated = Signal(object)
     download_requested = Signal(object)
     verify_requested = Signal()
+    import_requested = Signal(object, object)
 
     def __init__(self, parent: QWidget | None = None, *, active: ActivePair | None = None,
                  store: ModelStore | None = None, catalog: list[PairSpec] | None = None,
@@ -128,6 +129,9 @@ class ModelManagerDialog(QDialog):
         self.worker.cancelled.connect(self._on_cancelled)
         self.worker.failed.connect(self._on_download_failed)
         self.worker.verified.connect(self._on_verified)
+        self.worker.imported.connect(self._on_imported)
+        self.worker.import_failed.connect(self._on_import_failed)
+        self.import_requested.connect(self.worker.import_files)
         self.download_requested.connect(self.worker.download)
         self.verify_requested.connect(self.worker.verify)
         self.verifying = False
@@ -194,16 +198,17 @@ class ModelManagerDialog(QDialog):
         self.show_message(f"Using {pair.name}.")
         self.refresh()
 
-    def import_files(self, target: Path, draft: Path) -> InstalledPair | None:
-        """Import two local GGUF files; incompatible pairs are refused with the reason shown."""
-        try:
-            pair = self.store.import_pair(target, draft)
-        except EngineError as exc:
-            self.show_message(f"Cannot import: {exc}", error=True)
-            return None
+    def import_files(self, target: Path, draft: Path) -> None:
+        """Import two local GGUF files on the worker thread; an incompatible pair is refused with the reason."""
+        self.show_message(f"Importing {target.name} + {draft.name} (reading them for checksums)…")
+        self.import_requested.emit(target, draft)
+
+    def _on_imported(self, pair: InstalledPair) -> None:
         self.show_message(f"Imported {pair.name}.")
         self.refresh()
-        return pair
+
+    def _on_import_failed(self, message: str) -> None:
+        self.show_message(message, error=True)
 
     def start_download(self, spec: PairSpec) -> None:
         """Download (or resume) ``spec`` on the download thread."""

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import threading
+from pathlib import Path
 
 from PySide6.QtCore import QObject, QThread, Signal, Slot
 
@@ -22,6 +23,8 @@ class DownloadWorker(QObject):
         downloaded(InstalledPair): the pair is installed.
         cancelled(str): the download was cancelled (payload: pair id); partial files are kept.
         verified(list): ``(pair_id, ok, message)`` for every installed pair.
+        imported(InstalledPair): two local files were imported (their checksums recorded).
+        import_failed(str): why the files could not be imported.
         failed(str): a readable error.
     """
 
@@ -29,6 +32,8 @@ class DownloadWorker(QObject):
     downloaded = Signal(object)
     cancelled = Signal(str)
     verified = Signal(list)
+    imported = Signal(object)
+    import_failed = Signal(str)
     failed = Signal(str)
 
     def __init__(self, store: ModelStore) -> None:
@@ -51,6 +56,12 @@ class DownloadWorker(QObject):
                 self.cancelled.emit(spec.id)
                 return
             self.downloaded.emit(pair)
+
+    @Slot(object, object)
+    def import_files(self, target: Path, draft: Path) -> None:
+        """Import two local GGUF files; hashing them reads every byte, hence this thread."""
+        with WorkerBoundary("Cannot import", self.import_failed.emit):
+            self.imported.emit(self._store.import_pair(target, draft))
 
     @Slot()
     def verify(self) -> None:

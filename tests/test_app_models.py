@@ -60,10 +60,12 @@ def test_import_refuses_an_incompatible_pair_then_imports_and_activates(
     qtbot: QtBot, data_dir: Path, tiny: TinyPair
 ) -> None:
     dialog = manager(qtbot)
-    assert dialog.import_files(tiny.target, tiny.small_draft) is None
-    assert dialog.message.text().startswith("Cannot import:") and "cannot be the draft" in dialog.message.text()
-    pair = dialog.import_files(tiny.target, tiny.draft_related)
-    assert pair is not None and dialog.installed_table.rowCount() == 1
+    dialog.import_files(tiny.target, tiny.small_draft)  # on the worker thread: hashing reads every byte
+    qtbot.waitUntil(lambda: dialog.message.text().startswith("Cannot import:"), timeout=TIMEOUT_MS)
+    assert "cannot be the draft" in dialog.message.text()
+    dialog.import_files(tiny.target, tiny.draft_related)
+    qtbot.waitUntil(lambda: dialog.message.text().startswith("Imported"), timeout=TIMEOUT_MS)
+    assert dialog.installed_table.rowCount() == 1
     dialog.installed_table.selectRow(0)
     assert dialog.use_button.isEnabled()
     with qtbot.waitSignal(dialog.pair_activated, timeout=TIMEOUT_MS) as blocker:
