@@ -8,7 +8,7 @@ from app.engine_worker import EngineState
 from app.main_window import MainWindow
 from tests.app_helpers import TIMEOUT_MS
 
-REPLY_MS = 3 * TIMEOUT_MS  # a whole reply, prompt included, on a loaded machine
+REPLY_MS = 2 * TIMEOUT_MS  # a whole reply, prompt included, on a loaded machine
 
 
 def send(qtbot: QtBot, window: MainWindow, text: str) -> int:
