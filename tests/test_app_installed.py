@@ -51,9 +51,10 @@ def test_a_catalog_entry_with_the_files_of_an_installed_pair_is_installed(
     dialog = ModelManagerDialog(memory=(8 * GB, None))
     qtbot.addWidget(dialog)
     dialog.show()
-    status = dialog.catalog_table.item(0, 6)
+    status, other = dialog.catalog_table.item(0, 6), dialog.catalog_table.item(1, 6)
+    assert status is not None and other is not None
     assert status.text() == "installed as My tiny pair" and mine.id in status.toolTip()
-    assert dialog.catalog_table.item(1, 6).text() == ""
+    assert other.text() == ""
     dialog.catalog_table.selectRow(0)
     assert not dialog.download_button.isEnabled(), "no Download for a pair that is installed"
     dialog.catalog_table.selectRow(1)

@@ -62,7 +62,7 @@ def _lonely_plugin(tmp_path: Path) -> Path:
 def test_the_watch_explains_qts_fatal_message(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("QT_QPA_PLATFORM_PLUGIN_PATH", str(_lonely_plugin(tmp_path)))
     monkeypatch.setenv("QT_QPA_PLATFORM", "xcb")
-    out, codes = io.StringIO(), []
+    out, codes = io.StringIO(), list[int]()
     watch = PluginWatch(out, codes.append)
     watch.handle(QtMsgType.QtWarningMsg, QMessageLogContext(), "Could not load the Qt platform plugin \"xcb\"")
     assert codes == [], "only the fatal message ends the app"
