@@ -21,6 +21,7 @@ import httpx2
 from huggingface_hub import constants, get_hf_file_metadata, get_session, hf_hub_url, hf_raise_for_status
 from huggingface_hub.errors import HfHubHTTPError, OfflineModeIsEnabled
 
+from engine.core.diskio import free_bytes
 from engine.core.errors import EngineError, VocabMismatchError
 from engine.core.vocab import VocabInfo, check_vocab_rule
 
@@ -44,7 +45,7 @@ from .hub_http import (
     transport_error,
 )
 from .store import InstalledPair, ModelStore, check_pair_files
-from .transfer import DISK_RESERVE, Progress, check_space, fetch, free_bytes, remaining, stamped_sha256
+from .transfer import DISK_RESERVE, Progress, check_space, fetch, remaining, stamped_sha256
 
 __all__ = [
     "DISK_RESERVE",

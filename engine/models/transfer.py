@@ -11,7 +11,6 @@ from __future__ import annotations
 import hashlib
 import logging
 import os
-import shutil
 import threading
 import time
 from collections import deque
@@ -84,14 +83,6 @@ class Progress:
 
 
 # -- disk space ------------------------------------------------------------------------------
-def free_bytes(path: Path) -> int:
-    """Free bytes on the disk holding ``path`` (or its nearest existing parent)."""
-    p = path
-    while not p.exists() and p != p.parent:
-        p = p.parent
-    return shutil.disk_usage(p).free
-
-
 def check_space(dest: Path, need: int, free: FreeBytes) -> None:
     have = free(dest)
     if need + DISK_RESERVE > have:
