@@ -15,6 +15,7 @@ from app.settings_store import ActivePair
 from engine import TinyPair
 
 TIMEOUT_MS = 60000  # generous: a loaded 2-core machine can take 20 s for what takes 1 s idle
+REPLY_MS = 2 * TIMEOUT_MS  # a whole reply, prompt included, on a loaded machine
 
 # Qt warnings fail the app tests; the offscreen platform's size-hint notice is the one exception.
 QT_STRICT = [pytest.mark.qt_log_level_fail("WARNING"), pytest.mark.qt_log_ignore("propagateSizeHints")]
@@ -52,12 +53,12 @@ def open_window(qtbot: QtBot, pair: ActivePair | None, settings: Settings | None
     return window
 
 
-def send(qtbot: QtBot, window: MainWindow, text: str) -> int:
+def send(qtbot: QtBot, window: MainWindow, text: str, timeout_ms: int = TIMEOUT_MS) -> int:
     """Type ``text``, send it, wait for the saved reply; returns the reply's message id."""
     window.prompt_edit.setPlainText(text)
-    with qtbot.waitSignal(window.reply_saved, timeout=TIMEOUT_MS) as blocker:
+    with qtbot.waitSignal(window.reply_saved, timeout=timeout_ms) as blocker:
         window.send()
-    qtbot.waitUntil(lambda: window.state == EngineState.READY, timeout=TIMEOUT_MS)
+    qtbot.waitUntil(lambda: window.state == EngineState.READY, timeout=timeout_ms)
     return int(blocker.args[0])  # type: ignore[index]
 
 

@@ -24,8 +24,7 @@ from app.main_window import MainWindow
 from app.reply_session import NOT_SENT
 from app.save_queue import DISK_FULL
 from engine import TinyPair
-from tests.app_helpers import QT_STRICT, TIMEOUT_MS, closing, fast_settings, open_window, tiny_pair
-from tests.app_replies import REPLY_MS
+from tests.app_helpers import QT_STRICT, REPLY_MS, TIMEOUT_MS, closing, fast_settings, open_window, tiny_pair
 from tests.test_app_history import fill, unfill
 
 pytestmark = QT_STRICT

@@ -13,8 +13,7 @@ from app.main_window import MainWindow
 from app.settings_dialog import SettingsDialog
 from engine import DROP_OLDEST, TinyPair
 from engine.core.fit import STOP
-from tests.app_helpers import QT_STRICT, closing, fast_settings, open_window, tiny_pair
-from tests.app_replies import REPLY_MS, send
+from tests.app_helpers import QT_STRICT, REPLY_MS, closing, fast_settings, open_window, send, tiny_pair
 
 pytestmark = QT_STRICT
 
@@ -40,7 +39,7 @@ def test_the_oldest_turns_are_left_out_and_the_reply_says_how_many(
     closing.append(w)
     assert w.settings.context_overflow == DROP_OLDEST
     w.open_conversation(conv_id)
-    reply_id = send(qtbot, w, "and tomorrow?")
+    reply_id = send(qtbot, w, "and tomorrow?", REPLY_MS)
     reply = w.history.message(reply_id)
     assert reply.complete and reply.stats is not None and reply.stats["new_tokens"] == 16
     dropped = reply.stats["dropped_turns"]

@@ -12,8 +12,7 @@ from app.readout import NO_REPLY
 from engine import GenerationStats, TinyPair
 from engine.spec.types import RoundResult
 from engine.stats import StatsRecorder
-from tests.app_helpers import QT_STRICT, TIMEOUT_MS, closing, fast_settings, open_window, tiny_pair
-from tests.app_replies import REPLY_MS, send
+from tests.app_helpers import QT_STRICT, REPLY_MS, TIMEOUT_MS, closing, fast_settings, open_window, send, tiny_pair
 
 pytestmark = QT_STRICT
 
@@ -30,13 +29,13 @@ def test_new_chat_switching_and_restart(
     w = open_window(qtbot, tiny_pair(tiny), fast_settings(mode="sd", max_tokens=7))
     closing.append(w)
     assert readout(w) == NO_REPLY
-    send(qtbot, w, "first chat")
+    send(qtbot, w, "first chat", REPLY_MS)
     first = w.conversation_id
     assert readout(w).startswith("<b>sd</b> · 7 tokens") and "acceptance" in readout(w)
     w.new_action.trigger()  # New chat: nothing from the previous chat stays
     assert w.conversation_id != first and readout(w) == NO_REPLY
     w.apply_settings(fast_settings(mode="ar", max_tokens=1))
-    send(qtbot, w, "second chat")
+    send(qtbot, w, "second chat", REPLY_MS)
     assert readout(w).startswith("<b>ar</b> · 1 token · ") and readout(w).endswith(" · length limit")
     w.open_conversation(first)
     assert readout(w).startswith("<b>sd</b> · 7 tokens")

@@ -13,8 +13,7 @@ from app.engine_worker import EngineState
 from app.main_window import MainWindow
 from app.readout import NO_REPLY
 from engine import TinyPair
-from tests.app_helpers import QT_STRICT, TIMEOUT_MS, closing, fast_settings, open_window, tiny_pair
-from tests.app_replies import REPLY_MS, send
+from tests.app_helpers import QT_STRICT, REPLY_MS, TIMEOUT_MS, closing, fast_settings, open_window, send, tiny_pair
 
 pytestmark = QT_STRICT
 
@@ -34,7 +33,7 @@ def test_browse_start_and_rename_while_a_reply_streams(
 ) -> None:
     w = open_window(qtbot, tiny_pair(tiny), fast_settings(mode="ar", max_tokens=6))
     closing.append(w)
-    send(qtbot, w, "an older chat")
+    send(qtbot, w, "an older chat", REPLY_MS)
     older = w.conversation_id
     w.apply_settings(fast_settings(mode="ar", max_tokens=3000, n_ctx=4096))  # still going when stopped
     w.new_conversation()
@@ -97,5 +96,5 @@ def test_deleting_the_streaming_chat_stops_its_reply_first(
     assert saved == [] and w.history.conversations() == []
     assert w.history._db.execute("SELECT COUNT(*) FROM messages").fetchone()[0] == 0
     w.apply_settings(fast_settings(mode="sd", max_tokens=6))
-    send(qtbot, w, "the next chat works")
+    send(qtbot, w, "the next chat works", REPLY_MS)
     assert w.conversation_list.count() == 1

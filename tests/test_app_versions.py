@@ -13,8 +13,7 @@ from app.engine_worker import EngineState
 from app.history import History
 from app.main_window import MainWindow
 from engine import TinyPair
-from tests.app_helpers import QT_STRICT, closing, fast_settings, open_window, tiny_pair
-from tests.app_replies import REPLY_MS, send
+from tests.app_helpers import QT_STRICT, REPLY_MS, closing, fast_settings, open_window, send, tiny_pair
 
 pytestmark = QT_STRICT
 
@@ -47,7 +46,7 @@ def test_create_switch_persist_and_export(
 ) -> None:
     w = open_window(qtbot, tiny_pair(tiny), fast_settings(mode="sd", temperature=1.0, max_tokens=12))
     closing.append(w)
-    reply_id = send(qtbot, w, "tell me something")
+    reply_id = send(qtbot, w, "tell me something", REPLY_MS)
     assert "1/" not in w.chat_view.toPlainText()  # one version: no arrows
     texts = [w.history.message(reply_id).content]
     for _ in range(2):
@@ -95,7 +94,7 @@ def test_a_regeneration_that_fails_shows_the_previous_version_again(
 ) -> None:
     w = open_window(qtbot, tiny_pair(tiny), fast_settings(mode="ar", max_tokens=8, n_ctx=256))
     closing.append(w)
-    reply_id = send(qtbot, w, "short")
+    reply_id = send(qtbot, w, "short", REPLY_MS)
     before = w.history.message(reply_id).content
     conv_id = w.conversation_id
     assert conv_id is not None

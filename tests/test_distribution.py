@@ -26,8 +26,9 @@ ENDED = -1  # category: the reply ended (EOS) before this position
 ALPHA = 1e-3
 
 
-def _exact_marginals(model_path: str, params: SamplingParams, positions: int) -> list[dict[int, float]]:
-    """P(token at generated position i) for i < positions, by enumerating prefixes."""
+def _exact_marginals(model_path: str, params: SamplingParams, positions: int,
+                     prompt: list[int] = PROMPT) -> list[dict[int, float]]:
+    """P(token at generated position i after ``prompt``) for i < positions, by enumerating prefixes."""
     with Model(model_path) as m, Context(m, ContextParams(n_ctx=64, n_batch=32)) as ctx:
         cache: dict[tuple[int, ...], np.ndarray] = {}
 
@@ -43,7 +44,7 @@ def _exact_marginals(model_path: str, params: SamplingParams, positions: int) ->
         for i in range(positions):
             nxt: dict[tuple[int, ...], float] = {}
             for gen, w in frontier.items():
-                probs = next_probs(tuple(PROMPT) + gen)
+                probs = next_probs(tuple(prompt) + gen)
                 for t in np.nonzero(probs)[0].tolist():
                     pw = w * float(probs[t])
                     if m.is_eog(t):

@@ -11,40 +11,15 @@ from __future__ import annotations
 
 from collections import Counter
 
-import numpy as np
 import pytest
 
 from engine import Engine, EngineConfig, GenerationParams, SamplingParams
-from engine.core.backend import Model
-from engine.core.context import Context, ContextParams
-from engine.core.sampling import to_dist
 from engine.spec.costmodel import CostModel
-from tests.test_distribution import ALPHA, ENDED, N_SAMPLES, _pvalue
+from tests.test_distribution import ALPHA, ENDED, N_SAMPLES, _exact_marginals, _pvalue
 from tests.tiny_models import TinyPair
 
 PROMPT = [1, 3, 4, 5, 3, 4, 5, 3, 4, 5, 3]  # <s> a b c a b c a b c a: the pool has matches to draft from
 POSITIONS = 4
-
-
-def _exact(model_path: str, params: SamplingParams) -> list[dict[int, float]]:
-    with Model(model_path) as m, Context(m, ContextParams(n_ctx=64, n_batch=32)) as ctx:
-        out: list[dict[int, float]] = [{} for _ in range(POSITIONS)]
-        frontier: dict[tuple[int, ...], float] = {(): 1.0}
-        for i in range(POSITIONS):
-            nxt: dict[tuple[int, ...], float] = {}
-            for gen, w in frontier.items():
-                ctx.clear()
-                probs = to_dist(ctx.prefill([*PROMPT, *gen], 0), params).dense(m.n_vocab)
-                for t in np.nonzero(probs)[0].tolist():
-                    pw = w * float(probs[t])
-                    if m.is_eog(t):
-                        for j in range(i, POSITIONS):
-                            out[j][ENDED] = out[j].get(ENDED, 0.0) + pw
-                    else:
-                        out[i][t] = out[i].get(t, 0.0) + pw
-                        nxt[(*gen, t)] = pw
-            frontier = nxt
-        return out
 
 
 @pytest.mark.parametrize("sampling", [SamplingParams(temperature=1.0, top_k=0, top_p=1.0, min_p=0.0),
@@ -55,7 +30,7 @@ def test_lookup_sampling_matches_target_distribution(
 ) -> None:
     # Draft the pool's whole chain every round (no cost cut), so every verification path runs.
     monkeypatch.setattr(CostModel, "lookup_best", lambda self, orders: (len(orders), 1.0))
-    exact = _exact(str(tiny.small_target), sampling)
+    exact = _exact_marginals(str(tiny.small_target), sampling, POSITIONS, PROMPT)
     counts: list[Counter[int]] = [Counter() for _ in range(POSITIONS)]
     drafted = 0
     with Engine(EngineConfig(str(tiny.small_target), None, n_ctx=256)) as eng:
