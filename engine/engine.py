@@ -26,6 +26,7 @@ from .spec.costmodel import CostModel, MeasuredRate
 from .spec.drafter import Drafter
 from .spec.lookup import MAX_DRAFT as LOOKUP_MAX
 from .spec.lookup import Lookup, LookupMode
+from .spec.observer import RoundObserver
 from .spec.ssd import SSDMode, SSDOptions
 from .spec.steps import ARMode, Mode, SDMode, Steps, Threads
 from .spec.target import Target
@@ -254,6 +255,7 @@ class Engine:
             recorder.first_token(self._decode_times())
             pending: list[tuple[int, bool]] = [(first, False)]
             mode = self._make_mode(params)
+            observer = self._observer(params)
             stats.sampling_path = self._sampling_path(params)
             n_round = 0
             while True:
@@ -276,6 +278,8 @@ class Engine:
                 rr = mode.step()
                 n_round += 1
                 recorder.round(rr)
+                if observer is not None:
+                    observer.round(rr)
                 pending = [(t, i < rr.accepted) for i, t in enumerate(rr.tokens)]
         finally:
             try:
@@ -285,6 +289,14 @@ class Engine:
                 self._lock.release()
             recorder.finish(start, self._decode_times(),
                             draft_on_this_thread=params.mode == "sd" and self.drafter is not None)
+
+    def _observer(self, params: GenerationParams) -> RoundObserver | None:
+        """A fixed mode's rounds teach auto's cost model (auto and lookup teach it themselves)."""
+        if params.mode not in ("ar", "sd", "ssd"):
+            return None
+        k = min(params.k, MAX_K)
+        return RoundObserver(self._cost_model, k, params.budget or params.fanout * (k + 1),
+                             draft=self.drafter is not None)
 
     def _sampling_path(self, params: GenerationParams) -> str:
         """host or backend (engine.core.outputs); "target/draft" when the two differ."""

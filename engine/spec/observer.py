@@ -1,0 +1,27 @@
+"""The fixed modes teach auto: every round of ar, sd or ssd feeds the machine's cost model.
+
+auto's picture of the machine (verify time by width, draft time per token, tree levels, acceptance, cache
+hits, measured against predicted per plan) is kept by the engine across replies. Rounds run in a fixed mode
+measure the same things, so they are folded into the same model: after a reply in sd or ssd, auto starts
+from what that reply measured instead of probing the machine again. lookup rounds teach the model
+themselves (:meth:`engine.spec.lookup.Lookup.learn`).
+"""
+
+from __future__ import annotations
+
+from .auto import AutoPlanner
+from .costmodel import CostModel, Plan
+from .types import RoundResult
+
+
+class RoundObserver:
+    """Folds the rounds of one fixed-mode generation into ``model``, as the plan each round ran."""
+
+    def __init__(self, model: CostModel, k: int, budget: int, *, draft: bool) -> None:
+        self._learner = AutoPlanner(model, k, adaptive=False, draft=draft)
+        self._plans = {"ar": Plan("ar"), "sd": Plan("sd", k), "ssd": Plan("ssd", k, budget)}
+
+    def round(self, rr: RoundResult) -> None:
+        plan = self._plans.get(rr.mode)
+        if plan is not None and (plan.mode == "ar" or rr.draft is not None):
+            self._learner.learn(plan, rr)

@@ -1,0 +1,34 @@
+"""Rounds of the fixed modes teach auto: after an ssd reply, auto starts from what that reply measured."""
+
+from __future__ import annotations
+
+from engine import Engine, EngineConfig, GenerationParams
+from engine.spec.auto import AutoPlanner
+from engine.spec.costmodel import Plan
+from tests.tiny_models import TinyPair
+
+
+def test_fixed_mode_replies_feed_autos_picture_of_the_machine(tiny: TinyPair) -> None:
+    with Engine(EngineConfig(str(tiny.target), str(tiny.draft_related), n_ctx=1024)) as eng:
+        model = eng._cost_model
+        assert AutoPlanner(model, 4)._first_probes() == [Plan("ar"), Plan("sd", 4), Plan("sd", 4)]
+        prompt = [eng.target_model.bos, *range(20, 40)]
+        list(eng.generate(prompt, GenerationParams(mode="ar", max_tokens=12)))
+        list(eng.generate(prompt, GenerationParams(mode="sd", k=4, max_tokens=32)))
+        assert 1 in model.verify and 5 in model.verify  # ar's width and sd's K + 1
+        assert model.draft_token.value is not None and model.acceptance.value is not None
+        assert {"ar", "sd"} <= set(eng.measured_rates())
+        assert Plan("ar") not in AutoPlanner(model, 4)._first_probes()  # nothing left to measure but the tree
+        list(eng.generate(prompt, GenerationParams(mode="ssd", k=4, max_tokens=48)))
+        assert model.level and model.hit.value is not None  # the tree's levels and the cache's hits
+        planner = AutoPlanner(model, 4)
+        assert not planner._first_probes()
+        assert planner.next_plan() == planner.plan and not planner.probing
+
+
+def test_lookup_and_auto_replies_are_not_counted_twice(tiny: TinyPair) -> None:
+    with Engine(EngineConfig(str(tiny.target), None, n_ctx=1024)) as eng:
+        prompt = [eng.target_model.bos, *range(20, 40)] * 2
+        list(eng.generate(prompt, GenerationParams(mode="lookup", max_tokens=24)))
+        tallies = {str(p): t.n for p, t in eng._cost_model.tallies.items()}
+        assert sum(tallies.values()) <= 24, tallies  # one observation per round at most
