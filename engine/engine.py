@@ -221,7 +221,8 @@ class Engine:
         seed = params.sampling.seed
         self.drafter.configure(params.sampling, np.random.default_rng([seed, 1]),
                                top_count=1 if params.mode == "sd" else max(params.fanout + 2, 6))  # sd: argmax
-        self.drafter.pool_draft = lambda committed, n: lookup.propose(committed, n, greedy=greedy, explore=False)
+        self.drafter.pool_draft = lambda committed, n: lookup.propose(committed, n, greedy=greedy,
+                                                                                 shadow=False)
         if params.mode == "sd":
             return SDMode(Steps(self.target, InlineDrafts(self.drafter)), k)  # the draft runs on this thread
         steps = Steps(self.target, DraftWorker(self.drafter), self.threads)

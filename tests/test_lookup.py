@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 
 from engine.spec.costmodel import CostModel, Plan
-from engine.spec.lookup import EXPLORE_EVERY, Lookup, LookupMode, NgramPool
+from engine.spec.lookup import Lookup, LookupMode, NgramPool
 from engine.spec.steps import Steps
 from engine.spec.types import NGRAM
 from tests.spec_fakes import TRUTH, FakeTarget
@@ -96,22 +96,45 @@ def test_lookup_backs_off_to_plain_steps_when_drafts_do_not_pay() -> None:
         model.add_verify(2, 0.15)  # verifying one more token costs 50 % more: only a likely draft pays
     look = Lookup(model, NgramPool(orders=(2,)))
     context = [7, 8, 1, 2, 3, 4, 5, 1, 2]
-    draft, rate = look.choose(context, explore=False)
+    draft, rate = look.choose(context)
     assert draft.tokens == [] and abs(rate - 10.0) < 1e-9  # a plain step: 1 token per 0.1 s
     for _ in range(50):
         model.learn_lookup([2], 1)  # bigram drafts always accepted
-    draft, rate = look.choose(context, explore=False)
+    draft, rate = look.choose(context)
     assert draft.tokens[:1] == [3] and rate > 10.0
 
 
-def test_a_pool_that_keeps_predicting_wrong_is_probed_now_and_then() -> None:
+def _costly_widths() -> CostModel:
     model = CostModel()
-    for _ in range(50):
+    for _ in range(5):
         model.add_verify(1, 0.1)
-        model.learn_lookup([2], 0)  # bigram drafts always rejected
+        model.add_verify(2, 0.15)  # one more token costs 50 %: only a likely draft pays
+    return model
+
+
+def test_a_pool_that_keeps_predicting_wrong_never_costs_a_verify() -> None:
+    model = _costly_widths()
     look = Lookup(model, NgramPool(orders=(2,)))
-    lengths = [len(look.propose([1, 2, 3, 1, 2]).tokens) for _ in range(3 * EXPLORE_EVERY)]
-    assert sum(lengths) == 3 and set(lengths) == {0, 1}
+    context = [1, 2, 3, 1, 2]
+    drafted = 0
+    for i in range(40):  # after "1 2" the target emits a new token every time: the pool is always wrong
+        drafted += len(look.propose(context).tokens)
+        context = [*context, 100 + i, 1, 2]
+    assert drafted == 0
+    assert model.lookup_acceptance(2) < 0.1  # scored for free against what the target emitted
+
+
+def test_an_undrafted_chain_that_comes_true_starts_the_drafts() -> None:
+    model = _costly_widths()
+    look = Lookup(model, NgramPool(orders=(2,)))
+    context = [5, 6, 1, 2, 3, 4, 8, 1, 2]  # after "1 2" the pool predicts 3 4 8 1 2 3 ...
+    assert look.propose(context).tokens == []  # the prior alone does not pay for a wider verify
+    before = model.lookup_acceptance(2)
+    for _ in range(6):  # plain steps emit exactly the chain, a token at a time
+        context = [*context, look.pool.predict(context[-2:])[0]]  # type: ignore[index]
+        look.propose(context)
+    assert model.lookup_acceptance(2) > before
+    assert len(look.propose(context).tokens) >= 2  # now a draft pays
 
 
 def test_sampled_lookup_drafts_carry_one_hot_q() -> None:

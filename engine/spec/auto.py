@@ -260,8 +260,7 @@ class AutoMode:
         if self.lookup is None or self.planner.probing:
             return None
         model = self.planner.model
-        draft, rate = self.lookup.choose(self.steps.target.committed, greedy=self.greedy,
-                                         explore=plan.mode == "ar")
+        draft, rate = self.lookup.choose(self.steps.target.committed, greedy=self.greedy)
         if draft.tokens:
             self._lookup_rate = rate
         if not draft.tokens or rate <= model.rate(plan):

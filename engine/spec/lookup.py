@@ -11,7 +11,10 @@ its n-gram, so a hash collision reads as "nothing" rather than as a wrong draft.
 :class:`Lookup` turns the pool into a speculator that never makes decoding slower: it learns how
 often a token predicted by each order is accepted, and cuts the draft to the length that maximises
 the predicted tokens per second (``E(L) / t_verify(L + 1)``, from the cost model auto also uses);
-when no length beats a plain ar step it drafts nothing, and the round is an ar step.
+when no length beats a plain ar step it drafts nothing, and the round is an ar step. A chain it does
+not draft is still scored, for free, against the tokens the target emits next (the chain's first
+tokens right, then the first wrong one): the acceptance figures follow the conversation without
+paying for a single probe.
 """
 
 from __future__ import annotations
@@ -31,7 +34,6 @@ from .types import NGRAM, Draft, RoundResult
 ORDERS = (1, 2, 3, 4)  # n-gram sizes indexed; the longest that hits predicts
 POOL_BITS = 19  # 512 Ki entries: 2 MiB of table, whatever the conversation's length
 MAX_DRAFT = 16  # the longest lookup draft
-EXPLORE_EVERY = 16  # back-off rounds between one-token probes of a pool that has a prediction
 
 _MASK = (1 << 64) - 1
 _MUL = 0x9E3779B97F4A7C15  # 2^64 / golden ratio: spreads the hash over the index bits
@@ -145,7 +147,7 @@ class Lookup:
         self.model = model
         self.pool = pool or NgramPool()
         self._fed: list[int] = []  # the sequence fed so far (prefix of the current context)
-        self._idle = 0  # back-off rounds in which the pool had a prediction
+        self._shadow: tuple[int, list[int], list[int]] | None = None  # an undrafted chain: (at, tokens, orders)
 
     def start(self, context: Sequence[int]) -> None:
         """A new generation. A context that continues the one fed so far (the next turn of the
@@ -174,28 +176,52 @@ class Lookup:
         return self.pool.draft(context, max_len)
 
     def choose(self, context: Sequence[int], max_len: int = MAX_DRAFT, *, greedy: bool = True,
-               explore: bool = True) -> tuple[Draft, float]:
+               shadow: bool = True) -> tuple[Draft, float]:
         """The draft that maximises predicted tokens per second (empty when a plain ar step is better)
-        and that rate. With ``explore``, a pool that keeps predicting is tried on one token now and then."""
+        and that rate. With ``shadow``, the full chain is kept and scored against what the target emits
+        next (:meth:`score_shadow`), unless the round verifies a draft (then :meth:`learn` scores it);
+        without, the caller scores the draft it verifies (ssd's backup)."""
         t0 = time.perf_counter()
+        if shadow:
+            self.score_shadow(context)
         tokens, orders = self.candidate(context, max_len)
         length, rate = self.model.lookup_best(orders)
-        if length == 0 and tokens and explore:
-            self._idle += 1
-            if self._idle >= EXPLORE_EVERY:  # keep the acceptance figures current: one cheap token
-                self._idle = 0
-                length = 1
+        if shadow:
+            self._shadow = (len(context), tokens, orders) if tokens else None
         d = make_draft(tokens[:length], orders[:length], greedy)
         d.serve_s = time.perf_counter() - t0
         return d, rate
 
     def propose(self, context: Sequence[int], max_len: int = MAX_DRAFT, *, greedy: bool = True,
-                explore: bool = True) -> Draft:
-        return self.choose(context, max_len, greedy=greedy, explore=explore)[0]
+                shadow: bool = True) -> Draft:
+        return self.choose(context, max_len, greedy=greedy, shadow=shadow)[0]
+
+    def score_shadow(self, context: Sequence[int]) -> None:
+        """Score the chain kept by the previous :meth:`choose` against the tokens emitted since: its first
+        right tokens count as accepted and the first wrong one as rejected, as a verified draft would
+        have gone. A chain still right as far as the context reaches waits for more tokens."""
+        if self._shadow is None:
+            return
+        at, tokens, orders = self._shadow
+        if len(context) < at or (at and len(self._fed) >= at and context[at - 1] != self._fed[at - 1]):
+            self._shadow = None  # another context: nothing to score
+            return
+        emitted = context[at : at + len(tokens)]
+        right = 0
+        while right < len(emitted) and emitted[right] == tokens[right]:
+            right += 1
+        if right < len(emitted) or right == len(tokens):  # the chain's end or its first wrong token is known
+            self.model.learn_lookup(orders, right)
+            self._shadow = None
+        elif right:  # right so far: keep the rest of the chain waiting
+            self._shadow = (at + right, tokens[right:], orders[right:])
+            self.model.learn_lookup(orders[:right], right)
 
     def learn(self, rr: RoundResult) -> None:
         """Fold a lookup round into the cost model: measured against predicted, verify time by width,
         acceptance by n-gram order."""
+        if rr.drafted:
+            self._shadow = None  # the round verified a draft: scored below, not in the shadow
         m = self.model
         d = rr.draft
         orders = d.orders[: rr.drafted] if d is not None else []
