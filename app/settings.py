@@ -75,7 +75,7 @@ class Settings:
         """The engine configuration for a model pair under these settings."""
         return EngineConfig(
             target, draft, n_ctx=self.n_ctx, threads=self.threads, draft_threads=self.draft_threads,
-            gpu_layers=self.gpu_layers, draft_gpu_layers=self.draft_gpu_layers,
+            gpu_layers=self.gpu_layers, draft_gpu_layers=self.draft_gpu_layers, remember_machine=True,
         )
 
     def generation_params(self, *, has_draft: bool, greedy: bool = False, mode: str | None = None,

@@ -20,6 +20,7 @@ from .core.options import MAX_K, cpu_cores
 from .core.sampling import SamplingParams
 from .core.vocab import check_compatible
 from .generation import Generation, TokenEvent
+from .spec import memory
 from .spec.auto import K_MAX as AUTO_K_MAX
 from .spec.auto import AutoMode, AutoPlanner, measured_rates
 from .spec.costmodel import CostModel, MeasuredRate
@@ -56,6 +57,7 @@ class EngineConfig:
     max_branches: int = opt.BRANCHES.default
     flash_attn: bool = opt.FLASH_ATTN.default
     sampling_path: str = "auto"  # where rounds sample: auto (llama.cpp's chain on a GPU), host or backend
+    remember_machine: bool = False  # keep auto's measurements on disk for the next session (engine.spec.memory)
 
     def __post_init__(self) -> None:
         opt.check_fields(self, CONFIG_FIELDS)
@@ -133,7 +135,11 @@ class Engine:
             d = max(1, cores // 4)
             split = (max(1, cores - d), d)
         self.threads = Threads(threads, dthreads, split)
-        self._cost_model = CostModel(split=bool(split))  # auto's measurements of this machine, kept across replies
+        setup = [cfg.target_path, cfg.draft_path or "-", f"{threads} {dthreads}",
+                 f"{cfg.gpu_layers} {cfg.draft_gpu_layers}"]
+        self._memory = memory.memory_file(setup) if cfg.remember_machine else None
+        # auto's measurements of this machine, kept across replies (and sessions, with remember_machine)
+        self._cost_model = memory.load(self._memory, bool(split)) if self._memory else CostModel(split=bool(split))
         self._lookup = Lookup(self._cost_model)  # the n-gram pool over the conversation (constant memory)
         self.n_ctx = self.target_ctx.n_ctx
 
@@ -290,6 +296,8 @@ class Engine:
                 self._lock.release()
             recorder.finish(start, self._decode_times(),
                             draft_on_this_thread=params.mode == "sd" and self.drafter is not None)
+            if self._memory is not None:
+                memory.save(self._cost_model, self._memory)
 
     def _observer(self, params: GenerationParams) -> RoundObserver | None:
         """A fixed mode's rounds teach auto's cost model (auto and lookup teach it themselves)."""

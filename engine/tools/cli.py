@@ -83,6 +83,7 @@ def cmd_generate(args: argparse.Namespace) -> int:
     config = EngineConfig(
         args.target, args.draft if args.mode not in ("ar", "lookup") else None, n_ctx=args.ctx, threads=args.threads,
         draft_threads=args.draft_threads, gpu_layers=args.gpu_layers, draft_gpu_layers=args.draft_gpu_layers,
+        remember_machine=True,
     )
     with Engine(config) as eng:
         prompt = eng.chat_tokens(args.prompt, args.system) if args.chat else eng.tokenize(args.prompt)

@@ -1,0 +1,138 @@
+"""auto's picture of the machine, kept on disk between sessions.
+
+The cost model (:class:`~engine.spec.costmodel.CostModel`) is what auto has measured on this machine with
+this pair: verify time by width, draft and tree times, acceptance, cache hits, measured against predicted
+per plan, probe gaps. It is worth keeping past the end of a session: a new session then starts on the plan
+the last one settled on instead of probing the machine again. One small JSON file per machine and setup
+(llama.cpp build and CPU, the two model files, threads and GPU layers), in the user cache folder; a missing
+or unreadable file means a fresh model, never an error.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import os
+from pathlib import Path
+from typing import Any
+
+from engine.core import cpu_check
+
+from .costmodel import LOOKUP_PRIOR, TIMING_CLIP, CostModel, Ema, Plan, Ratio, Tally
+
+log = logging.getLogger(__name__)
+
+VERSION = 1
+DIR_ENV = "SSD_CHAT_AUTO_MEMORY_DIR"  # where the files go instead of <cache>/auto (tests, portable installs)
+
+
+def memory_dir() -> Path:
+    override = os.environ.get(DIR_ENV)
+    return Path(override) if override else cpu_check.cache_dir() / "auto"
+
+
+def memory_file(parts: list[str]) -> Path:
+    """The file for one machine and setup: ``parts`` names the setup (paths, threads, GPU layers)."""
+    files = []
+    for p in parts:
+        try:
+            st = os.stat(p)
+            files.append(f"{os.path.abspath(p)}|{st.st_size}|{int(st.st_mtime)}")
+        except OSError:
+            files.append(p)
+    key = hashlib.sha256("|".join([cpu_check.build_key(), *files]).encode()).hexdigest()[:16]
+    return memory_dir() / f"{key}.json"
+
+
+def _ema(e: Ema) -> list[Any]:
+    return [e.value, e.n]
+
+
+def _set_ema(e: Ema, raw: list[Any]) -> Ema:
+    e.value = None if raw[0] is None else float(raw[0])
+    e.n = int(raw[1])
+    return e
+
+
+def _plan_key(p: Plan) -> str:
+    return f"{p.mode}:{p.k}:{p.budget}"
+
+
+def _plan(key: str) -> Plan:
+    mode, k, budget = key.split(":")
+    return Plan(mode, int(k), int(budget))
+
+
+def dump(m: CostModel) -> dict[str, Any]:
+    tally = ("n", "tokens", "seconds", "pred_tokens", "pred_seconds")
+    return {
+        "version": VERSION,
+        "verify": {str(w): _ema(e) for w, e in m.verify.items()},
+        "verify_split": {str(w): _ema(e) for w, e in m.verify_split.items()},
+        "level": {str(w): _ema(e) for w, e in m.level.items()},
+        "draft_token": _ema(m.draft_token), "acceptance": _ema(m.acceptance), "hit": _ema(m.hit),
+        "top1": _ema(m.top1),
+        "lookup_accept": {str(o): [r.hits, r.seen] for o, r in m.lookup_accept.items()},
+        "tallies": {_plan_key(p): [getattr(t, f) for f in tally] for p, t in m.tallies.items()},
+        "mode_tallies": {mode: [getattr(t, f) for f in tally] for mode, t in m.mode_tallies.items()},
+        "probe_gap": m.probe_gap, "rounds": m.rounds, "last_run": m.last_run,
+    }
+
+
+def restore(data: dict[str, Any], split: bool) -> CostModel:
+    """A cost model from :func:`dump`'s output (raises KeyError/ValueError/TypeError on a damaged one)."""
+    if data.get("version") != VERSION:
+        raise ValueError(f"version {data.get('version')!r}, expected {VERSION}")
+    m = CostModel(split=split)
+    for name in ("verify", "verify_split", "level"):
+        table = getattr(m, name)
+        for w, raw in data[name].items():
+            table[int(w)] = _set_ema(Ema(clip=TIMING_CLIP), raw)
+    for name in ("draft_token", "acceptance", "hit", "top1"):
+        _set_ema(getattr(m, name), data[name])
+    for o, (hits, seen) in data["lookup_accept"].items():
+        r = m.lookup_accept.setdefault(int(o), Ratio(LOOKUP_PRIOR.get(int(o), 0.5)))  # as learn_lookup makes it
+        r.hits, r.seen = float(hits), float(seen)
+    for key, vals in data["tallies"].items():
+        m.tallies[_plan(key)] = _tally(vals)
+    for mode, vals in data["mode_tallies"].items():
+        m.mode_tallies[str(mode)] = _tally(vals)
+    m.probe_gap = {str(k): int(v) for k, v in data["probe_gap"].items()}
+    m.rounds = int(data["rounds"])
+    m.last_run = {str(k): int(v) for k, v in data["last_run"].items()}
+    return m
+
+
+def _tally(vals: list[Any]) -> Tally:
+    t = Tally()
+    t.n = int(vals[0])
+    t.tokens, t.seconds, t.pred_tokens, t.pred_seconds = (float(v) for v in vals[1:5])
+    return t
+
+
+def load(path: Path, split: bool) -> CostModel:
+    """The kept model, or a fresh one when there is none or it cannot be read (logged)."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        return CostModel(split=split)
+    except OSError as exc:
+        log.warning("auto starts afresh: cannot read %s: %s", path, exc)
+        return CostModel(split=split)
+    try:
+        return restore(json.loads(text), split)
+    except (KeyError, ValueError, TypeError, AttributeError) as exc:
+        log.warning("auto starts afresh: %s is damaged (%s)", path, exc)
+        return CostModel(split=split)
+
+
+def save(model: CostModel, path: Path) -> None:
+    """Keep the model (atomically); a folder that cannot be written only costs the next session its start."""
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_suffix(".tmp")
+        tmp.write_text(json.dumps(dump(model)), encoding="utf-8")
+        tmp.replace(path)
+    except OSError as exc:
+        log.warning("could not keep auto's measurements in %s: %s", path, exc)
