@@ -1,9 +1,9 @@
 """The CPU-kernel check in the settings dialog: its verdict on this machine and the user's override.
 
 llama.cpp's extra CPU buffer types (AMX tiles, repacked weights) are fast but fault on some CPUs
-that advertise AMX. The engine checks once per llama.cpp build and CPU (``engine.cpu_check``);
-this box says what it found and lets the user choose Auto / On / Off, kept by the engine and read
-at the next model load.
+that advertise AMX. The engine checks once per llama.cpp build and CPU (``engine.cpu_check``) and,
+where only AMX faults, keeps the repacked weights; this box says what it found and lets the user
+choose Auto / On (all types) / Off (none), kept by the engine and read at the next model load.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from PySide6.QtWidgets import QComboBox, QLabel, QVBoxLayout, QWidget
 from engine import CpuCheckOverride, CpuCheckStatus, cpu_check_status, set_cpu_check_override
 
 CHOICES: tuple[tuple[str, CpuCheckOverride], ...] = (
-    ("Auto: as the check found", "auto"), ("On", "on"), ("Off", "off"))
+    ("Auto: as the check found", "auto"), ("On: all of them", "on"), ("Off: plain CPU kernels", "off"))
 TITLE = "CPU kernels: repacked weights (AMX)"
 
 
@@ -24,11 +24,17 @@ def verdict_text(status: CpuCheckStatus) -> str:
     verdict = status.verdict
     if verdict is None:
         found = "not checked yet: the check runs when a model first loads"
+    elif verdict.dropped:
+        names = ", ".join(verdict.dropped)
+        found = (f"this CPU faulted in the {names} check ({verdict.fault}); without {names} "
+                 f"it ran a K-quant model ({verdict.detail})")
     elif verdict.safe:
         found = f"the check ran a K-quant model with them ({verdict.detail})"
     else:
         found = f"this CPU faulted in the check ({verdict.detail})"
     state = "on" if status.allowed else "off"
+    if status.allowed and status.dropped:
+        state = f"{', '.join(status.dropped)} off, repacked weights on"
     if status.override != "auto":
         return f"{TITLE} — {state}: chosen here; {found}"
     return f"{TITLE} — {state}: {found}"

@@ -94,6 +94,8 @@ def check_kquant(folder: Path) -> str:
     with Engine(EngineConfig(str(path), None, n_ctx=256)) as eng:
         gen = eng.generate(eng.tokenize(PROMPT), GenerationParams(mode="ar", max_tokens=8, early_stop=False)).run()
     kernels = "extra CPU buffer types (AMX, repack) on" if verdict.safe else "plain CPU kernels"
+    if verdict.safe and verdict.dropped:
+        kernels = f"extra CPU buffer types on except {', '.join(verdict.dropped)}"
     return (f"{TAG} K-quant (Q4_K_M) decode: {len(gen.tokens)} tokens with {kernels} "
             f"(CPU check: {verdict.detail})")
 

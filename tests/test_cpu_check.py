@@ -6,12 +6,14 @@ import json
 import os
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import llama_cpp as ll
 import pytest
 
-from engine.core import cpu_check
+from app.cpu_kernels import verdict_text
+from engine.core import bufts, cpu_check
 from engine.core.backend import Model
 from engine.core.context import Context, ContextParams
 
@@ -30,6 +32,20 @@ def _no_probe(key: str) -> cpu_check.Verdict:
     raise AssertionError("probed again although a verdict was remembered")
 
 
+def _needs_amx_and_repack() -> None:
+    found = bufts.available()
+    if "AMX" not in found or bufts.REPACK not in found:
+        pytest.skip(f"this build offers the extra CPU buffer types {list(found)}, not AMX and CPU_REPACK")
+
+
+@pytest.fixture
+def restore_bufts() -> Iterator[None]:
+    """Put llama.cpp's buffer type list back as it was (a later in-process load must not get AMX back)."""
+    before = set(bufts.available()) - set(bufts.in_use())
+    yield
+    bufts.use_all_but(before)
+
+
 def test_forced_fault_turns_extra_buffers_off_and_is_remembered(isolated: Path,
                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv(cpu_check.FAULT_ENV, "SIGILL")
@@ -45,6 +61,76 @@ def test_forced_fault_turns_extra_buffers_off_and_is_remembered(isolated: Path,
     assert cpu_check.extra_bufts_allowed() is False
 
 
+def test_a_fault_only_with_amx_keeps_the_repacked_kernels(isolated: Path, monkeypatch: pytest.MonkeyPatch,
+                                                          restore_bufts: None) -> None:
+    _needs_amx_and_repack()
+    monkeypatch.setenv(cpu_check.FAULT_ENV, "SIGILL:AMX")  # the child faults while AMX is in the list
+    verdict = cpu_check.check()
+    assert verdict.safe and verdict.dropped == ("AMX",)
+    assert verdict.fault.startswith("killed by SIGILL") and verdict.detail.startswith("decoded a batch")
+    assert cpu_check.extra_bufts_plan() == (True, ("AMX",))
+    assert cpu_check.status() == cpu_check.Status(verdict, "auto", True, ("AMX",))
+    assert "— AMX off, repacked weights on: this CPU faulted in the AMX check (killed by SIGILL" in verdict_text(
+        cpu_check.status())
+    stored = json.loads(cpu_check.verdict_file().read_text(encoding="utf-8"))[verdict.key]
+    assert stored["dropped"] == ["AMX"] and stored["safe"] is True
+
+    monkeypatch.setattr(cpu_check, "probe", _no_probe)
+    monkeypatch.setattr(cpu_check, "_memo", {})  # a new process: only the file remains
+    assert cpu_check.check() == verdict
+    path = cpu_check.write_kquant_model(isolated)
+    with Model(path):  # the load drops AMX from llama.cpp's list and keeps CPU_REPACK
+        assert bufts.in_use() == (bufts.REPACK,)
+    cpu_check.set_override("on")  # all of them again (only the plan: AMX faults here for real)
+    assert cpu_check.extra_bufts_plan() == (True, ())
+    assert cpu_check.status().dropped == ()
+
+
+def test_a_fault_without_amx_too_turns_all_extra_buffers_off(isolated: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    _needs_amx_and_repack()
+    monkeypatch.setenv(cpu_check.FAULT_ENV, "SIGILL:CPU_REPACK")  # still in the list in the second child
+    verdict = cpu_check.check()
+    assert not verdict.safe and verdict.dropped == ()
+    assert verdict.detail.startswith("killed by SIGILL") and "; without AMX: killed by SIGILL" in verdict.detail
+    assert cpu_check.extra_bufts_plan() == (False, ())
+    assert verdict_text(cpu_check.status()).startswith(
+        "CPU kernels: repacked weights (AMX) — off: this CPU faulted in the check (killed by SIGILL")
+
+
+def test_bufts_drop_by_name_and_come_back(restore_bufts: None) -> None:
+    found = bufts.available()
+    if not found:
+        pytest.skip("this build offers no extra CPU buffer types")
+    assert bufts.use_all_but(found[:1]) == found[1:] == bufts.in_use()
+    assert bufts.use_all_but(found[:1]) == found[1:]  # idempotent
+    assert bufts.use_all_but(["NO-SUCH-TYPE"]) == found
+    assert bufts.use_all_but(found) == ()
+    assert bufts.use_all_but([]) == found == bufts.available()
+
+
+def test_a_build_without_the_list_loads_without_extra_buffers(isolated: Path, monkeypatch: pytest.MonkeyPatch,
+                                                              caplog: pytest.LogCaptureFixture) -> None:
+    from engine.core import backend
+
+    monkeypatch.setenv(cpu_check.CHILD_ENV, "AMX")  # a plan that drops AMX
+    monkeypatch.setattr(bufts, "_table", None)
+    monkeypatch.setattr(bufts, "_libs", [])  # as if ggml's libraries exported none of the functions
+    with pytest.raises(bufts.BuftError, match="ggml_backend_dev_backend_reg"):
+        bufts.available()
+    assert backend._extra_bufts() is False
+    assert "cannot drop llama.cpp's AMX buffer type" in caplog.text
+    monkeypatch.setenv(cpu_check.CHILD_ENV, "")  # nothing to drop: the list is never looked up
+    assert backend._extra_bufts() is True
+
+
+def test_a_child_failing_without_a_fault_is_not_remembered(isolated: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(cpu_check.FAULT_ENV, "NO_SUCH_SIGNAL")  # a KeyError in the child: a Python error
+    verdict = cpu_check.check()
+    assert verdict.safe and verdict.detail.startswith("probe failed without a fault (exit 1)")
+    assert "KeyError" in verdict.detail
+    assert not cpu_check.verdict_file().exists() and cpu_check.remembered(verdict.key) is None
+
+
 def test_other_signals_count_as_faults(isolated: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv(cpu_check.FAULT_ENV, "SIGSEGV")
     verdict = cpu_check.check()
@@ -55,7 +141,8 @@ def test_probe_on_this_host_decodes_or_faults(isolated: Path) -> None:
     verdict = cpu_check.check()
     if verdict.safe:
         assert verdict.detail.startswith("decoded a batch")
-    else:  # an AMX host that faults: the child died by a signal, not by a Python error
+        assert verdict.fault.startswith("killed by") if verdict.dropped else not verdict.fault
+    else:  # a host that faults without AMX too: the children died by a signal, not by a Python error
         assert verdict.detail.startswith("killed by")
     assert cpu_check.verdict_file().exists()
 
@@ -94,11 +181,14 @@ def test_a_damaged_override_file_means_auto(isolated: Path) -> None:
 
 
 def test_kquant_model_decodes_in_process_with_the_verdict(isolated: Path) -> None:
-    """With the verdict applied, a K-quant model decodes here without a fault, AMX host or not."""
-    cpu_check.check()
+    """With the real probe's verdict applied, a K-quant model decodes here without a fault, AMX host or not."""
+    verdict = cpu_check.check()
     path = cpu_check.write_kquant_model(isolated)
     with Model(path) as model, Context(model, ContextParams(n_ctx=128, n_batch=16, n_threads=2,
                                                             n_threads_batch=2)) as ctx:
+        if verdict.dropped:  # an AMX host that faults in AMX only: the repacked kernels stay
+            assert verdict.safe and not set(verdict.dropped) & set(bufts.in_use())
+            assert bufts.REPACK in bufts.in_use()
         tokens = [model.bos, 3, 4, 5, 6, 7, 8]
         rows = ctx.decode(tokens, list(range(len(tokens))), outputs=list(range(len(tokens))))
         assert rows.shape == (len(tokens), model.n_vocab)

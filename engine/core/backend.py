@@ -18,7 +18,7 @@ from typing import Any
 import llama_cpp as ll
 import numpy as np
 
-from . import cpu_check
+from . import bufts, cpu_check
 from .errors import ModelLoadError, ParameterError
 
 log = logging.getLogger(__name__)
@@ -60,6 +60,25 @@ def supports_gpu_offload() -> bool:
     return bool(ll.llama_supports_gpu_offload())
 
 
+def _extra_bufts() -> bool:
+    """Apply the CPU check's verdict to llama.cpp's extra CPU buffer types; True to load with them.
+
+    A verdict that drops some types (AMX on a CPU that faults in it) keeps the others (CPU_REPACK);
+    where they cannot be dropped in this build, no extra type is used at all.
+    """
+    allowed, drop = cpu_check.extra_bufts_plan()
+    if not allowed:
+        return False
+    try:
+        bufts.use_all_but(drop)
+    except bufts.BuftError as exc:
+        if drop:
+            log.warning("cannot drop llama.cpp's %s buffer type (%s); loading without extra buffer types",
+                        ", ".join(drop), exc)
+            return False
+    return True
+
+
 def check_gguf_file(path: Path) -> None:
     """Raise :class:`ModelLoadError` unless ``path`` looks like a complete GGUF file."""
     try:
@@ -96,7 +115,7 @@ class Model:
         mp = ll.llama_model_default_params()
         mp.n_gpu_layers = gpu_layers
         mp.vocab_only = vocab_only
-        mp.use_extra_bufts = cpu_check.extra_bufts_allowed()  # False where the CPU faults in AMX/repack kernels
+        mp.use_extra_bufts = False if vocab_only else _extra_bufts()
         ptr = ll.llama_model_load_from_file(os.fsencode(self.path), mp)
         if not ptr:
             raise ModelLoadError(f"llama.cpp could not load the model (truncated or unsupported GGUF?): {self.path}")

@@ -4,10 +4,11 @@ Some virtual machines advertise Intel AMX but fault on tile instructions: llama.
 SIGILL in ``ggml_backend_amx_mul_mat`` as soon as a K-quant model decodes a batch. No Python code can
 catch that, so the check runs once per llama.cpp build and CPU in a child process: it quantizes a tiny
 model to Q4_K_M, loads it with the extra buffer types on and decodes through the engine's own
-``Model``/``Context`` path. A child killed by a signal means "not safe": models then load with
-``use_extra_bufts = False`` (what ``--no-repack`` does in llama.cpp's tools), which runs the plain CPU
-kernels. The verdict is remembered in the user cache folder, keyed by the build and the CPU; the user
-may override it (settings dialog), and the override is kept in the user data folder.
+``Model``/``Context`` path. If a signal kills it while the list holds types besides CPU_REPACK (AMX),
+a second child drops all but CPU_REPACK (:mod:`engine.core.bufts`); if that one decodes, models load
+without the dropped types only. If it faults too, models load with ``use_extra_bufts = False`` (llama.cpp
+tools' ``--no-repack``): the plain CPU kernels. The verdict is kept in the user cache folder, keyed by
+build, CPU and probe version; the user may override it (on = all types, off = none; data folder).
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ from typing import Literal, cast
 import llama_cpp as ll
 import platformdirs
 
+from . import bufts
 from .paths import APP_NAME, user_data_dir
 
 log = logging.getLogger(__name__)
@@ -38,11 +40,17 @@ log = logging.getLogger(__name__)
 Override = Literal["auto", "on", "off"]
 OVERRIDES: tuple[Override, ...] = ("auto", "on", "off")
 
-FAULT_ENV = "SSD_CHAT_CPU_CHECK_FAULT"  # a signal name the probe's child raises before decoding (tests)
-CHILD_ENV = "SSD_CHAT_CPU_CHECK_CHILD"  # set inside the child: it tests the extra buffer types
+# A signal the probe's child raises before decoding (tests): "SIGILL", or "SIGILL:AMX" to raise it only
+# while the AMX buffer type is still in llama.cpp's list.
+FAULT_ENV = "SSD_CHAT_CPU_CHECK_FAULT"
+CHILD_ENV = "SSD_CHAT_CPU_CHECK_CHILD"  # set inside the child: the buffer types it drops, comma-separated
 CACHE_ENV = "SSD_CHAT_CACHE_DIR"  # where verdicts are kept (tests, portable installs)
 PROBE_TIMEOUT_S = 120.0
+PROBE_VERSION = 2  # part of the build key: 2 added the second child without AMX
 
+# A child that timed out or failed with a Python error (say, an import broken mid-edit) proves nothing
+# about the CPU: such a verdict holds for this process only.
+_INCONCLUSIVE = ("timed out after", "probe failed without a fault")
 _lock = threading.Lock()
 _memo: dict[str, Verdict] = {}
 
@@ -55,6 +63,8 @@ class Verdict:
     detail: str  # what the child did: "decoded 8+2 tokens" or "killed by SIGILL: Fatal Python error: ..."
     key: str
     checked_at: str
+    dropped: tuple[str, ...] = ()  # buffer types models load without (safe verdicts only), e.g. ("AMX",)
+    fault: str = ""  # how the first child died when ``dropped`` is set: "killed by SIGILL: ..."
 
 
 @dataclass(frozen=True, slots=True)
@@ -64,6 +74,7 @@ class Status:
     verdict: Verdict | None
     override: Override
     allowed: bool
+    dropped: tuple[str, ...] = ()  # the extra buffer types models load without while ``allowed``
 
 
 def cache_dir() -> Path:
@@ -92,7 +103,7 @@ def cpu_name() -> str:
 def build_key() -> str:
     """Identifies the llama.cpp build and the CPU: a new build or another CPU is probed anew."""
     system_info = (ll.llama_print_system_info() or b"").decode("utf-8", "replace")
-    raw = f"{ll.__version__}|{system_info}|{cpu_name()}"
+    raw = f"{ll.__version__}|{system_info}|{cpu_name()}|probe {PROBE_VERSION}"
     return hashlib.sha256(raw.encode()).hexdigest()[:16]
 
 
@@ -129,7 +140,10 @@ def remembered(key: str) -> Verdict | None:
     if not isinstance(entry, dict):
         return None
     try:
-        verdict = Verdict(bool(entry["safe"]), str(entry["detail"]), key, str(entry["checked_at"]))
+        dropped = entry.get("dropped", [])
+        verdict = Verdict(bool(entry["safe"]), str(entry["detail"]), key, str(entry["checked_at"]),
+                          tuple(str(name) for name in dropped) if isinstance(dropped, list) else (),
+                          str(entry.get("fault", "")))
     except KeyError:
         return None
     _memo[key] = verdict
@@ -155,20 +169,27 @@ def status() -> Status:
     override = read_override()
     verdict = remembered(build_key())
     if override != "auto":
-        allowed = override == "on"
-    else:
-        allowed = verdict.safe if verdict is not None else True
-    return Status(verdict, override, allowed)
+        return Status(verdict, override, override == "on")
+    if verdict is None:
+        return Status(None, override, True)
+    return Status(verdict, override, verdict.safe, verdict.dropped if verdict.safe else ())
+
+
+def extra_bufts_plan() -> tuple[bool, tuple[str, ...]]:
+    """Whether models should load with llama.cpp's extra CPU buffer types, and which of them to drop
+    first; probes once if unknown."""
+    if CHILD_ENV in os.environ:
+        return True, tuple(name for name in os.environ[CHILD_ENV].split(",") if name)
+    override = read_override()
+    if override != "auto":
+        return override == "on", ()
+    verdict = check()
+    return verdict.safe, verdict.dropped if verdict.safe else ()
 
 
 def extra_bufts_allowed() -> bool:
-    """Whether models should load with llama.cpp's extra CPU buffer types; probes once if unknown."""
-    if os.environ.get(CHILD_ENV):
-        return True
-    override = read_override()
-    if override != "auto":
-        return override == "on"
-    return check().safe
+    """Whether models should load with llama.cpp's extra CPU buffer types (some may be dropped)."""
+    return extra_bufts_plan()[0]
 
 
 def check(*, recheck: bool = False) -> Verdict:
@@ -179,36 +200,64 @@ def check(*, recheck: bool = False) -> Verdict:
         if known is not None:
             return known
         verdict = probe(key)
-        if verdict.safe:
+        if verdict.dropped:
+            log.warning("CPU check: llama.cpp's %s buffer type faults on this CPU (%s); models load without it "
+                        "and keep the others (%s)", ", ".join(verdict.dropped), verdict.fault, verdict.detail)
+        elif verdict.safe:
             log.info("CPU check: llama.cpp's extra CPU buffer types run on this CPU (%s)", verdict.detail)
         else:
             log.warning("CPU check: llama.cpp's extra CPU buffer types fault on this CPU (%s); "
                         "models load without them", verdict.detail)
-        if not verdict.detail.startswith("timed out"):
+        if not any(word in verdict.detail for word in _INCONCLUSIVE):  # the next process probes again
             _remember(verdict)
         return verdict
 
 
+@dataclass(frozen=True, slots=True)
+class _Outcome:
+    """How one probe child ended, and the extra buffer types it found before dropping any."""
+
+    end: Literal["decoded", "failed", "killed", "timed out"]
+    detail: str
+    bufts: tuple[str, ...]
+
+
 def probe(key: str) -> Verdict:
-    """Run the tiny K-quant decode in a child process and judge how it ended."""
+    """Run the tiny K-quant decode in a child process (and, if it faults, once more without all but
+    CPU_REPACK) and judge how they ended."""
     now = datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds")
+    first = _run_child(())
+    if first.end != "killed":  # a Python error in the child is no CPU fault: keep the fast kernels
+        return Verdict(first.end != "timed out", first.detail, key, now)
+    drop = tuple(name for name in first.bufts if name != bufts.REPACK)
+    if not drop or bufts.REPACK not in first.bufts:
+        return Verdict(False, first.detail, key, now)
+    second = _run_child(drop)
+    if second.end == "decoded":
+        return Verdict(True, second.detail, key, now, drop, first.detail)
+    return Verdict(False, f"{first.detail}; without {', '.join(drop)}: {second.detail}", key, now)
+
+
+def _run_child(drop: tuple[str, ...]) -> _Outcome:
     with tempfile.TemporaryDirectory(prefix="ssd-chat-cpu-check-") as tmp:
         folder = Path(tmp)
-        child = multiprocessing.get_context("spawn").Process(target=_child, args=(str(folder),), daemon=True)
+        child = multiprocessing.get_context("spawn").Process(target=_child, args=(str(folder), drop), daemon=True)
         child.start()
         child.join(PROBE_TIMEOUT_S)
+        listed = folder / "bufts.txt"
+        found = tuple(listed.read_text(encoding="utf-8").split()) if listed.exists() else ()
         if child.is_alive():
             child.kill()
             child.join()
-            return Verdict(False, f"timed out after {PROBE_TIMEOUT_S:.0f} s", key, now)
+            return _Outcome("timed out", f"timed out after {PROBE_TIMEOUT_S:.0f} s", found)
         code = child.exitcode if child.exitcode is not None else 1
         stderr = _fault_line(folder / "stderr.txt")
         if code < 0:
             name = signal.Signals(-code).name if -code in signal.valid_signals() else f"signal {-code}"
-            return Verdict(False, f"killed by {name}" + (f": {stderr}" if stderr else ""), key, now)
-        if code != 0:  # a Python error in the child is no CPU fault: keep the fast kernels
-            return Verdict(True, f"probe failed without a fault (exit {code}): {stderr}", key, now)
-        return Verdict(True, (folder / "result.txt").read_text(encoding="utf-8"), key, now)
+            return _Outcome("killed", f"killed by {name}" + (f": {stderr}" if stderr else ""), found)
+        if code != 0:
+            return _Outcome("failed", f"probe failed without a fault (exit {code}): {stderr}", found)
+        return _Outcome("decoded", (folder / "result.txt").read_text(encoding="utf-8"), found)
 
 
 def _fault_line(path: Path) -> str:
@@ -235,9 +284,9 @@ def write_kquant_model(folder: Path) -> Path:
     return out
 
 
-def _child(folder_name: str) -> None:  # pragma: no cover - runs in the probe's child process
+def _child(folder_name: str, drop: tuple[str, ...]) -> None:  # pragma: no cover - runs in the probe's child
     folder = Path(folder_name)
-    os.environ[CHILD_ENV] = "1"
+    os.environ[CHILD_ENV] = ",".join(drop)  # Model drops these before loading
     err = os.open(folder / "stderr.txt", os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     os.dup2(err, 2)  # faulthandler's "Fatal Python error: Illegal instruction" lands here
     import faulthandler
@@ -247,15 +296,24 @@ def _child(folder_name: str) -> None:  # pragma: no cover - runs in the probe's 
     from .context import Context, ContextParams
 
     init_backend()
+    with contextlib.suppress(bufts.BuftError):
+        (folder / "bufts.txt").write_text("\n".join(bufts.available()), encoding="utf-8")
     path = write_kquant_model(folder)
     with Model(path) as model, Context(model, ContextParams(n_ctx=256, n_batch=32, n_threads=2,
                                                             n_threads_batch=2)) as ctx:
-        fault = os.environ.get(FAULT_ENV)
-        if fault:
-            signal.raise_signal(signal.Signals[fault])
+        sig, _, only_with = os.environ.get(FAULT_ENV, "").partition(":")
+        if sig and (not only_with or only_with in _in_use()):
+            signal.raise_signal(signal.Signals[sig])
         prompt = [model.bos, *range(3, 10)]
         ctx.decode(prompt, list(range(len(prompt))), outputs=list(range(len(prompt))))
         for i in range(2):
             ctx.decode([3 + i], [len(prompt) + i])
     (folder / "result.txt").write_text(f"decoded a batch of {len(prompt)} and 2 single tokens with "
                                        "Q4_K_M weights", encoding="utf-8")
+
+
+def _in_use() -> tuple[str, ...]:  # pragma: no cover - runs in the probe's child process
+    try:
+        return bufts.in_use()
+    except bufts.BuftError:
+        return ()
