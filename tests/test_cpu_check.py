@@ -49,7 +49,7 @@ def restore_bufts() -> Iterator[None]:
 def test_forced_fault_turns_extra_buffers_off_and_is_remembered(isolated: Path,
                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv(cpu_check.FAULT_ENV, "SIGILL")
-    assert cpu_check.extra_bufts_allowed() is False
+    assert cpu_check.extra_bufts_plan() == (False, ())
     verdict = cpu_check.status().verdict
     assert verdict is not None and not verdict.safe
     assert verdict.detail.startswith("killed by SIGILL")
@@ -58,7 +58,7 @@ def test_forced_fault_turns_extra_buffers_off_and_is_remembered(isolated: Path,
 
     monkeypatch.setattr(cpu_check, "probe", _no_probe)
     monkeypatch.setattr(cpu_check, "_memo", {})  # a new process: only the file remains
-    assert cpu_check.extra_bufts_allowed() is False
+    assert cpu_check.extra_bufts_plan() == (False, ())
 
 
 def test_a_fault_only_with_amx_keeps_the_repacked_kernels(isolated: Path, monkeypatch: pytest.MonkeyPatch,
@@ -123,6 +123,15 @@ def test_a_build_without_the_list_loads_without_extra_buffers(isolated: Path, mo
     assert backend._extra_bufts() is True
 
 
+def test_interleaved_fault_reports_read_as_one(tmp_path: Path) -> None:
+    path = tmp_path / "stderr.txt"
+    path.write_text("x\nFatal Python error: Fatal Python error: Illegal instructionIllegal instruction\n\nThread 1",
+                    encoding="utf-8")
+    assert cpu_check._fault_line(path) == "Fatal Python error: Illegal instruction"
+    path.write_text("Fatal Python error: Segmentation fault\nCurrent thread", encoding="utf-8")
+    assert cpu_check._fault_line(path) == "Fatal Python error: Segmentation fault"
+
+
 def test_a_child_failing_without_a_fault_is_not_remembered(isolated: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv(cpu_check.FAULT_ENV, "NO_SUCH_SIGNAL")  # a KeyError in the child: a Python error
     verdict = cpu_check.check()
@@ -161,12 +170,12 @@ def test_a_new_build_is_probed_anew(isolated: Path, monkeypatch: pytest.MonkeyPa
 
 def test_the_user_override_beats_the_verdict(isolated: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv(cpu_check.FAULT_ENV, "SIGILL")
-    assert cpu_check.extra_bufts_allowed() is False
+    assert cpu_check.extra_bufts_plan() == (False, ())
     cpu_check.set_override("on")
-    assert cpu_check.extra_bufts_allowed() is True
+    assert cpu_check.extra_bufts_plan() == (True, ())
     assert cpu_check.status().allowed is True
     cpu_check.set_override("off")
-    assert cpu_check.extra_bufts_allowed() is False
+    assert cpu_check.extra_bufts_plan() == (False, ())
     cpu_check.set_override("auto")
     assert cpu_check.status() == cpu_check.Status(cpu_check.status().verdict, "auto", False)
     with pytest.raises(ValueError, match="override must be one of"):

@@ -187,11 +187,6 @@ def extra_bufts_plan() -> tuple[bool, tuple[str, ...]]:
     return verdict.safe, verdict.dropped if verdict.safe else ()
 
 
-def extra_bufts_allowed() -> bool:
-    """Whether models should load with llama.cpp's extra CPU buffer types (some may be dropped)."""
-    return extra_bufts_plan()[0]
-
-
 def check(*, recheck: bool = False) -> Verdict:
     """The remembered verdict for this build and CPU, or a new probe's (``recheck`` forces one)."""
     key = build_key()
@@ -265,7 +260,11 @@ def _fault_line(path: Path) -> str:
     with contextlib.suppress(OSError):
         lines = [ln.strip() for ln in path.read_text(encoding="utf-8", errors="replace").splitlines() if ln.strip()]
         fatal = [ln for ln in lines if ln.startswith("Fatal Python error")]
-        return fatal[0] if fatal else (lines[-1] if lines else "")
+        if not fatal:
+            return lines[-1] if lines else ""
+        rest = fatal[0].replace("Fatal Python error: ", "")  # two threads' reports may interleave:
+        half = rest[: len(rest) // 2]  # "...: Fatal Python error: Illegal instructionIllegal instruction"
+        return "Fatal Python error: " + (half if half + half == rest else rest)
     return ""
 
 
