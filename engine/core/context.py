@@ -165,12 +165,20 @@ class Context:
             return
         if n > self.n_batch:
             raise DecodeError(f"batch of {n} tokens exceeds n_batch={self.n_batch}")
-        self._tok[:n] = tokens
-        self._pos[:n] = positions
-        self._nseq[:n] = 1
-        self._out[:n] = 0
-        for i in outputs:
-            self._out[i] = 1
+        if n <= 8:  # a round's batch: ctypes stores cost less than numpy's conversion of a short list
+            b = self._batch
+            tok, pos, nseq, out = b.token, b.pos, b.n_seq_id, b.logits
+            for i in range(n):
+                tok[i], pos[i], nseq[i], out[i] = tokens[i], positions[i], 1, 0
+            for i in outputs:
+                out[i] = 1
+        else:
+            self._tok[:n] = tokens
+            self._pos[:n] = positions
+            self._nseq[:n] = 1
+            self._out[:n] = 0
+            for i in outputs:
+                self._out[i] = 1
         ptrs = self._seq_ptrs
         if isinstance(seq_ids, int):
             for i in range(n):

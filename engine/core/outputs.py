@@ -30,11 +30,16 @@ from .sampling import (
     IdRow,
     SamplingParams,
     dist_from_candidates,
+    dist_top,
     order_candidates,
     to_dist,
     top_ids,
-    truncate,
 )
+
+# llama_get_logits_ith returning the row's address as a plain int (the binding builds a pointer object per call)
+_logits_ith = ctypes.CFUNCTYPE(ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int32)(
+    ctypes.cast(ll.llama_get_logits_ith, ctypes.c_void_p).value or 0)
+_views: dict[int, FloatRow] = {}  # row address -> its numpy view (a view is only an address and a length)
 
 HOST, BACKEND, AUTO = "host", "backend", "auto"  # which path samples (GenerationStats.sampling_path)
 PATHS = (AUTO, HOST, BACKEND)
@@ -117,6 +122,18 @@ def _build(spec: ChainSpec) -> Any:
     return chain
 
 
+def row_view(addr: int, n: int) -> FloatRow:
+    """A numpy view of the ``n`` floats at ``addr``; the views of the few addresses a context's rows live at
+    are kept (making one costs tens of µs right after a decode, when its code is out of the cache)."""
+    view = _views.get(addr)
+    if view is None or len(view) != n:
+        if len(_views) >= 256:
+            _views.clear()
+        view = np.ctypeslib.as_array(ctypes.cast(addr, ctypes.POINTER(ctypes.c_float)), shape=(n,))
+        _views[addr] = view
+    return view
+
+
 class Outputs:
     """The outputs of one decode, in the order they were asked for; readable until the context decodes again."""
 
@@ -145,15 +162,14 @@ class Outputs:
         self._live()
         if self.spec is not None:
             raise RuntimeError("a backend sampler is attached: llama.cpp returned no logits rows")
-        p = ll.llama_get_logits_ith(self._ctx, self._idx[r])
-        if not p:
+        addr = _logits_ith(self._ctx, self._idx[r])
+        if not addr:
             raise DecodeError(f"no logits for batch index {self._idx[r]}")
-        view: FloatRow = np.ctypeslib.as_array(p, shape=(self._n_vocab,))
-        return view
+        return row_view(addr, self._n_vocab)
 
     def argmax(self, r: int) -> int:
         if self.spec is None:
-            return int(np.argmax(self.row(r)))
+            return int(self.row(r).argmax())
         self._live()
         if self.spec.kind == GREEDY:
             tok = int(ll.llama_get_sampled_token_ith(self._ctx, self._idx[r]))
@@ -181,12 +197,7 @@ class Outputs:
     def dist_top(self, r: int, params: SamplingParams, count: int) -> tuple[Dist, IdRow]:
         """:meth:`dist` and :meth:`top` from one selection (host: one top-k pass serves both)."""
         if self.spec is None:
-            row = self.row(r)
-            if 0 < params.top_k < len(row):
-                ids = top_ids(row, max(params.top_k, count))
-                head = ids[: params.top_k]
-                return truncate(head, row[head].astype(np.float64) / params.temperature, params), ids[:count]
-            return to_dist(row, params), top_ids(row, count)
+            return dist_top(self.row(r), params, count)
         if self.spec.kind != TRUNC:
             raise RuntimeError(f"the attached {self.spec.kind} chain gives no distribution")
         cand, logits = self._candidates(r)

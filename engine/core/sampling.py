@@ -6,9 +6,9 @@ compares distributions made by identical transforms. Where llama.cpp samples in 
 backend path, :mod:`engine.core.outputs`), :func:`dist_from_candidates` turns the candidates it
 returns into the same :class:`Dist`.
 
-Nothing here copies or sorts a whole logits row: the best ids are found from a threshold taken on
-a strided subsample (exact: every id at or above it is examined), and full-vocabulary work is
-left to top-k 0, the one setting that asks for the whole vocabulary.
+Nothing here copies or sorts a whole logits row: the best ids are found among the columns of the
+row's grid whose maxima reach a threshold (exact: every id at or above it is examined), and
+full-vocabulary work is left to top-k 0, the one setting that asks for the whole vocabulary.
 """
 
 from __future__ import annotations
@@ -25,7 +25,6 @@ FloatRow = npt.NDArray[np.float32]
 IdRow = npt.NDArray[np.int64]
 
 BACKEND_TOP_K = 256  # the largest top-k run by llama.cpp's sampler chain (more stays on the host path)
-_STRIDE = 32  # subsample stride of the top-ids threshold
 
 
 @dataclass(frozen=True, slots=True)
@@ -77,31 +76,61 @@ def argmax(row: FloatRow) -> int:
 
 
 def top_ids(row: FloatRow, count: int) -> IdRow:
-    """The ``count`` highest-logit token ids, best first (raw logits; ties to the lowest id).
+    """The ``count`` highest-logit token ids, best first (raw logits; ties to the lowest id)."""
+    return _top(row, count)[0]
 
-    A threshold from a strided subsample (its ``count``-th best value) has at least ``count`` ids at
-    or above it in the whole row; only those are ranked (~60 µs on 151,936 floats, against ~290 µs
+
+def _layout(n: int) -> tuple[int, int, npt.NDArray[np.int64]]:
+    """The grid :func:`_top` views a row of ``n`` logits as: R rows, G columns (``n % R`` ids left over),
+    and the first id of every grid row as a column vector."""
+    grid = _GRIDS.get(n)
+    if grid is None:
+        rows = 64
+        while rows > 8 and n // rows < 1024:
+            rows //= 2
+        cols = n // rows
+        grid = _GRIDS[n] = (rows, cols, np.arange(0, rows * cols, cols, dtype=np.int64)[:, None])
+    return grid
+
+
+_GRIDS: dict[int, tuple[int, int, npt.NDArray[np.int64]]] = {}
+_GRID_MIN = 8192  # shorter rows are ranked whole
+_NO_STARTS: npt.NDArray[np.int64] = np.zeros((1, 1), dtype=np.int64)
+
+
+def _top(row: FloatRow, count: int) -> tuple[IdRow, FloatRow]:
+    """The ``count`` best ids, best first with ties to the lowest id, and their logits.
+
+    The row is viewed as a grid of R rows by G columns (id = r * G + c). The count-th largest of the
+    G column maxima, t, is reached by ``count`` distinct ids, so every id of the top ``count`` is at or
+    above t, and lies in a column whose maximum is at or above t: one max-reduction of the row and a
+    few thousand candidates replace a sort of the vocabulary (~60 µs on 151,936 floats, against ~290 µs
     for an argpartition of the row).
     """
     n = len(row)
     count = min(count, n)
     if count <= 0:
-        return np.empty(0, dtype=np.int64)
+        return np.empty(0, dtype=np.int64), row[:0]
     if count == 1:
-        return np.array([np.argmax(row)], dtype=np.int64)  # the first maximum: the lowest id
-    if count * _STRIDE * 4 < n:
-        sub = row[::_STRIDE]
-        m = len(sub)
-        cand = np.flatnonzero(row >= np.partition(sub, m - count)[m - count])
+        best = int(row.argmax())  # the first maximum: the lowest id
+        return np.array([best], dtype=np.int64), row[best : best + 1]
+    rows, cols, starts = _layout(n) if n >= _GRID_MIN else (1, 0, _NO_STARTS)
+    if cols < 8 * count:
+        ids: IdRow = np.arange(n, dtype=np.int64)
+        vals = row
     else:
-        cand = np.arange(n)
-    vals = row[cand]
-    if len(cand) > count:
-        kth = np.partition(vals, len(vals) - count)[len(vals) - count]
-        above = cand[vals > kth]
-        cand = np.concatenate((above, cand[vals == kth][: count - len(above)]))  # ties: lowest ids
-        vals = row[cand]
-    return cand[np.lexsort((cand, -vals))].astype(np.int64)
+        grid = row[: rows * cols].reshape(rows, cols)
+        col_max = grid.max(axis=0)
+        t = np.partition(col_max, cols - count)[cols - count]
+        keep = np.flatnonzero(col_max >= t)
+        block = grid[:, keep]
+        hit = block >= t
+        vals, ids = block[hit], (starts + keep)[hit]
+        if rows * cols < n:  # the ids past the grid: fewer than R
+            tail = np.flatnonzero(row[rows * cols :] >= t) + rows * cols
+            ids, vals = np.concatenate((ids, tail)), np.concatenate((vals, row[tail]))
+    order = np.lexsort((ids, -vals))[:count]
+    return ids[order], vals[order]
 
 
 def to_dist(row: FloatRow, params: SamplingParams) -> Dist:
@@ -113,22 +142,45 @@ def to_dist(row: FloatRow, params: SamplingParams) -> Dist:
     """
     n = len(row)
     if 0 < params.top_k < n:
-        ids = top_ids(row, params.top_k)
-        return truncate(ids, row[ids].astype(np.float64) / params.temperature, params)
+        ids, vals = _top(row, params.top_k)
+        return truncate(ids, vals.astype(np.float64) / params.temperature, params)
     return _whole_vocabulary(row, params)
 
 
+def dist_top(row: FloatRow, params: SamplingParams, count: int) -> tuple[Dist, IdRow]:
+    """:func:`to_dist` and :func:`top_ids` ``count`` from one selection where top-k allows."""
+    if 0 < params.top_k < len(row):
+        ids, vals = _top(row, max(params.top_k, count))
+        k = params.top_k
+        return truncate(ids[:k], vals[:k].astype(np.float64) / params.temperature, params), ids[:count]
+    return _whole_vocabulary(row, params), top_ids(row, count)
+
+
 def truncate(ids: IdRow, logits: npt.NDArray[np.float64], params: SamplingParams) -> Dist:
-    """Top-p and min-p over candidates already ordered best first (ties to the lowest id), tempered."""
-    weights = np.exp(logits - logits[0])
-    if params.top_p < 1.0:
-        cum = np.cumsum(weights) / weights.sum()
-        keep = min(int(np.searchsorted(cum, params.top_p, side="left")) + 1, len(ids))
-        ids, weights = ids[:keep], weights[:keep]
-    if params.min_p > 0.0:
-        mask = weights >= params.min_p * weights[0]
-        ids, weights = ids[mask], weights[mask]
-    return Dist(ids.astype(np.int64), weights / weights.sum())
+    """Top-p and min-p over candidates already ordered best first (ties to the lowest id), tempered.
+
+    Both keep a prefix of that order (the weights do not increase along it), found by a walk over a
+    few dozen floats; the arithmetic is numpy's (cumulative sum in order, pairwise totals).
+    """
+    weights = np.exp(logits - logits[0])  # weights[0] == 1
+    keep = len(ids)
+    if params.top_p < 1.0 or params.min_p > 0.0:
+        w = weights.tolist()
+        if params.top_p < 1.0:
+            top_p, total, cum = params.top_p, float(weights.sum()), 0.0
+            for i, x in enumerate(w):
+                cum += x
+                if cum / total >= top_p:
+                    keep = i + 1
+                    break
+        if params.min_p > 0.0:
+            min_p = params.min_p
+            for i in range(1, keep):
+                if w[i] < min_p:
+                    keep = i
+                    break
+        weights = weights[:keep]
+    return Dist(ids[:keep], weights / weights.sum())
 
 
 def _whole_vocabulary(row: FloatRow, params: SamplingParams) -> Dist:
@@ -167,7 +219,12 @@ def order_candidates(ids: npt.NDArray[np.integer[Any]], logits: FloatRow, count:
 
 
 def sample(dist: Dist, rng: np.random.Generator) -> int:
-    """Draw one token from ``dist`` by inverse CDF."""
+    """Draw one token from ``dist`` by inverse CDF (the first id whose cumulative probability passes u)."""
     u = rng.random()
-    idx = int(np.searchsorted(np.cumsum(dist.probs), u, side="right"))
-    return int(dist.ids[min(idx, len(dist.ids) - 1)])
+    probs = dist.probs.tolist()
+    cum = 0.0
+    for i, p in enumerate(probs):
+        cum += p
+        if u < cum:
+            return int(dist.ids[i])
+    return int(dist.ids[len(probs) - 1])

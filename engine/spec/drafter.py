@@ -77,12 +77,16 @@ class Drafter:
         tokens: list[int] = []
         qs: list[Dist] = []
         tops: list[IdRow] = []
+        argmax_only = self.params.greedy and self.top_count == 1  # plain sd: no tree wants the best ids
         for i in range(k):
-            tok, q, top = self.read(out, 0)
-            tops.append(top)
+            if argmax_only:
+                tok = out.argmax(0)
+            else:
+                tok, q, top = self.read(out, 0)
+                tops.append(top)
+                if q is not None:
+                    qs.append(q)
             tokens.append(tok)
-            if q is not None:
-                qs.append(q)
             if self.is_eog(tok) or i == k - 1:
                 break
             out = self.kv.decode_one(tok)
