@@ -7,8 +7,8 @@ Scenarios (targets of issue 4):
      F16 target (``B``) and the Q4_K_M target (``B-q4``);
   C  the target dequantized to F16 (a memory-heavy target), all cores.
 Each prompt runs every mode back to back (order rotated per prompt, so drift cancels in the
-ratios); tokens per second count decoding after the first token. The table and a JSON file with
-every per-prompt figure are written; ``--peer DIR`` adds llama.cpp's own tools as rows.
+ratios); tokens per second count decoding after the first token. The table, the per-prompt ratios
+(:mod:`bench_ratios`) and a JSON file with every figure are written; ``--peer DIR`` adds llama.cpp's tools.
 """
 
 from __future__ import annotations
@@ -37,6 +37,7 @@ from engine.models.convert import ensure_f16
 from engine.spec.exactness import first_difference
 from engine.stats import GenerationStats
 
+from .bench_ratios import per_prompt, print_ratios, summary
 from .bench_table import print_table, summarise
 
 
@@ -255,6 +256,8 @@ def cmd_bench(args: argparse.Namespace) -> int:
                 rows += run_peer(Path(args.peer), sc, draft, texts, args)
     table = summarise(rows, exact)
     print_table(table)
+    groups = [{"scenario": r.scenario, "setting": r.setting, "mode": r.mode, "runs": r.runs} for r in rows]
+    print_ratios(ratios := per_prompt(groups))
     result = {
         "command": "python -m engine bench " + " ".join(sys.argv[[*sys.argv, "bench"].index("bench") + 1:]),
         "started": started, "machine": machine(),
@@ -264,8 +267,8 @@ def cmd_bench(args: argparse.Namespace) -> int:
                      "sampled": {"temperature": 0.7, "top_p": 0.9, "seed": args.seed} if args.sampled else None},
         "scenarios": [{"name": s.name, "description": s.description, "target": str(s.target), "threads": s.threads,
                        "draft_threads": s.draft_threads} for s in scs],
-        "table": table, "exactness": exact,
-        "runs": [{"scenario": r.scenario, "setting": r.setting, "mode": r.mode, "runs": r.runs} for r in rows],
+        "table": table, "ratios": {"per_prompt": ratios, "summary": summary(ratios)}, "exactness": exact,
+        "runs": groups,
     }
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)

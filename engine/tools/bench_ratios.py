@@ -1,0 +1,98 @@
+"""The bench's per-prompt comparison: auto against the best fixed mode, lookup against ar.
+
+What issue 13 asks of auto and lookup is per prompt and per (scenario, setting): auto's decode tok/s over
+the best fixed mode's on the same prompt (geometric mean and lowest), lookup's over ar's. Computed from the
+bench's per-prompt runs; ``python -m engine.tools.bench_ratios results/bench-X.json`` prints it again from a
+saved file.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import sys
+from collections import defaultdict
+from pathlib import Path
+from typing import Any
+
+FIXED = ("ar", "sd", "ssd", "lookup")
+
+
+def per_prompt(groups: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """One entry per (scenario, setting, prompt): decode tok/s by mode and the two ratios (None if a mode is absent).
+
+    ``groups`` is the bench JSON's ``runs``: one entry per (scenario, setting, mode) holding per-prompt runs
+    (llama.cpp's tools, modes ``peer:...``, are left out)."""
+    rates: dict[tuple[str, str, str], dict[str, float]] = defaultdict(dict)
+    for g in (g for g in groups if not g["mode"].startswith("peer")):
+        for run in g["runs"]:
+            rates[(g["scenario"], g["setting"], run["prompt"])][g["mode"]] = float(run["tokens_per_second"])
+    out = []
+    for (scenario, setting, prompt), tps in rates.items():
+        fixed = {m: t for m, t in tps.items() if m in FIXED}
+        best = max(fixed, key=fixed.__getitem__) if fixed else None
+        out.append({
+            "scenario": scenario, "setting": setting, "prompt": prompt, "tokens_per_second": tps, "best_fixed": best,
+            "auto_vs_best": tps["auto"] / fixed[best] if "auto" in tps and best and fixed[best] > 0 else None,
+            "lookup_vs_ar": tps["lookup"] / tps["ar"] if "lookup" in tps and tps.get("ar") else None,
+        })
+    return out
+
+
+def _geomean(xs: list[float]) -> float:
+    return math.exp(sum(math.log(x) for x in xs) / len(xs))
+
+
+def summary(entries: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Per (scenario, setting): geometric mean and lowest of each ratio over the prompts."""
+    groups: dict[tuple[str, str], list[dict[str, Any]]] = defaultdict(list)
+    for e in entries:
+        groups[(e["scenario"], e["setting"])].append(e)
+    out = []
+    for (scenario, setting), es in groups.items():
+        row: dict[str, Any] = {"scenario": scenario, "setting": setting, "prompts": len(es)}
+        for key in ("auto_vs_best", "lookup_vs_ar"):
+            xs = [e[key] for e in es if e[key] is not None]
+            row[key] = {"geomean": _geomean(xs), "lowest": min(xs)} if xs else None
+        out.append(row)
+    return out
+
+
+def print_ratios(entries: list[dict[str, Any]]) -> None:
+    modes = [m for m in (*FIXED, "auto") if any(m in e["tokens_per_second"] for e in entries)]
+
+    def f(v: float | None) -> str:
+        return "     -" if v is None else f"{v:6.2f}"
+
+    print("\nPer prompt (decode tok/s; auto / the best fixed mode on that prompt; lookup / ar):")
+    for s in summary(entries):
+        print(f"== {s['scenario']} {s['setting']}")
+        head = " ".join(f"{m:>7}" for m in modes)
+        print(f"{'prompt':12} {head} {'best':>7} {'auto/best':>9} {'lookup/ar':>9}")
+        for e in entries:
+            if (e["scenario"], e["setting"]) != (s["scenario"], s["setting"]):
+                continue
+            tps = e["tokens_per_second"]
+            print(f"{e['prompt']:12} " + " ".join(f"{tps[m]:7.2f}" if m in tps else "      -" for m in modes)
+                  + f" {e['best_fixed'] or '-':>7}    {f(e['auto_vs_best'])}    {f(e['lookup_vs_ar'])}")
+        for key, name in (("auto_vs_best", "auto / best fixed"), ("lookup_vs_ar", "lookup / ar")):
+            if s[key]:
+                print(f"  {name}: geometric mean {s[key]['geomean']:.2f}, lowest {s[key]['lowest']:.2f}")
+
+
+def main(argv: list[str]) -> int:
+    if len(argv) != 1:
+        print("usage: python -m engine.tools.bench_ratios BENCH.json", file=sys.stderr)
+        return 2
+    try:
+        data = json.loads(Path(argv[0]).read_text(encoding="utf-8"))
+        entries = per_prompt(data["runs"])
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        print(f"error: cannot read {argv[0]} as a bench result: {exc}", file=sys.stderr)
+        return 2
+    print_ratios(entries)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main(sys.argv[1:]))

@@ -1,0 +1,40 @@
+"""The bench's per-prompt ratios: auto against the best fixed mode on the same prompt, lookup against ar."""
+
+from __future__ import annotations
+
+import json
+import math
+import subprocess
+import sys
+from pathlib import Path
+
+from engine.tools.bench_ratios import per_prompt, summary
+
+
+def _groups() -> list[dict[str, object]]:
+    tps = {"p1": {"ar": 10.0, "sd": 12.0, "lookup": 9.0, "auto": 11.4},
+           "p2": {"ar": 10.0, "sd": 8.0, "lookup": 20.0, "auto": 20.0}}
+    modes = ["ar", "sd", "lookup", "auto", "peer:llama-completion"]
+    return [{"scenario": "A", "setting": "greedy", "mode": m,
+             "runs": [{"prompt": p, "tokens_per_second": tps[p].get(m, 50.0)} for p in tps]} for m in modes]
+
+
+def test_auto_is_compared_with_the_best_fixed_mode_of_each_prompt() -> None:
+    entries = {e["prompt"]: e for e in per_prompt(_groups())}
+    assert entries["p1"]["best_fixed"] == "sd" and math.isclose(entries["p1"]["auto_vs_best"], 0.95)
+    assert entries["p2"]["best_fixed"] == "lookup" and math.isclose(entries["p2"]["auto_vs_best"], 1.0)
+    assert math.isclose(entries["p1"]["lookup_vs_ar"], 0.9) and math.isclose(entries["p2"]["lookup_vs_ar"], 2.0)
+    (s,) = summary(list(entries.values()))
+    assert math.isclose(s["auto_vs_best"]["geomean"], math.sqrt(0.95))
+    assert math.isclose(s["auto_vs_best"]["lowest"], 0.95)
+
+
+def test_the_ratios_print_again_from_a_saved_result(tmp_path: Path) -> None:
+    saved = tmp_path / "bench.json"
+    saved.write_text(json.dumps({"runs": _groups()}), encoding="utf-8")
+    out = subprocess.run([sys.executable, "-m", "engine.tools.bench_ratios", str(saved)], capture_output=True,
+                         text=True, check=True).stdout
+    assert "auto / best fixed: geometric mean 0.97, lowest 0.95" in out
+    bad = subprocess.run([sys.executable, "-m", "engine.tools.bench_ratios", str(tmp_path / "none.json")],
+                         capture_output=True, text=True)
+    assert bad.returncode == 2 and bad.stderr.startswith("error: cannot read")
