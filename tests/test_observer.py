@@ -18,6 +18,7 @@ def test_fixed_mode_replies_feed_autos_picture_of_the_machine(tiny: TinyPair) ->
         assert 1 in model.verify and 5 in model.verify  # ar's width and sd's K + 1
         assert model.draft_token.value is not None and model.acceptance.value is not None
         assert {"ar", "sd"} <= set(eng.measured_rates())
+        assert model.last_run["sd"] == model.rounds > model.last_run["ar"] > 0  # probes are spaced from these
         assert Plan("ar") not in AutoPlanner(model, 4)._first_probes()  # nothing left to measure but the tree
         list(eng.generate(prompt, GenerationParams(mode="ssd", k=4, max_tokens=48)))
         assert model.level and model.hit.value is not None  # the tree's levels and the cache's hits

@@ -25,3 +25,6 @@ class RoundObserver:
         plan = self._plans.get(rr.mode)
         if plan is not None and (plan.mode == "ar" or rr.draft is not None):
             self._learner.learn(plan, rr)
+            model = self._learner.model
+            model.rounds += 1  # the mode was just measured: auto need not probe it again soon
+            model.last_run[plan.mode] = model.rounds
