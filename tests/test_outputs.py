@@ -44,6 +44,18 @@ def test_top_ids_matches_a_full_sort(count: int) -> None:
         assert top_ids(row, count).tolist() == _ref_top(row, count)
 
 
+@pytest.mark.parametrize("n", [151_936 + 37, 50_000, 9_000])
+def test_top_ids_past_the_grid_and_on_odd_sizes(n: int) -> None:
+    # Rows whose length is no multiple of the grid's rows: the ids past the grid are candidates too.
+    rng = np.random.default_rng(n)
+    for trial in range(10):
+        row = np.round(3 * rng.standard_normal(n)).astype(np.float32)  # many ties
+        if trial % 2:
+            row[-5:] = row.max() + 1  # the best ids lie past the grid
+        for count in (2, 6, 40):
+            assert top_ids(row, count).tolist() == _ref_top(row, count)
+
+
 @pytest.mark.parametrize("params", [
     SamplingParams(temperature=0.8),
     SamplingParams(temperature=0.7, top_k=0, top_p=0.9, min_p=0.05),

@@ -80,20 +80,20 @@ def top_ids(row: FloatRow, count: int) -> IdRow:
     return _top(row, count)[0]
 
 
-def _layout(n: int) -> tuple[int, int, npt.NDArray[np.int64]]:
-    """The grid :func:`_top` views a row of ``n`` logits as: R rows, G columns (``n % R`` ids left over),
-    and the first id of every grid row as a column vector."""
-    grid = _GRIDS.get(n)
+def _layout(n: int, count: int) -> tuple[int, int, npt.NDArray[np.int64]]:
+    """The grid :func:`_top` views a row of ``n`` logits as for ``count`` ids: R rows, G columns (at least
+    4 * count of them; ``n % R`` ids left over), and the first id of every grid row as a column vector."""
+    rows = 64
+    while rows > 8 and n // rows < max(1024, 4 * count):
+        rows //= 2
+    grid = _GRIDS.get((n, rows))
     if grid is None:
-        rows = 64
-        while rows > 8 and n // rows < 1024:
-            rows //= 2
         cols = n // rows
-        grid = _GRIDS[n] = (rows, cols, np.arange(0, rows * cols, cols, dtype=np.int64)[:, None])
+        grid = _GRIDS[n, rows] = (rows, cols, np.arange(0, rows * cols, cols, dtype=np.int64)[:, None])
     return grid
 
 
-_GRIDS: dict[int, tuple[int, int, npt.NDArray[np.int64]]] = {}
+_GRIDS: dict[tuple[int, int], tuple[int, int, npt.NDArray[np.int64]]] = {}
 _GRID_MIN = 8192  # shorter rows are ranked whole
 _NO_STARTS: npt.NDArray[np.int64] = np.zeros((1, 1), dtype=np.int64)
 
@@ -114,10 +114,10 @@ def _top(row: FloatRow, count: int) -> tuple[IdRow, FloatRow]:
     if count == 1:
         best = int(row.argmax())  # the first maximum: the lowest id
         return np.array([best], dtype=np.int64), row[best : best + 1]
-    rows, cols, starts = _layout(n) if n >= _GRID_MIN else (1, 0, _NO_STARTS)
-    if cols < 8 * count:
-        ids: IdRow = np.arange(n, dtype=np.int64)
-        vals = row
+    rows, cols, starts = _layout(n, count) if n >= _GRID_MIN else (1, 0, _NO_STARTS)
+    if cols < 4 * count:  # a short row, or most of it asked for: the ids at or above the count-th value
+        ids: IdRow = np.flatnonzero(row >= np.partition(row, n - count)[n - count]).astype(np.int64)
+        vals = row[ids]
     else:
         grid = row[: rows * cols].reshape(rows, cols)
         col_max = grid.max(axis=0)
