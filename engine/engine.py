@@ -256,6 +256,7 @@ class Engine:
         recorder = StatsRecorder(stats)
         rng = np.random.default_rng([params.sampling.seed, 0])
         mode: Mode | None = None
+        observer: RoundObserver | None = None
         start = self._decode_times()
         try:
             first = self.target.start(prompt, params.sampling, rng)
@@ -292,12 +293,14 @@ class Engine:
             try:
                 if mode is not None:
                     mode.close()  # joins the draft thread
+                if observer is not None:
+                    observer.finish()  # before the next generation can read the cost model
+                if self._memory is not None:
+                    memory.save(self._cost_model, self._memory)
             finally:
                 self._lock.release()
             recorder.finish(start, self._decode_times(),
                             draft_on_this_thread=params.mode == "sd" and self.drafter is not None)
-            if self._memory is not None:
-                memory.save(self._cost_model, self._memory)
 
     def _observer(self, params: GenerationParams) -> RoundObserver | None:
         """A fixed mode's rounds teach auto's cost model (auto and lookup teach it themselves)."""

@@ -15,16 +15,25 @@ from .types import RoundResult
 
 
 class RoundObserver:
-    """Folds the rounds of one fixed-mode generation into ``model``, as the plan each round ran."""
+    """Folds the rounds of one fixed-mode generation into ``model``, as the plan each round ran.
+
+    Rounds are only collected while the reply runs (no work inside a round) and folded in by :meth:`finish`,
+    before the next generation can read the model."""
 
     def __init__(self, model: CostModel, k: int, budget: int, *, draft: bool) -> None:
         self._learner = AutoPlanner(model, k, adaptive=False, draft=draft)
         self._plans = {"ar": Plan("ar"), "sd": Plan("sd", k), "ssd": Plan("ssd", k, budget)}
+        self._rounds: list[RoundResult] = []
 
     def round(self, rr: RoundResult) -> None:
-        plan = self._plans.get(rr.mode)
-        if plan is not None and (plan.mode == "ar" or rr.draft is not None):
-            self._learner.learn(plan, rr)
-            model = self._learner.model
-            model.rounds += 1  # the mode was just measured: auto need not probe it again soon
-            model.last_run[plan.mode] = model.rounds
+        self._rounds.append(rr)
+
+    def finish(self) -> None:
+        model = self._learner.model
+        for rr in self._rounds:
+            plan = self._plans.get(rr.mode)
+            if plan is not None and (plan.mode == "ar" or rr.draft is not None):
+                self._learner.learn(plan, rr)
+                model.rounds += 1  # the mode was just measured: auto need not probe it again soon
+                model.last_run[plan.mode] = model.rounds
+        self._rounds.clear()
