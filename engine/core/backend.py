@@ -130,6 +130,7 @@ class Model:
         self.add_eos: bool = bool(ll.llama_vocab_get_add_eos(self.vocab))
         self.vocab_type: int = ll.llama_vocab_type(self.vocab)
         self.n_ctx_train: int = ll.llama_model_n_ctx_train(ptr)
+        self._pieces: dict[tuple[int, bool], bytes] = {}
         self._eog = np.zeros(self.n_vocab, dtype=bool)
         for t in range(self.n_vocab):
             if ll.llama_vocab_is_eog(self.vocab, t):
@@ -162,13 +163,18 @@ class Model:
         return bytes(raw) if raw is not None else b""
 
     def token_bytes(self, token: int, *, special: bool = False) -> bytes:
-        """The bytes a token renders to; may be part of a multi-byte UTF-8 character."""
-        buf = ctypes.create_string_buffer(64)
-        n = ll.llama_token_to_piece(self.vocab, token, buf, len(buf), 0, special)
-        if n < 0:
-            buf = ctypes.create_string_buffer(-n)
+        """The bytes a token renders to; may be part of a multi-byte UTF-8 character (kept once looked up:
+        the reply loop asks for every token it emits)."""
+        key = (token, special)
+        piece = self._pieces.get(key)
+        if piece is None:
+            buf = ctypes.create_string_buffer(64)
             n = ll.llama_token_to_piece(self.vocab, token, buf, len(buf), 0, special)
-        return buf.raw[:n]
+            if n < 0:
+                buf = ctypes.create_string_buffer(-n)
+                n = ll.llama_token_to_piece(self.vocab, token, buf, len(buf), 0, special)
+            piece = self._pieces[key] = buf.raw[:n]
+        return piece
 
     def special_tokens(self) -> dict[int, int]:
         """Token -> attributes of every token llama.cpp's tokenizer matches by its text before splitting
