@@ -25,8 +25,8 @@ def test_the_engine_reports_the_rates_auto_measured(tiny: TinyPair) -> None:
     with Engine(EngineConfig(str(tiny.target), str(tiny.draft_related), n_ctx=1024, threads=1,
                              draft_threads=1)) as eng:
         assert eng.measured_rates() == {}, "nothing is measured before auto runs"
-        eng.generate(eng.chat_tokens("Hello"), GenerationParams(mode="ssd", max_tokens=16)).run()
-        assert eng.measured_rates() == {}, "fixed modes do not feed auto's cost model"
+        eng.generate(eng.chat_tokens("Hello"), GenerationParams(mode="ar", max_tokens=16)).run()
+        assert set(eng.measured_rates()) == {"ar"}, "a fixed mode's rounds feed auto's cost model"
         eng.generate(eng.chat_tokens("Hello"), GenerationParams(mode="auto", max_tokens=48)).run()
         rates = eng.measured_rates()
     assert {"ar", "sd"} <= set(rates) and all(r.tokens_per_second > 0 for r in rates.values())
