@@ -2,13 +2,12 @@
 
 Scenarios (targets of issue 4):
   A  the pair as shipped (Q4_K_M target), every mode may use all cores;
-  B  the target limited to one thread in every mode, the draft on the other core (ssd's two
-     threads then run on separate cores, as the SSD paper's draft has its own GPU) — rows for the
-     F16 target (``B``) and the Q4_K_M target (``B-q4``);
+  B  the target on one thread in every mode, the draft on the other core (ssd's two threads on separate
+     cores, as the SSD paper's draft has its own GPU) — rows for the F16 (``B``) and Q4_K_M (``B-q4``) target;
   C  the target dequantized to F16 (a memory-heavy target), all cores.
-Each prompt runs every mode back to back (order rotated per prompt, so drift cancels in the
-ratios); tokens per second count decoding after the first token. The table, the per-prompt ratios
-(:mod:`bench_ratios`) and a JSON file with every figure are written; ``--peer DIR`` adds llama.cpp's tools.
+Each prompt runs every mode back to back (``--repeats`` times; order rotated per pass, so drift cancels in
+the ratios); tok/s count decoding after the first token. The table, the per-prompt ratios (:mod:`bench_ratios`)
+and a JSON file with every figure are written; ``--peer DIR`` adds llama.cpp's tools.
 """
 
 from __future__ import annotations
@@ -147,15 +146,15 @@ def run_scenario(
     exact: list[dict[str, Any]] = []
     cfg = EngineConfig(str(sc.target), str(draft), n_ctx=args.ctx, threads=sc.threads, draft_threads=sc.draft_threads)
     with Engine(cfg) as eng:
-        # Warm up: page the weights in, and let auto measure this machine once, as it would have in the
-        # user's earlier replies (the engine keeps auto's cost model across replies).
+        # Warm up: page the weights in; auto measures this machine once, as in the user's earlier replies.
         warm = eng.chat_tokens("Say hello.")
         eng.generate(warm, GenerationParams(mode="sd", max_tokens=8)).run()
         eng.generate(warm, GenerationParams(mode="auto", max_tokens=48, k=args.k)).run()
-        for i, pr in enumerate(prompts):
+        passes = 0  # every pass over the modes starts one mode later: drift cancels in the ratios
+        for pr in prompts:
             toks = eng.chat_tokens(pr["prompt"])
-            for st, sampling in settings.items():
-                order = modes[i % len(modes):] + modes[: i % len(modes)]
+            for st, sampling in [(st, sp) for _ in range(args.repeats or 1) for st, sp in settings.items()]:
+                order, passes = modes[passes % len(modes):] + modes[: passes % len(modes)], passes + 1
                 results: dict[str, list[int]] = {}
                 for m in order:
                     bar.set_description(f"{sc.name} {pr['id']} {st} {m}")
@@ -241,7 +240,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
     if args.sampled:
         settings["sampled"] = SamplingParams(temperature=0.7, top_p=0.9, seed=args.seed)
     scs = scenarios(names, target, args.threads or cpu_cores(), f16)
-    total = len(scs) * len(prompts) * len(settings) * len(modes)
+    total = len(scs) * len(prompts) * len(settings) * len(modes) * (args.repeats or 1)
     started = time.strftime("%Y-%m-%dT%H:%M:%S%z")
     rows: list[Row] = []
     exact: list[dict[str, Any]] = []

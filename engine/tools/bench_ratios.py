@@ -23,10 +23,11 @@ def per_prompt(groups: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
     ``groups`` is the bench JSON's ``runs``: one entry per (scenario, setting, mode) holding per-prompt runs
     (llama.cpp's tools, modes ``peer:...``, are left out)."""
-    rates: dict[tuple[str, str, str], dict[str, float]] = defaultdict(dict)
+    runs: dict[tuple[str, str, str], dict[str, list[dict[str, Any]]]] = defaultdict(lambda: defaultdict(list))
     for g in (g for g in groups if not g["mode"].startswith("peer")):
         for run in g["runs"]:
-            rates[(g["scenario"], g["setting"], run["prompt"])][g["mode"]] = float(run["tokens_per_second"])
+            runs[(g["scenario"], g["setting"], run["prompt"])][g["mode"]].append(run)
+    rates = {key: {mode: _rate(rs) for mode, rs in by_mode.items()} for key, by_mode in runs.items()}
     out = []
     for (scenario, setting, prompt), tps in rates.items():
         fixed = {m: t for m, t in tps.items() if m in FIXED}
@@ -37,6 +38,14 @@ def per_prompt(groups: list[dict[str, Any]]) -> list[dict[str, Any]]:
             "lookup_vs_ar": tps["lookup"] / tps["ar"] if "lookup" in tps and tps.get("ar") else None,
         })
     return out
+
+
+def _rate(runs: list[dict[str, Any]]) -> float:
+    """Decode tok/s over a prompt's repeats (tokens over seconds, summed), else the mean of their rates."""
+    seconds = sum(float(r.get("decode_s") or 0.0) for r in runs)
+    if seconds > 0 and all("decode_tokens" in r for r in runs):
+        return sum(float(r["decode_tokens"]) for r in runs) / seconds
+    return sum(float(r["tokens_per_second"]) for r in runs) / len(runs)
 
 
 def _geomean(xs: list[float]) -> float:
