@@ -38,3 +38,11 @@ def test_the_ratios_print_again_from_a_saved_result(tmp_path: Path) -> None:
     bad = subprocess.run([sys.executable, "-m", "engine.tools.bench_ratios", str(tmp_path / "none.json")],
                          capture_output=True, text=True)
     assert bad.returncode == 2 and bad.stderr.startswith("error: cannot read")
+
+
+def test_a_prompts_repeats_are_summed_as_tokens_over_seconds() -> None:
+    runs = [{"prompt": "p", "tokens_per_second": 10.0, "decode_tokens": 100, "decode_s": 10.0},
+            {"prompt": "p", "tokens_per_second": 20.0, "decode_tokens": 100, "decode_s": 5.0}]
+    groups = [{"scenario": "A", "setting": "greedy", "mode": m, "runs": runs} for m in ("ar", "auto")]
+    (entry,) = per_prompt(groups)
+    assert math.isclose(entry["tokens_per_second"]["ar"], 200 / 15)  # not the mean of the rates (15)
