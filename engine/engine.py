@@ -307,8 +307,8 @@ class Engine:
         if params.mode not in ("ar", "sd", "ssd"):
             return None
         k = min(params.k, MAX_K)
-        return RoundObserver(self._cost_model, k, params.budget or params.fanout * (k + 1),
-                             draft=self.drafter is not None)
+        budget = SSDOptions(k=k, fanout=params.fanout, budget=params.budget).tree_budget  # the tree ssd builds
+        return RoundObserver(self._cost_model, k, budget, draft=self.drafter is not None)
 
     def _sampling_path(self, params: GenerationParams) -> str:
         """host or backend (engine.core.outputs); "target/draft" when the two differ."""
