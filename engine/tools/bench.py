@@ -153,7 +153,7 @@ def run_scenario(
         passes = 0  # every pass over the modes starts one mode later: drift cancels in the ratios
         for pr in prompts:
             toks = eng.chat_tokens(pr["prompt"])
-            for st, sampling in [(st, sp) for _ in range(args.repeats or 1) for st, sp in settings.items()]:
+            for st, sampling in [(st, sp) for _ in range(args.repeats) for st, sp in settings.items()]:
                 order, passes = modes[passes % len(modes):] + modes[: passes % len(modes)], passes + 1
                 results: dict[str, list[int]] = {}
                 for m in order:
@@ -220,10 +220,10 @@ def _parse_peer_speed(tool: str, out: str) -> float | None:
 
 
 def cmd_bench(args: argparse.Namespace) -> int:
+    from .bench_overhead import REPEATS, cmd_overhead
     if args.scenarios.strip().upper() == "O":  # overhead: tiny models, its own module
-        from .bench_overhead import cmd_overhead
-
         return cmd_overhead(args)
+    args.repeats = args.repeats or REPEATS
     if args.target and args.draft:
         target, draft = Path(args.target), Path(args.draft)
     else:
@@ -240,7 +240,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
     if args.sampled:
         settings["sampled"] = SamplingParams(temperature=0.7, top_p=0.9, seed=args.seed)
     scs = scenarios(names, target, args.threads or cpu_cores(), f16)
-    total = len(scs) * len(prompts) * len(settings) * len(modes) * (args.repeats or 1)
+    total = len(scs) * len(prompts) * len(settings) * len(modes) * args.repeats
     started = time.strftime("%Y-%m-%dT%H:%M:%S%z")
     rows: list[Row] = []
     exact: list[dict[str, Any]] = []

@@ -142,7 +142,7 @@ def measure(target: Path, draft: Path, args: argparse.Namespace) -> tuple[dict[s
             for warm in SETTINGS.values():  # warm-up: graphs, auto's cost model
                 eng.generate(prompts[0], GenerationParams(mode="sd", max_tokens=16, sampling=warm)).run()
             eng.generate(prompts[0], GenerationParams(mode="auto", max_tokens=48)).run()
-            for rep in range(args.repeats or 3):
+            for rep in range(args.repeats):
                 for i, prompt in enumerate(prompts):
                     floor_loop.run(prompt, 8)  # warm
                     bare.append(floor_loop.run(prompt, args.max_tokens))  # interleaved with the engine's runs
@@ -218,6 +218,7 @@ def format_table(floor: dict[str, float], table: list[dict[str, Any]]) -> str:
 
 
 def cmd_overhead(args: argparse.Namespace) -> int:
+    args.repeats = args.repeats or O_REPEATS
     folder = Path(args.model_dir) if args.model_dir else user_data_dir() / "bench-overhead"
     if args.o_target and args.o_draft:  # another pair through the same measurement (the synthetic GPU pair)
         target, draft, vocab = Path(args.o_target), Path(args.o_draft), "the pair's own"
@@ -241,7 +242,7 @@ def cmd_overhead(args: argparse.Namespace) -> int:
               "models": {"target": str(target), "draft": str(draft), "gpu_layers": args.gpu_layers,
                          "draft_gpu_layers": args.draft_gpu_layers},
               "settings": {"max_tokens": args.max_tokens, "k": args.k, "fanout": args.fanout, "budget": args.budget,
-                           "repeats": args.repeats or 3, "prompts": args.o_prompts,
+                           "repeats": args.repeats, "prompts": args.o_prompts,
                            "sampled": {"temperature": 0.8, "top_k": SETTINGS["sampled"].top_k,
                                        "top_p": SETTINGS["sampled"].top_p, "min_p": SETTINGS["sampled"].min_p}},
               "bare_loop": floor, "table": table, "targets": checks}
@@ -251,10 +252,13 @@ def cmd_overhead(args: argparse.Namespace) -> int:
     return 0
 
 
+O_REPEATS, REPEATS = 3, 1  # --repeats when not given: scenario O; scenarios A, B, C
+
+
 def add_arguments(p: argparse.ArgumentParser) -> None:
     """Scenario O's own options on ``bench``."""
-    p.add_argument("--repeats", type=int, default=None,
-                   help="repeats of every (prompt, setting, mode), interleaved; default 3 for O, 1 for A, B, C")
+    p.add_argument("--repeats", type=int, default=None, help="repeats of every (prompt, setting, mode), "
+                   f"interleaved; default {O_REPEATS} for O, {REPEATS} for A, B, C")
     p.add_argument("--paths", default=f"{HOST},{BACKEND}", help="O: sampling paths to measure (host, backend)")
     p.add_argument("--model-dir", help="O: where the tiny models are written (default: the data folder)")
     p.add_argument("--o-prompts", dest="o_prompts", type=int, default=2, help="O: random prompts of 32 tokens")
