@@ -16,7 +16,12 @@ def _groups() -> list[dict[str, object]]:
            "p2": {"ar": 10.0, "sd": 8.0, "lookup": 20.0, "auto": 20.0}}
     modes = ["ar", "sd", "lookup", "auto", "peer:llama-completion"]
     return [{"scenario": "A", "setting": "greedy", "mode": m,
-             "runs": [{"prompt": p, "tokens_per_second": tps[p].get(m, 50.0)} for p in tps]} for m in modes]
+             "runs": [_run(p, tps[p].get(m, 50.0)) for p in tps]} for m in modes]
+
+
+def _run(prompt: str, tps: float) -> dict[str, object]:
+    """One saved run decoding at ``tps`` (100 tokens)."""
+    return {"prompt": prompt, "tokens_per_second": tps, "decode_tokens": 100, "decode_s": 100 / tps}
 
 
 def test_auto_is_compared_with_the_best_fixed_mode_of_each_prompt() -> None:

@@ -41,11 +41,9 @@ def per_prompt(groups: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 
 def _rate(runs: list[dict[str, Any]]) -> float:
-    """Decode tok/s over a prompt's repeats (tokens over seconds, summed), else the mean of their rates."""
-    seconds = sum(float(r.get("decode_s") or 0.0) for r in runs)
-    if seconds > 0 and all("decode_tokens" in r for r in runs):
-        return sum(float(r["decode_tokens"]) for r in runs) / seconds
-    return sum(float(r["tokens_per_second"]) for r in runs) / len(runs)
+    """Decode tok/s over a prompt's repeats: their decode tokens over their decode seconds (as the table's rows)."""
+    seconds = sum(float(r["decode_s"] or 0.0) for r in runs)
+    return sum(float(r["decode_tokens"]) for r in runs) / seconds if seconds > 0 else 0.0
 
 
 def _geomean(xs: list[float]) -> float:
