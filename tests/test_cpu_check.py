@@ -28,7 +28,7 @@ def isolated(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     return tmp_path
 
 
-def _no_probe(key: str) -> cpu_check.Verdict:
+def _no_probe(key: str) -> tuple[cpu_check.Verdict, bool]:
     raise AssertionError("probed again although a verdict was remembered")
 
 

@@ -48,9 +48,6 @@ CACHE_ENV = "SSD_CHAT_CACHE_DIR"  # where verdicts are kept (tests, portable ins
 PROBE_TIMEOUT_S = 120.0
 PROBE_VERSION = 2  # part of the build key: 2 added the second child without AMX
 
-# A child that timed out or failed with a Python error (say, an import broken mid-edit) proves nothing
-# about the CPU: such a verdict holds for this process only.
-_INCONCLUSIVE = ("timed out after", "probe failed without a fault")
 _lock = threading.Lock()
 _memo: dict[str, Verdict] = {}
 
@@ -194,7 +191,7 @@ def check(*, recheck: bool = False) -> Verdict:
         known = None if recheck else remembered(key)
         if known is not None:
             return known
-        verdict = probe(key)
+        verdict, conclusive = probe(key)
         if verdict.dropped:
             log.warning("CPU check: llama.cpp's %s buffer type faults on this CPU (%s); models load without it "
                         "and keep the others (%s)", ", ".join(verdict.dropped), verdict.fault, verdict.detail)
@@ -203,7 +200,7 @@ def check(*, recheck: bool = False) -> Verdict:
         else:
             log.warning("CPU check: llama.cpp's extra CPU buffer types fault on this CPU (%s); "
                         "models load without them", verdict.detail)
-        if not any(word in verdict.detail for word in _INCONCLUSIVE):  # the next process probes again
+        if conclusive:  # else the verdict holds for this process only: the next one probes again
             _remember(verdict)
         return verdict
 
@@ -217,20 +214,22 @@ class _Outcome:
     bufts: tuple[str, ...]
 
 
-def probe(key: str) -> Verdict:
+def probe(key: str) -> tuple[Verdict, bool]:
     """Run the tiny K-quant decode in a child process (and, if it faults, once more without all but
-    CPU_REPACK) and judge how they ended."""
+    CPU_REPACK), judge how they ended, and say whether that is conclusive: a child that timed out or
+    failed with a Python error (say, an import broken mid-edit) proves nothing about the CPU."""
     now = datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds")
     first = _run_child(())
     if first.end != "killed":  # a Python error in the child is no CPU fault: keep the fast kernels
-        return Verdict(first.end != "timed out", first.detail, key, now)
+        return Verdict(first.end != "timed out", first.detail, key, now), first.end == "decoded"
     drop = tuple(name for name in first.bufts if name != bufts.REPACK)
     if not drop or bufts.REPACK not in first.bufts:
-        return Verdict(False, first.detail, key, now)
+        return Verdict(False, first.detail, key, now), True
     second = _run_child(drop)
     if second.end == "decoded":
-        return Verdict(True, second.detail, key, now, drop, first.detail)
-    return Verdict(False, f"{first.detail}; without {', '.join(drop)}: {second.detail}", key, now)
+        return Verdict(True, second.detail, key, now, drop, first.detail), True
+    detail = f"{first.detail}; without {', '.join(drop)}: {second.detail}"
+    return Verdict(False, detail, key, now), second.end == "killed"
 
 
 def _run_child(drop: tuple[str, ...]) -> _Outcome:
