@@ -135,9 +135,8 @@ class Engine:
             d = max(1, cores // 4)
             split = (max(1, cores - d), d)
         self.threads = Threads(threads, dthreads, split)
-        setup = [cfg.target_path, cfg.draft_path or "-", f"{threads} {dthreads}",
-                 f"{cfg.gpu_layers} {cfg.draft_gpu_layers}"]
-        self._memory = memory.memory_file(setup) if cfg.remember_machine else None
+        setup = f"threads {threads} {dthreads}, GPU layers {cfg.gpu_layers} {cfg.draft_gpu_layers}"
+        self._memory = memory.memory_file([cfg.target_path, cfg.draft_path], setup) if cfg.remember_machine else None
         # auto's measurements of this machine, kept across replies (and sessions, with remember_machine)
         self._cost_model = memory.load(self._memory, bool(split)) if self._memory else CostModel(split=bool(split))
         self._lookup = Lookup(self._cost_model)  # the n-gram pool over the conversation (constant memory)

@@ -14,6 +14,7 @@ import hashlib
 import json
 import logging
 import os
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -32,17 +33,21 @@ def memory_dir() -> Path:
     return Path(override) if override else cpu_check.cache_dir() / "auto"
 
 
-def memory_file(parts: list[str]) -> Path:
-    """The file for one machine and setup: ``parts`` names the setup (paths, threads, GPU layers)."""
-    files = []
-    for p in parts:
-        try:
-            st = os.stat(p)
-            files.append(f"{os.path.abspath(p)}|{st.st_size}|{int(st.st_mtime)}")
-        except OSError:
-            files.append(p)
-    key = hashlib.sha256("|".join([cpu_check.build_key(), *files]).encode()).hexdigest()[:16]
-    return memory_dir() / f"{key}.json"
+def memory_file(models: Sequence[str | None], setup: str) -> Path:
+    """The file for one machine and setup: the model files (None: no draft) and ``setup`` (threads, GPU layers)."""
+    key = "|".join([cpu_check.build_key(), *(_identity(p) for p in models), setup])
+    return memory_dir() / f"{hashlib.sha256(key.encode()).hexdigest()[:16]}.json"
+
+
+def _identity(path: str | None) -> str:
+    """A model file by path, size and time: a replaced file is measured anew."""
+    if path is None:
+        return "none"
+    try:
+        st = os.stat(path)
+    except OSError:
+        return path
+    return f"{os.path.abspath(path)}|{st.st_size}|{int(st.st_mtime)}"
 
 
 def _ema(e: Ema) -> list[Any]:
