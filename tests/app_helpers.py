@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from PySide6.QtCore import Qt
 from pytestqt.qtbot import QtBot
 
 from app.engine_worker import EngineState
@@ -60,6 +62,38 @@ def send(qtbot: QtBot, window: MainWindow, text: str, timeout_ms: int = TIMEOUT_
         window.send()
     qtbot.waitUntil(lambda: window.state == EngineState.READY, timeout=timeout_ms)
     return int(blocker.args[0])  # type: ignore[index]
+
+
+class ReplyGate:
+    """Holds the engine worker once a reply has streamed more than ``chars`` characters, until :meth:`release`
+    or until the window asks the worker to stop (stop button, close, delete).
+
+    The tiny models answer in milliseconds: without the gate a whole reply can arrive in one batch of
+    queued events, and a test that acts "mid-reply" would find the reply already finished.
+    """
+
+    def __init__(self, monkeypatch: pytest.MonkeyPatch, window: MainWindow, chars: int = 20) -> None:
+        self.chars = chars
+        self._open = threading.Event()
+        self._streamed = 0
+        worker = window.host.worker
+        request_stop = worker.request_stop
+
+        def stop_and_open() -> None:
+            request_stop()
+            self._open.set()
+
+        monkeypatch.setattr(worker, "request_stop", stop_and_open)
+        worker.token_generated.connect(self._on_token, Qt.ConnectionType.DirectConnection)
+
+    def _on_token(self, text: str, _from_draft: bool) -> None:  # runs on the worker thread
+        self._streamed += len(text)
+        if self._streamed > self.chars:
+            self._open.wait(TIMEOUT_MS / 1000)
+
+    def release(self) -> None:
+        """Let the reply go on to its end."""
+        self._open.set()
 
 
 @pytest.fixture

@@ -24,7 +24,7 @@ from app.main_window import MainWindow
 from app.reply_session import NOT_SENT
 from app.save_queue import DISK_FULL
 from engine import TinyPair
-from tests.app_helpers import QT_STRICT, REPLY_MS, TIMEOUT_MS, closing, fast_settings, open_window, tiny_pair
+from tests.app_helpers import QT_STRICT, REPLY_MS, TIMEOUT_MS, ReplyGate, closing, fast_settings, open_window, tiny_pair
 from tests.test_app_history import fill, unfill
 
 pytestmark = QT_STRICT
@@ -64,10 +64,12 @@ def fill_disk(mount: Path, name: str = "filler") -> Path:
 
 
 def streaming_window(
-    qtbot: QtBot, tiny: TinyPair, closing: list[MainWindow]
-) -> tuple[MainWindow, list[str], list[int]]:
+    qtbot: QtBot, tiny: TinyPair, closing: list[MainWindow], monkeypatch: pytest.MonkeyPatch
+) -> tuple[MainWindow, list[str], list[int], ReplyGate]:
+    """A window whose reply is held mid-stream (release the gate once the disk is full)."""
     w = open_window(qtbot, tiny_pair(tiny), fast_settings(mode="ar", max_tokens=200, n_ctx=1024))
     closing.append(w)
+    gate = ReplyGate(monkeypatch, w)
     w.replies.saves._retry.setInterval(50)  # try again soon (every 5 s in the app)
     shown: list[str] = []
     saved: list[int] = []
@@ -76,7 +78,7 @@ def streaming_window(
     w.prompt_edit.setPlainText("write a long answer")
     w.send()
     qtbot.waitUntil(lambda: len(w.chat_view.live_text() or "") > 20, timeout=TIMEOUT_MS)
-    return w, shown, saved
+    return w, shown, saved, gate
 
 
 def check_kept_told_once_and_refused_to_send(qtbot: QtBot, w: MainWindow, shown: list[str], saved: list[int],
@@ -108,25 +110,27 @@ def check_saved_once_space_returns(qtbot: QtBot, w: MainWindow, reply_id: int, f
 
 
 def test_injected_full_disk_keeps_the_reply(
-    qtbot: QtBot, data_dir: Path, tiny: TinyPair, closing: list[MainWindow]
+    qtbot: QtBot, data_dir: Path, tiny: TinyPair, closing: list[MainWindow], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     data_dir.mkdir()
     db = sqlite3.connect(data_dir / "history.sqlite3")  # 512-byte pages: a reply's text needs new pages
     db.executescript("PRAGMA page_size = 512; CREATE TABLE t (x); DROP TABLE t;")
     db.close()
-    w, shown, saved = streaming_window(qtbot, tiny, closing)
+    w, shown, saved, gate = streaming_window(qtbot, tiny, closing, monkeypatch)
     assert w.history._db.execute("PRAGMA page_size").fetchone()[0] == 512
     fill(w.history)
+    gate.release()
     reply_id, final = check_kept_told_once_and_refused_to_send(qtbot, w, shown, saved)
     unfill(w.history)
     check_saved_once_space_returns(qtbot, w, reply_id, final)
 
 
 def test_a_real_full_disk_keeps_the_reply_and_the_crash_hook_does_not_loop(
-    qtbot: QtBot, small_disk: Path, tiny: TinyPair, closing: list[MainWindow]
+    qtbot: QtBot, small_disk: Path, tiny: TinyPair, closing: list[MainWindow], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    w, shown, saved = streaming_window(qtbot, tiny, closing)
+    w, shown, saved, gate = streaming_window(qtbot, tiny, closing, monkeypatch)
     fillers = [fill_disk(small_disk)]
+    gate.release()
     reply_id, final = check_kept_told_once_and_refused_to_send(
         qtbot, w, shown, saved, lambda: fillers.append(fill_disk(small_disk, "filler-2")))
 

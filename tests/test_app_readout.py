@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
 from pytestqt.qtbot import QtBot
 
 from app.engine_worker import EngineState
@@ -12,7 +13,17 @@ from app.readout import NO_REPLY
 from engine import GenerationStats, TinyPair
 from engine.spec.types import RoundResult
 from engine.stats import StatsRecorder
-from tests.app_helpers import QT_STRICT, REPLY_MS, TIMEOUT_MS, closing, fast_settings, open_window, send, tiny_pair
+from tests.app_helpers import (
+    QT_STRICT,
+    REPLY_MS,
+    TIMEOUT_MS,
+    ReplyGate,
+    closing,
+    fast_settings,
+    open_window,
+    send,
+    tiny_pair,
+)
 
 pytestmark = QT_STRICT
 
@@ -50,10 +61,11 @@ def test_new_chat_switching_and_restart(
 
 
 def test_a_mode_change_mid_reply_and_the_finished_reply(
-    qtbot: QtBot, data_dir: Path, tiny: TinyPair, closing: list[MainWindow]
+    qtbot: QtBot, data_dir: Path, tiny: TinyPair, closing: list[MainWindow], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     w = open_window(qtbot, tiny_pair(tiny), fast_settings(mode="auto", max_tokens=1000))
     closing.append(w)
+    ReplyGate(monkeypatch, w, chars=0)
     w.prompt_edit.setPlainText("a long answer")
     with qtbot.waitSignal(w.host.token_generated, timeout=TIMEOUT_MS):
         w.send()

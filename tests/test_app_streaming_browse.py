@@ -13,7 +13,17 @@ from app.engine_worker import EngineState
 from app.main_window import MainWindow
 from app.readout import NO_REPLY
 from engine import TinyPair
-from tests.app_helpers import QT_STRICT, REPLY_MS, TIMEOUT_MS, closing, fast_settings, open_window, send, tiny_pair
+from tests.app_helpers import (
+    QT_STRICT,
+    REPLY_MS,
+    TIMEOUT_MS,
+    ReplyGate,
+    closing,
+    fast_settings,
+    open_window,
+    send,
+    tiny_pair,
+)
 
 pytestmark = QT_STRICT
 
@@ -82,6 +92,7 @@ def test_deleting_the_streaming_chat_stops_its_reply_first(
 ) -> None:
     w = open_window(qtbot, tiny_pair(tiny), fast_settings(mode="sd", max_tokens=1000))
     closing.append(w)
+    ReplyGate(monkeypatch, w)
     start_long_reply(qtbot, w, "delete me while you talk")
     doomed = w.conversation_id
     assert doomed is not None

@@ -16,7 +16,17 @@ from app.history import History
 from app.main_window import MainWindow
 from app.settings_store import ActivePair
 from engine import TinyPair, cpu_check_status
-from tests.app_helpers import QT_STRICT, TIMEOUT_MS, closing, corrupt_model, fast_settings, open_window, send, tiny_pair
+from tests.app_helpers import (
+    QT_STRICT,
+    TIMEOUT_MS,
+    ReplyGate,
+    closing,
+    corrupt_model,
+    fast_settings,
+    open_window,
+    send,
+    tiny_pair,
+)
 
 pytestmark = QT_STRICT
 
@@ -59,10 +69,11 @@ def test_chat_streams_saves_stats_and_survives_restart(
 
 
 def test_stop_button_mid_reply_keeps_the_partial_reply(
-    qtbot: QtBot, data_dir: Path, tiny: TinyPair, closing: list[MainWindow]
+    qtbot: QtBot, data_dir: Path, tiny: TinyPair, closing: list[MainWindow], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     w = open_window(qtbot, tiny_pair(tiny), fast_settings(mode="sd", max_tokens=1000))
     closing.append(w)
+    ReplyGate(monkeypatch, w, chars=0)
     w.prompt_edit.setPlainText("go on and on")
     with qtbot.waitSignal(w.reply_saved, timeout=TIMEOUT_MS) as blocker:
         with qtbot.waitSignal(w.host.token_generated, timeout=TIMEOUT_MS):
@@ -80,9 +91,10 @@ def test_stop_button_mid_reply_keeps_the_partial_reply(
 
 
 def test_closing_mid_reply_loses_nothing_shown(
-    qtbot: QtBot, data_dir: Path, tiny: TinyPair, closing: list[MainWindow]
+    qtbot: QtBot, data_dir: Path, tiny: TinyPair, closing: list[MainWindow], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     w = open_window(qtbot, tiny_pair(tiny), fast_settings(mode="ar", max_tokens=1000))
+    ReplyGate(monkeypatch, w)
     w.prompt_edit.setPlainText("a long answer please")
     w.send()
     qtbot.waitUntil(lambda: len(w.chat_view.live_text() or "") > 20, timeout=TIMEOUT_MS)
