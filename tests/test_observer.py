@@ -32,3 +32,17 @@ def test_lookup_and_auto_replies_are_not_counted_twice(tiny: TinyPair) -> None:
         list(eng.generate(prompt, GenerationParams(mode="lookup", max_tokens=24)))
         tallies = {str(p): t.n for p, t in eng._cost_model.tallies.items()}
         assert sum(tallies.values()) <= 24, tallies  # one observation per round at most
+
+
+def test_the_draft_reports_its_catch_up_apart_from_its_round(tiny: TinyPair) -> None:
+    with Engine(EngineConfig(str(tiny.target), str(tiny.draft_related), n_ctx=1024)) as eng:
+        drafter = eng.drafter
+        assert drafter is not None
+        prompt = [eng.target_model.bos, *range(20, 60)]
+        first = drafter.draft_sequential(prompt, 4)  # the draft has seen nothing yet: it prefills the prompt
+        assert 0 < first.catchup_s < first.serve_s and len(first.tokens) == 4
+        after = [*prompt, *first.tokens[:2], 7]  # two drafts accepted, then the target's own token
+        steady = drafter.draft_sequential(after, 4)
+        assert steady.catchup_s == 0.0 and drafter.kv.synced == 1
+        behind = drafter.draft_sequential([*after, *steady.tokens[:1], *range(100, 120)], 4)  # ar ran meanwhile
+        assert behind.catchup_s > 0 and drafter.kv.synced == 20

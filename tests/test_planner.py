@@ -200,3 +200,24 @@ def test_without_a_draft_model_auto_plans_only_ar() -> None:
     planner = AutoPlanner(CostModel(), k=4, draft=False)
     assert planner.candidates() == [Plan("ar")]
     assert {p.mode for p in drive(planner, world(lambda w: 0.1, 0.01, lambda k: k), rounds=20)} == {"ar"}
+
+
+def test_a_catch_up_after_ar_rounds_is_not_taken_for_the_drafts_per_token_time() -> None:
+    per_token, catchup = 0.03, 0.6  # the draft prefilling a prompt or the tokens ar emitted meanwhile
+    plan = Plan("sd", 4)
+
+    def learned(with_catchups: bool) -> CostModel:
+        model = CostModel()
+        planner = AutoPlanner(model, k=4)
+        for i in range(6):
+            extra = catchup if with_catchups and i % 2 == 0 else 0.0  # every other round follows ar rounds
+            draft = Draft([5] * 4, None, JIT, serve_s=per_token * 4 + extra,
+                          catchup_s=extra + per_token if extra else 0.0)  # the sync decodes the round's token too
+            planner.learn(plan, RoundResult([5, 5, 5, 9], "sd", JIT, 4, 3, verify_s=0.1,
+                                            wait_s=draft.serve_s, draft=draft))
+        return model
+
+    model, control = learned(True), learned(False)
+    assert abs(model.draft_token.get(0.0) - per_token) < 1e-9
+    assert abs(model.round_time(plan) - (4 * per_token + 0.1)) < 1e-9
+    assert abs(model.rate(plan) - control.rate(plan)) < 1e-9  # the plan's tally is not charged for them either

@@ -260,6 +260,7 @@ class KVTrack:
     def __init__(self, ctx: Context) -> None:
         self.ctx = ctx
         self.tokens: list[int] = []
+        self.synced = 0  # tokens the latest sync decoded
 
     def trim(self, keep: int) -> None:
         if keep < len(self.tokens):
@@ -272,6 +273,7 @@ class KVTrack:
         self.trim(keep)
         row = self.ctx.prefill(committed[keep:], start=keep)
         self.tokens.extend(committed[keep:])
+        self.synced = len(committed) - keep
         return row
 
     def sync_out(self, committed: Sequence[int]) -> Outputs:
@@ -280,6 +282,7 @@ class KVTrack:
         self.trim(keep)
         out = self.ctx.prefill_out(committed[keep:], start=keep)
         self.tokens.extend(committed[keep:])
+        self.synced = len(committed) - keep
         return out
 
     def decode_one(self, token: int) -> Outputs:

@@ -164,9 +164,10 @@ class AutoPlanner:
         """Fold one round's timings and outcome into the cost model."""
         m = self.model
         table = m.verify_split if m.split and plan.mode == "ssd" else m.verify
+        per_token, catchup = _draft_token_time(rr)
         if rr.drafted + 1 in table and (plan.mode == "ar" or m.draft_token.value is not None):
             pred_tokens, pred_seconds = self.predicted(plan)  # from measured figures, not the defaults
-            m.observe(plan, len(rr.tokens), rr.wait_s + rr.verify_s, pred_tokens, pred_seconds)
+            m.observe(plan, len(rr.tokens), rr.wait_s + rr.verify_s - catchup, pred_tokens, pred_seconds)
         if plan.mode == "ar":
             m.add_verify(1, rr.verify_s)
             return
@@ -179,8 +180,8 @@ class AutoPlanner:
             m.learn_lookup(d.orders, rr.accepted)
         elif n:
             m.acceptance.add(rr.accepted / n)
-        if d.source == JIT and n and not split:
-            m.draft_token.add(d.serve_s / n)
+        if d.source == JIT and per_token is not None and not split:
+            m.draft_token.add(per_token)
         for ts in rr.trees:
             if ts.levels and ts.branches:
                 m.add_level(ts.branches, ts.seconds / (ts.levels + 1))
@@ -197,6 +198,21 @@ class AutoPlanner:
             m.top1.add(1.0 if rr.next_token in cands else 0.0)
         if not math.isfinite(m.round_time(plan)):
             raise AssertionError("cost model produced a non-finite estimate")
+
+
+def _draft_token_time(rr: RoundResult) -> tuple[float | None, float]:
+    """A JIT draft's seconds per token (None when the round cannot tell) and the seconds its catch-up took
+    beyond one token: the draft decoding what ar rounds emitted meanwhile is the cost of a switch, not of
+    the plan. After a catch-up only the round's own sequential decodes say what a token costs."""
+    d, n = rr.draft, rr.drafted
+    if d is None or d.source != JIT or n == 0:
+        return None, 0.0
+    if not d.catchup_s:
+        return d.serve_s / n, 0.0
+    if n == 1:
+        return None, d.catchup_s
+    per_token = (d.serve_s - d.catchup_s) / (n - 1)
+    return per_token, max(0.0, d.catchup_s - per_token)
 
 
 def measured_rates(model: CostModel, k: int = 4, max_branches: int = 32) -> dict[str, MeasuredRate]:

@@ -20,6 +20,7 @@ from .speccache import Branch
 from .tree import SpeculationTree
 from .types import CACHE, JIT, NGRAM, Draft, IdRow, TreeStats
 
+ROUND_SYNC = 2  # tokens a round's own sync decodes at most: the last accepted draft token and the target's next
 
 class Drafter:
     """Drafting on the draft context; used by one thread at a time."""
@@ -74,6 +75,8 @@ class Drafter:
         """Draft ``k`` tokens one at a time after ``committed``; the KV ends at committed + d[:-1]."""
         t0 = time.perf_counter()
         out = self.kv.sync_out(committed)
+        # A round's own sync decodes one or two tokens; more is catching up on tokens drafted by no one.
+        catchup_s = time.perf_counter() - t0 if self.kv.synced > ROUND_SYNC else 0.0
         tokens: list[int] = []
         qs: list[Dist] = []
         tops: list[IdRow] = []
@@ -90,7 +93,8 @@ class Drafter:
             if self.is_eog(tok) or i == k - 1:
                 break
             out = self.kv.decode_one(tok)
-        return Draft(tokens, None if self.params.greedy else qs, JIT, top=tops, serve_s=time.perf_counter() - t0)
+        return Draft(tokens, None if self.params.greedy else qs, JIT, top=tops, serve_s=time.perf_counter() - t0,
+                     catchup_s=catchup_s)
 
     def draft_ngram(self, committed: Sequence[int], k: int) -> Draft | None:
         """Prompt-lookup draft (q one-hot), or None when the context has no match (with the engine's

@@ -30,6 +30,7 @@ class Draft:
     source: str = JIT  # CACHE (a speculation-cache hit), JIT (the draft model, now) or NGRAM (prompt lookup)
     top: list[IdRow] = field(default_factory=list)  # best ids of the rows that produced the tokens
     serve_s: float = 0.0
+    catchup_s: float = 0.0  # JIT: the part of serve_s the draft model spent on tokens it had not seen (after ar rounds)
     orders: list[int] = field(default_factory=list)  # NGRAM: the n-gram order that predicted each token
 
     @property
