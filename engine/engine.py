@@ -32,7 +32,7 @@ from .spec.ssd import SSDMode, SSDOptions
 from .spec.steps import ARMode, Mode, SDMode, Steps, Threads
 from .spec.target import Target
 from .spec.types import NGRAM
-from .spec.worker import DraftWorker, InlineDrafts
+from .spec.worker import DraftWorker, InlineDrafts, SplitDrafts
 from .stats import DecodeTimes, GenerationStats, StatsRecorder
 
 log = logging.getLogger(__name__)
@@ -230,7 +230,8 @@ class Engine:
                                                                                  shadow=False)
         if params.mode == "sd":
             return SDMode(Steps(self.target, InlineDrafts(self.drafter)), k)  # the draft runs on this thread
-        steps = Steps(self.target, DraftWorker(self.drafter), self.threads)
+        drafts = SplitDrafts(self.drafter) if params.mode == "auto" else DraftWorker(self.drafter)
+        steps = Steps(self.target, drafts, self.threads)
         opts = SSDOptions(k=k, fanout=params.fanout, geometric=params.geometric, backup=params.backup,
                           miss_limit=params.miss_limit, early_stop=params.early_stop, budget=params.budget)
         if params.mode == "auto":

@@ -1,7 +1,15 @@
-"""Where drafts are made: on the draft thread (ssd, auto), or inline on the caller's thread (sd).
+"""Where drafts are made: on the draft thread (ssd), inline on the caller's thread (sd), or each request where
+it runs best (auto).
 
-Both are :class:`~engine.spec.types.DraftSource`\\ s, so one sd step serves either way. The draft
+All are :class:`~engine.spec.types.DraftSource`\\ s, so one sd step serves either way. The draft
 thread also builds the speculation tree after serving, while the target verifies.
+
+Why auto's sequential rounds stay on the caller's thread: llama.cpp's CPU backend (OpenMP builds) keeps one
+OpenMP thread pool per calling thread, and once the pools of the target's and the draft's threads hold more
+threads than there are cores, libgomp stops spinning at its barriers and sleeps instead: every later target
+decode of the process runs about 1.5x slower (measured: 23 -> 36 ms per token on the 2-core host, for the
+rest of the reply). A draft thread that only ever decodes with the concurrent split's one thread keeps no
+pool; one that drafted with all cores does.
 """
 
 from __future__ import annotations
@@ -52,12 +60,15 @@ class InlineDrafts:
         self.drafter.set_threads(n)
 
 
+_PAUSE = "pause"  # a request: stop building, reply with the trees so far, touch nothing until the next request
+
+
 class DraftWorker:
-    """Owns the draft thread. Only this thread touches the drafter while it runs."""
+    """Owns the draft thread. Only this thread touches the drafter while it runs (except after :meth:`pause`)."""
 
     def __init__(self, drafter: DraftMaker) -> None:
         self.drafter = drafter
-        self._requests: queue.SimpleQueue[DraftRequest | None] = queue.SimpleQueue()
+        self._requests: queue.SimpleQueue[DraftRequest | str | None] = queue.SimpleQueue()
         self._replies: queue.SimpleQueue[DraftReply] = queue.SimpleQueue()
         self._thread = threading.Thread(target=self._run, name="ssd-draft", daemon=True)
         self._trees: list[TreeStats] = []  # owned by the draft thread; handed over with the next reply
@@ -73,6 +84,14 @@ class DraftWorker:
             raise rep.error
         assert rep.draft is not None
         return rep.draft, rep.trees
+
+    def pause(self) -> tuple[TreeStats, ...]:
+        """Wait until the draft thread is idle (a tree it builds is cut short); the trees finished since the
+        previous reply. Until the next :meth:`request` the caller's thread may use the drafter."""
+        if not self._thread.is_alive():
+            return ()
+        self._requests.put(_PAUSE)
+        return self._replies.get().trees
 
     def close(self, timeout: float = 30.0) -> None:
         """Ask the thread to exit (it checks between tree levels) and join it."""
@@ -94,6 +113,11 @@ class DraftWorker:
     def _run(self) -> None:
         req = self._requests.get()
         while req is not None:
+            if isinstance(req, str):  # _PAUSE: the caller's thread takes the drafter until the next request
+                self._replies.put(DraftReply(None, trees=tuple(self._trees)))
+                self._trees.clear()
+                req = self._requests.get()
+                continue
             try:
                 if req.draft_threads:
                     self.drafter.set_threads(req.draft_threads)
@@ -119,3 +143,34 @@ class DraftWorker:
                     log.exception("speculation tree failed; the next round will miss")
                     self.drafter.reset()
             req = self._requests.get()
+
+
+class SplitDrafts:
+    """auto's draft source: rounds that build a tree on the draft thread (they overlap the target's verify), the
+    others — sequential sd rounds, drafted with every core — on the caller's thread, like plain sd."""
+
+    def __init__(self, drafter: DraftMaker) -> None:
+        self.worker = DraftWorker(drafter)
+        self.inline = InlineDrafts(drafter)
+        self._via: DraftWorker | InlineDrafts = self.worker
+        self._trees: tuple[TreeStats, ...] = ()
+
+    def request(self, req: DraftRequest) -> None:
+        if req.budget:
+            self._via = self.worker
+        else:
+            self._trees += self.worker.pause()
+            self._via = self.inline
+        self._via.request(req)
+
+    def reply(self) -> tuple[Draft, tuple[TreeStats, ...]]:
+        draft, trees = self._via.reply()
+        trees, self._trees = self._trees + trees, ()
+        return draft, trees
+
+    def close(self) -> None:
+        self.worker.close()
+        self.inline.close()
+
+    def set_threads(self, n: int) -> None:
+        self.worker.set_threads(n)
