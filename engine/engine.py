@@ -235,8 +235,10 @@ class Engine:
         opts = SSDOptions(k=k, fanout=params.fanout, geometric=params.geometric, backup=params.backup,
                           miss_limit=params.miss_limit, early_stop=params.early_stop, budget=params.budget)
         if params.mode == "auto":
+            lag = self.drafter.lag(self.target.committed)  # read before the draft thread starts
             planner = AutoPlanner(self._cost_model, k, adaptive=params.adaptive,
-                                  max_branches=self.drafter.max_branches, early_stop=params.early_stop)
+                                  max_branches=self.drafter.max_branches, early_stop=params.early_stop,
+                                  draft_lag=lag, remaining=params.max_tokens)
             auto_opts = SSDOptions(k=k, backup=NGRAM, early_stop=params.early_stop)  # misses: the pool if it pays
             return AutoMode(steps, planner, auto_opts, lookup, greedy)
         return SSDMode(steps, opts)

@@ -221,3 +221,43 @@ def test_a_catch_up_after_ar_rounds_is_not_taken_for_the_drafts_per_token_time()
     assert abs(model.draft_token.get(0.0) - per_token) < 1e-9
     assert abs(model.round_time(plan) - (4 * per_token + 0.1)) < 1e-9
     assert abs(model.rate(plan) - control.rate(plan)) < 1e-9  # the plan's tally is not charged for them either
+
+
+def sd_wins_model() -> CostModel:
+    """A machine where sd(K=4) is predicted about 2x ar, measured by a planner's rounds."""
+    w = world(verify=lambda width: 0.1 * (1 + 0.1 * (width - 1)), draft_token_s=0.02, accepted=lambda k: k)
+    planner = AutoPlanner(CostModel(), k=4)
+    drive(planner, w, rounds=30)
+    assert planner.plan.mode in ("sd", "ssd")
+    planner.model.catchup_token.add(0.002)  # a catch-up decodes 500 tokens a second
+    return planner.model
+
+
+def test_a_reply_starts_on_the_draft_only_where_its_catch_up_pays() -> None:
+    model = sd_wins_model()
+    assert AutoPlanner(model, k=4, draft_lag=0, remaining=128).plan.mode in ("sd", "ssd")
+    assert AutoPlanner(model, k=4, draft_lag=300, remaining=128).plan.mode in ("sd", "ssd")  # 0.6 s, pays back
+    assert AutoPlanner(model, k=4, draft_lag=6000, remaining=128).plan == Plan("ar")  # 12 s: never pays back
+    assert AutoPlanner(model, k=4, draft_lag=6000, remaining=4096).plan.mode in ("sd", "ssd")  # a long reply does
+
+
+def test_the_drafts_lag_grows_with_rounds_it_did_not_see_and_its_probe_waits() -> None:
+    model = sd_wins_model()
+    planner = AutoPlanner(model, k=4, draft_lag=0, remaining=100)
+    planner.note(RoundResult([1, 2, 3], "ar"))
+    planner.note(RoundResult([4], "lookup"))
+    assert (planner.draft_lag, planner.remaining) == (4, 96)
+    assert planner.catchup(Plan("sd", 4)) == model.catchup_time(4) and planner.catchup(Plan("ar")) == 0.0
+    planner.note(RoundResult([5, 6], "sd"))
+    assert (planner.draft_lag, planner.remaining) == (0, 94)
+
+    planner = AutoPlanner(model, k=4)
+    planner.plan, planner.held = Plan("ar"), 0
+    best = {"ar": Plan("ar"), "sd": Plan("sd", 4)}
+    model.rounds, model.last_run = 10_000, {"sd": 0}
+    planner.draft_lag, planner.remaining = 20_000, 128  # 40 s of catch-up for a 128-token reply
+    planner._plan_probe(best)
+    assert planner._probe == []
+    planner.draft_lag = 2
+    planner._plan_probe(best)
+    assert planner._probe == [Plan("sd", 4)] * 2

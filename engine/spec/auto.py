@@ -21,7 +21,7 @@ from .fanout import allocate
 from .lookup import Lookup
 from .ssd import SSDOptions
 from .steps import Steps
-from .types import JIT, NGRAM, RoundResult
+from .types import JIT, NGRAM, ROUND_SYNC, RoundResult
 
 log = logging.getLogger(__name__)
 
@@ -31,13 +31,17 @@ FIRST_PROBE_GAP = 32  # rounds before another mode is re-measured; doubles after
 MAX_PROBE_GAP = 1024
 SWITCH_GAIN = 1.05  # a new plan must promise this much more
 PROBE_IF_WITHIN = 0.8  # re-measure another mode only if it is predicted within this share of the current
+DRAFT_MODES = ("sd", "ssd")  # the plans that draft with the draft model (it must first catch up on what it missed)
+HORIZON_TOKENS = 128  # the tokens a switch is paid back over when the reply's length is not known
+PROBE_CATCHUP_SHARE = 0.05  # a probe's catch-up may cost at most this share of the rest of the reply
 
 
 class AutoPlanner:
     """Chooses a plan per round from the cost model and learns from what each round reports."""
 
     def __init__(self, model: CostModel, k: int, *, adaptive: bool = True, k_max: int = K_MAX,
-                 max_branches: int = 32, draft: bool = True, early_stop: bool = True) -> None:
+                 max_branches: int = 32, draft: bool = True, early_stop: bool = True, draft_lag: int = 0,
+                 remaining: int = 0) -> None:
         self.model = model  # the machine's timings outlive one reply: the engine passes the same model each time
         self.k = k
         self.adaptive = adaptive
@@ -51,9 +55,14 @@ class AutoPlanner:
         self.rounds = 0
         self._covered = False  # did the tree built during the last round cover its outcome?
         self._probing: Plan | None = None
+        self.draft_lag = draft_lag  # tokens the draft model has not seen (it decodes them before it drafts)
+        self.remaining = remaining  # tokens the reply may still emit (0: not known)
         self._probe: list[Plan] = self._first_probes()
         # A model that has measured this machine before starts on its best plan, not on ar.
-        self.plan = max(self.candidates(), key=model.rate) if 1 in model.verify and not self._probe else Plan("ar")
+        self.plan = Plan("ar")
+        if 1 in model.verify and not self._probe:
+            best = max(self.candidates(), key=model.rate)
+            self.plan = best if self._pays(best, model.rate(self.plan)) else self.plan
 
     def _first_probes(self) -> list[Plan]:
         """What is still unmeasured: ar's verify, a few sd rounds; a narrow tree only if it could pay."""
@@ -95,6 +104,25 @@ class AutoPlanner:
                     plans.append(Plan("ssd", k, budget))
         return plans
 
+    def catchup(self, plan: Plan) -> float:
+        """Seconds ``plan``'s first round spends on the draft model catching up (0 for plans without it)."""
+        if plan.mode not in DRAFT_MODES or self.draft_lag <= ROUND_SYNC:
+            return 0.0
+        return self.model.catchup_time(self.draft_lag)
+
+    def _pays(self, plan: Plan, current: float) -> bool:
+        """Whether moving to ``plan`` saves more over the rest of the reply than its catch-up costs."""
+        cost = self.catchup(plan)
+        if not cost or current <= 0:
+            return True
+        n = self.remaining or HORIZON_TOKENS
+        return n / current - n / self.model.rate(plan) > cost
+
+    def note(self, rr: RoundResult) -> None:
+        """Any round of the reply (a lookup round too): how far behind the draft model now is."""
+        self.remaining = max(0, self.remaining - len(rr.tokens))
+        self.draft_lag = 0 if rr.mode in DRAFT_MODES else self.draft_lag + len(rr.tokens)
+
     @property
     def probing(self) -> bool:
         """The latest plan is a probe (its round is for measuring, not to be replaced by a lookup)."""
@@ -131,7 +159,7 @@ class AutoPlanner:
         self.rates = {str(p): m.rate(p) for p in best_by_mode.values()}
         best = max(best_by_mode.values(), key=m.rate)
         current = m.rate(self.plan) if self.plan in plans else 0.0
-        if best != self.plan and m.rate(best) > SWITCH_GAIN * current:
+        if best != self.plan and m.rate(best) > SWITCH_GAIN * current and self._pays(best, current):
             self.why = f"plan {best}: predicted {current:.1f} -> {m.rate(best):.1f} tok/s"
             log.info("auto: %s -> %s", self.plan, self.why)
             if best.mode != self.plan.mode:
@@ -148,6 +176,8 @@ class AutoPlanner:
         for mode, plan in sorted(best_by_mode.items(), key=lambda kv: -m.rate(kv[1])):
             if mode == self.plan.mode or m.rate(plan) <= PROBE_IF_WITHIN * current:
                 continue
+            if self.catchup(plan) > PROBE_CATCHUP_SHARE * (self.remaining or HORIZON_TOKENS) / current:
+                continue  # the draft model would first decode more than the rest of the reply can pay back
             gap = m.probe_gap.get(mode, FIRST_PROBE_GAP)
             if m.rounds - m.last_run.get(mode, 0) >= gap:
                 m.probe_gap[mode] = min(MAX_PROBE_GAP, 2 * gap)  # reset to the first gap only if it wins
@@ -182,6 +212,8 @@ class AutoPlanner:
             m.acceptance.add(rr.accepted / n)
         if d.source == JIT and per_token is not None and not split:
             m.draft_token.add(per_token)
+        if d.catchup_tokens and not split:
+            m.catchup_token.add(d.catchup_s / d.catchup_tokens)
         for ts in rr.trees:
             if ts.levels and ts.branches:
                 m.add_level(ts.branches, ts.seconds / (ts.levels + 1))
@@ -257,6 +289,7 @@ class AutoMode:
         why = self.planner.why
         rr = self._lookup_round(plan)
         if rr is not None:
+            self.planner.note(rr)
             return rr
         if plan.mode == "ar":
             rr = self.steps.ar(why=why)
@@ -268,6 +301,7 @@ class AutoMode:
                                 acceptance=self.planner.model.acceptance.get(0.6),
                                 early_stop=self.opts.early_stop, why=why)
         self.planner.learn(plan, rr)
+        self.planner.note(rr)
         self.last_accepted = rr.accepted if plan.mode == "ssd" else -1
         return self._with_rates(rr)
 

@@ -16,6 +16,7 @@ WINDOW_MARGIN = 0.85  # the tree must fit in this share of one target verify (wi
 TIMING_CLIP = 1.5  # a timing sample moves its average by at most this factor's share (noisy machines)
 EARLY_STOP_MARGIN = 1.3  # with early stop a deeper tree is cut short and served shallower: allow more
 LOOKUP_PRIOR = {1: 0.25, 2: 0.4, 3: 0.55, 4: 0.65}  # acceptance of a pool token by n-gram order, before data
+CATCHUP_SHARE = 0.25  # a catch-up token (one batch) against a sequential draft token, before data
 
 
 class Ema:
@@ -100,6 +101,7 @@ class CostModel:
     verify: dict[int, Ema] = field(default_factory=dict)  # seconds by batch width
     verify_split: dict[int, Ema] = field(default_factory=dict)  # the same with ssd's split threads
     draft_token: Ema = field(default_factory=lambda: Ema(clip=TIMING_CLIP))  # seconds per sequential draft token
+    catchup_token: Ema = field(default_factory=lambda: Ema(clip=TIMING_CLIP))  # per token the draft catches up on
     level: dict[int, Ema] = field(default_factory=dict)  # seconds per tree level by width
     acceptance: Ema = field(default_factory=lambda: Ema(0.15))
     hit: Ema = field(default_factory=lambda: Ema(0.2))
@@ -150,6 +152,11 @@ class CostModel:
             per = max(0.0, (t0 - td) / max(1, w0 - 1)) if w0 > 1 else 0.3 * td
             return td + per * (width - 1)
         return td * (1 + 0.3 * (width - 1))
+
+    def catchup_time(self, tokens: int) -> float:
+        """Seconds the draft model takes to decode ``tokens`` it has not seen (the prompt, or what ar rounds
+        emitted): the price of moving to a plan that drafts with it."""
+        return tokens * self.catchup_token.get(CATCHUP_SHARE * self.draft_token.get(0.02))
 
     def expected_tokens(self, k: int) -> float:
         a = min(max(self.acceptance.get(0.6), 0.0), 0.999)

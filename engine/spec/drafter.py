@@ -11,16 +11,15 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 
-from engine.core.context import Context, KVTrack
+from engine.core.context import Context, KVTrack, common_prefix
 from engine.core.outputs import BACKEND, HOST, Outputs, chain_spec
 from engine.core.sampling import Dist, SamplingParams, sample
 
 from . import ngram
 from .speccache import Branch
 from .tree import SpeculationTree
-from .types import CACHE, JIT, NGRAM, Draft, IdRow, TreeStats
+from .types import CACHE, JIT, NGRAM, ROUND_SYNC, Draft, IdRow, TreeStats
 
-ROUND_SYNC = 2  # tokens a round's own sync decodes at most: the last accepted draft token and the target's next
 
 class Drafter:
     """Drafting on the draft context; used by one thread at a time."""
@@ -70,13 +69,18 @@ class Drafter:
         q, top = out.dist_top(r, self.params, self.top_count)
         return sample(q, self.rng), q, top
 
+    def lag(self, committed: Sequence[int]) -> int:
+        """Tokens of ``committed`` the draft's KV does not hold yet (it decodes them before it drafts)."""
+        return len(committed) - common_prefix(self.kv.tokens, committed)
+
     # -- sequential (JIT) drafting, also plain SD's drafter ---------------------------------------
     def draft_sequential(self, committed: Sequence[int], k: int) -> Draft:
         """Draft ``k`` tokens one at a time after ``committed``; the KV ends at committed + d[:-1]."""
         t0 = time.perf_counter()
         out = self.kv.sync_out(committed)
         # A round's own sync decodes one or two tokens; more is catching up on tokens drafted by no one.
-        catchup_s = time.perf_counter() - t0 if self.kv.synced > ROUND_SYNC else 0.0
+        catchup = self.kv.synced if self.kv.synced > ROUND_SYNC else 0
+        catchup_s = time.perf_counter() - t0 if catchup else 0.0
         tokens: list[int] = []
         qs: list[Dist] = []
         tops: list[IdRow] = []
@@ -94,7 +98,7 @@ class Drafter:
                 break
             out = self.kv.decode_one(tok)
         return Draft(tokens, None if self.params.greedy else qs, JIT, top=tops, serve_s=time.perf_counter() - t0,
-                     catchup_s=catchup_s)
+                     catchup_s=catchup_s, catchup_tokens=catchup)
 
     def draft_ngram(self, committed: Sequence[int], k: int) -> Draft | None:
         """Prompt-lookup draft (q one-hot), or None when the context has no match (with the engine's

@@ -24,7 +24,7 @@ from .costmodel import LOOKUP_PRIOR, TIMING_CLIP, CostModel, Ema, Plan, Ratio, T
 
 log = logging.getLogger(__name__)
 
-VERSION = 1
+VERSION = 2  # 2: catch-up time apart (the draft-token times kept by 1 were inflated by catch-ups)
 DIR_ENV = "SSD_CHAT_AUTO_MEMORY_DIR"  # where the files go instead of <cache>/auto (tests, portable installs)
 
 
@@ -76,7 +76,8 @@ def dump(m: CostModel) -> dict[str, Any]:
         "verify": {str(w): _ema(e) for w, e in m.verify.items()},
         "verify_split": {str(w): _ema(e) for w, e in m.verify_split.items()},
         "level": {str(w): _ema(e) for w, e in m.level.items()},
-        "draft_token": _ema(m.draft_token), "acceptance": _ema(m.acceptance), "hit": _ema(m.hit),
+        "draft_token": _ema(m.draft_token), "catchup_token": _ema(m.catchup_token), "acceptance": _ema(m.acceptance),
+        "hit": _ema(m.hit),
         "top1": _ema(m.top1),
         "lookup_accept": {str(o): [r.hits, r.seen] for o, r in m.lookup_accept.items()},
         "tallies": {_plan_key(p): [getattr(t, f) for f in tally] for p, t in m.tallies.items()},
@@ -94,7 +95,7 @@ def restore(data: dict[str, Any], split: bool) -> CostModel:
         table = getattr(m, name)
         for w, raw in data[name].items():
             table[int(w)] = _set_ema(Ema(clip=TIMING_CLIP), raw)
-    for name in ("draft_token", "acceptance", "hit", "top1"):
+    for name in ("draft_token", "catchup_token", "acceptance", "hit", "top1"):
         _set_ema(getattr(m, name), data[name])
     for o, (hits, seen) in data["lookup_accept"].items():
         r = m.lookup_accept.setdefault(int(o), Ratio(LOOKUP_PRIOR.get(int(o), 0.5)))  # as learn_lookup makes it

@@ -19,6 +19,7 @@ from engine.core.sampling import Dist
 IdRow = npt.NDArray[np.int64]
 
 CACHE, JIT, NGRAM = "cache", "jit", "ngram"  # where a draft came from
+ROUND_SYNC = 2  # tokens a round's own draft sync decodes at most: the last accepted draft token, the target's next
 
 
 @dataclass(slots=True)
@@ -31,6 +32,7 @@ class Draft:
     top: list[IdRow] = field(default_factory=list)  # best ids of the rows that produced the tokens
     serve_s: float = 0.0
     catchup_s: float = 0.0  # JIT: the part of serve_s the draft model spent on tokens it had not seen (after ar rounds)
+    catchup_tokens: int = 0  # how many tokens that catch-up decoded
     orders: list[int] = field(default_factory=list)  # NGRAM: the n-gram order that predicted each token
 
     @property
