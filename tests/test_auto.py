@@ -59,3 +59,9 @@ def test_hit_probability_grows_with_budget_and_one_branch_covers_only_full_accep
     # one branch goes to the all-accepted outcome: P = a^K * top1
     assert abs(m.hit_prob(4, 1) - 0.8**4 * m.top1.get(0)) < 1e-9
     assert m.hit_prob(8, 1) < m.hit_prob(2, 1)
+
+
+def test_verify_time_beyond_the_measured_widths_never_falls() -> None:
+    m = model_with({1: 0.023, 2: 0.05, 3: 0.07, 5: 0.065}, draft_token=0.01, acceptance=0.5, hit=0.5)  # noisy 5
+    assert m.t_verify(17) >= m.t_verify(5) > 0.05
+    assert m.rate(Plan("sd", 16)) < 1000  # a wide lookup draft is not predicted to be free

@@ -261,3 +261,12 @@ def test_the_drafts_lag_grows_with_rounds_it_did_not_see_and_its_probe_waits() -
     planner.draft_lag = 2
     planner._plan_probe(best)
     assert planner._probe == [Plan("sd", 4)] * 2
+
+
+def test_an_ssd_probe_whose_trees_were_all_cut_short_is_not_repeated_every_reply() -> None:
+    model = CostModel()
+    w = world(verify=lambda width: 0.1 * (1 + 0.2 * (width - 1)), draft_token_s=0.03, accepted=lambda k: k)
+    drive(AutoPlanner(model, k=4), w, rounds=3)  # the first probes: ar, then sd twice (a draft slow enough for ssd)
+    assert any(p.mode == "ssd" for p in AutoPlanner(model, k=4)._first_probes())  # the tree is still unknown
+    model.hit.add(0.0)  # an ssd round ran; early stop cut every tree before its first level
+    assert not model.level and AutoPlanner(model, k=4)._first_probes() == []

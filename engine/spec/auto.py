@@ -74,13 +74,12 @@ class AutoPlanner:
             return probes
         if m.draft_token.value is None:
             probes += [Plan("sd", self.k)] * 2
-        elif not m.level:
+        elif not m.level and m.hit.value is None:  # no ssd round yet (one whose trees were all cut short counts)
             best = max(self.candidates_without_ssd(), key=m.rate)
             hopeful = Plan("ssd", self.k, 1)
-            saved = m.hit.value
             m.hit.value = 1.0  # optimistic: would a tree that always hits beat the best known plan?
-            promising = m.raw_rate(hopeful) > SWITCH_GAIN * m.rate(best)
-            m.hit.value = saved
+            promising = m.raw_rate(hopeful) > SWITCH_GAIN * m.rate(best) and self._pays(hopeful, m.rate(best))
+            m.hit.value = None
             if promising:
                 probes += [hopeful] * 2
         return probes

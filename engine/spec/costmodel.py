@@ -135,10 +135,10 @@ class CostModel:
             return t0 * (1 + 0.3 * (width - w0)) if width > w0 else t0 / (1 + 0.3 * (w0 - width))
         lo = max(((w, t) for w, t in known if w < width), default=known[0])
         hi = min(((w, t) for w, t in known if w > width), default=known[-1])
-        if lo[0] == hi[0]:
-            (w0, t0), (w1, t1) = known[-2], known[-1]
-            slope = (t1 - t0) / (w1 - w0)
-            return max(1e-6, t1 + slope * (width - w1))
+        if lo[0] == hi[0]:  # outside the measured widths: the slope over all of them, never falling
+            (w0, t0), (w1, t1) = known[0], known[-1]
+            slope = max(0.0, (t1 - t0) / (w1 - w0))
+            return max(1e-6, t1 + slope * (width - w1)) if width > w1 else max(1e-6, t0 - slope * (w0 - width))
         return lo[1] + (hi[1] - lo[1]) * (width - lo[0]) / (hi[0] - lo[0])
 
     def t_level(self, width: int) -> float:
