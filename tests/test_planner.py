@@ -270,3 +270,16 @@ def test_an_ssd_probe_whose_trees_were_all_cut_short_is_not_repeated_every_reply
     assert any(p.mode == "ssd" for p in AutoPlanner(model, k=4)._first_probes())  # the tree is still unknown
     model.hit.add(0.0)  # an ssd round ran; early stop cut every tree before its first level
     assert not model.level and AutoPlanner(model, k=4)._first_probes() == []
+
+
+def test_sds_correction_does_not_count_again_an_acceptance_the_model_has_learnt() -> None:
+    model = CostModel()
+    planner = AutoPlanner(model, k=4)
+    plan = Plan("sd", 4)
+    for accepted in [1] * 10 + [4] * 10:  # one prompt the draft gets wrong, then one it gets right
+        w = world(verify=lambda width: 0.1 * (1 + 0.2 * (width - 1)), draft_token_s=0.02,
+                  accepted=lambda k, a=accepted: a)
+        planner.learn(plan, w(plan))
+    assert model.acceptance.get(0.0) > 0.8  # the acceptance figure followed the second prompt
+    assert abs(model.correction(plan) - 1.0) < 0.02  # and every round took what its figures predicted
+    assert abs(model.rate(plan) - model.raw_rate(plan)) < 0.02 * model.raw_rate(plan)

@@ -73,12 +73,15 @@ class Tally:
         self.pred_tokens = d * self.pred_tokens + pred_tokens
         self.pred_seconds = d * self.pred_seconds + pred_seconds
 
-    @property
-    def factor(self) -> float:
-        """Measured rate / predicted rate, kept within [0.25, 4]."""
+    def factor(self, tokens: bool = True) -> float:
+        """Measured rate / predicted rate, kept within [0.25, 4]; without ``tokens``, only the round times
+        (predicted / measured seconds), for plans whose tokens per round the acceptance figures already
+        follow: a tally of tokens would count again what they learnt since (a past prompt's lower acceptance)."""
         if self.seconds <= 0 or self.pred_tokens <= 0:
             return 1.0
-        f = (self.tokens / self.seconds) / (self.pred_tokens / self.pred_seconds)
+        f = self.pred_seconds / self.seconds
+        if tokens:
+            f *= self.tokens / self.pred_tokens
         return min(4.0, max(0.25, f))
 
 
@@ -196,7 +199,9 @@ class CostModel:
         t = self.tallies.get(plan)
         if t is None or t.n < 3:
             t = self.mode_tallies.get(plan.mode)
-        return t.factor if t is not None and t.n >= 3 else 1.0
+        # ssd's tokens per round also depend on how deep the served branches are (early stop), which only its
+        # tally sees; sd's and lookup's follow from the acceptance figures alone.
+        return t.factor(tokens=plan.mode == "ssd") if t is not None and t.n >= 3 else 1.0
 
     def rate(self, plan: Plan) -> float:
         """Predicted tokens per second, corrected by what rounds of the plan really did on this machine."""
