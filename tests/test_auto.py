@@ -56,8 +56,8 @@ def test_hit_probability_grows_with_budget_and_one_branch_covers_only_full_accep
         m.top1.add(0.9)
     p = [m.hit_prob(4, b) for b in (1, 2, 5, 10)]
     assert p == sorted(p) and p[-1] <= 1.0
-    # one branch goes to the all-accepted outcome: P = a^K * top1
-    assert abs(m.hit_prob(4, 1) - 0.8**4 * m.top1.get(0)) < 1e-9
+    # one branch goes to the all-accepted outcome, whose next token the draft guesses as often as it is accepted
+    assert abs(m.hit_prob(4, 1) - 0.8**4 * m.acceptance.get(0)) < 1e-9
     assert m.hit_prob(8, 1) < m.hit_prob(2, 1)
 
 

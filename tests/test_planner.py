@@ -283,3 +283,14 @@ def test_sds_correction_does_not_count_again_an_acceptance_the_model_has_learnt(
     assert model.acceptance.get(0.0) > 0.8  # the acceptance figure followed the second prompt
     assert abs(model.correction(plan) - 1.0) < 0.02  # and every round took what its figures predicted
     assert abs(model.rate(plan) - model.raw_rate(plan)) < 0.02 * model.raw_rate(plan)
+
+
+def test_hits_after_full_acceptance_do_not_vouch_for_branches_at_rejections() -> None:
+    model = CostModel()
+    planner = AutoPlanner(model, k=4)
+    plan = Plan("ssd", 4, 1)  # one branch: the all-accepted outcome
+    w = world(verify=lambda width: 0.2, draft_token_s=0.03, accepted=lambda k: k, hit=True, level_s=0.01)
+    for _ in range(12):
+        planner.learn(plan, w(plan))
+    # the hits taught the next-token guess, not the guess of the target's correction after a rejection
+    assert model.top1.value is None and model.next_guess.get(0.0) > 0.9

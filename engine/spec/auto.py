@@ -36,6 +36,9 @@ HORIZON_TOKENS = 128  # the tokens a switch is paid back over when the reply's l
 PROBE_CATCHUP_SHARE = 0.05  # a probe's catch-up may cost at most this share of the rest of the reply
 
 
+REJECTED, ALL_ACCEPTED = "rejected", "all accepted"  # the kinds of outcome a tree's branch can cover
+
+
 class AutoPlanner:
     """Chooses a plan per round from the cost model and learns from what each round reports."""
 
@@ -53,7 +56,7 @@ class AutoPlanner:
         self.rates: dict[str, float] = {}  # predicted tok/s of the best plan per mode, at the latest decision
         self.held = 0
         self.rounds = 0
-        self._covered = False  # did the tree built during the last round cover its outcome?
+        self._covered: str | None = None  # the outcome the last round's tree covered (REJECTED, ALL_ACCEPTED)
         self._probing: Plan | None = None
         self.draft_lag = draft_lag  # tokens the draft model has not seen (it decodes them before it drafts)
         self.remaining = remaining  # tokens the reply may still emit (0: not known)
@@ -219,10 +222,12 @@ class AutoPlanner:
         if plan.mode == "ssd":
             if rr.hit is not None:  # not the forced first miss
                 m.hit.add(1.0 if rr.hit else 0.0)
-                if self._covered:  # the outcome had a branch: a hit means its best candidate was right
-                    m.top1.add(1.0 if rr.hit else 0.0)
+                if self._covered is not None:  # the outcome had a branch: a hit means its best candidate was right
+                    # after a rejection the draft's best alternative; after a full acceptance its next-token guess
+                    (m.top1 if self._covered == REJECTED else m.next_guess).add(1.0 if rr.hit else 0.0)
             counts = allocate(n, plan.budget, geometric_on=True, acceptance=m.acceptance.get(0.6))
-            self._covered = n > 0 and counts[min(rr.accepted, n)] > 0
+            covered = n > 0 and counts[min(rr.accepted, n)] > 0
+            self._covered = None if not covered else REJECTED if rr.accepted < n else ALL_ACCEPTED
         elif n and rr.accepted < n and rr.accepted < len(d.top):
             # Would the draft's best candidate (after the rejected token) have been the target's token?
             cands = [int(t) for t in d.top[rr.accepted] if int(t) != d.tokens[rr.accepted]][:1]

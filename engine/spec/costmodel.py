@@ -109,7 +109,8 @@ class CostModel:
     acceptance: Ema = field(default_factory=lambda: Ema(0.15))
     hit: Ema = field(default_factory=lambda: Ema(0.2))
     split: bool = False  # ssd rounds run with split threads
-    top1: Ema = field(default_factory=lambda: Ema(0.2))  # the draft's best candidate is the target's next token
+    top1: Ema = field(default_factory=lambda: Ema(0.2))  # after a rejection, the draft's best alternative is right
+    next_guess: Ema = field(default_factory=lambda: Ema(0.2))  # after a full acceptance, the draft's next guess is
     lookup_accept: dict[int, Ratio] = field(default_factory=dict)  # pool tokens accepted, by n-gram order
     tallies: dict[Plan, Tally] = field(default_factory=dict)  # measured against predicted, by plan
     mode_tallies: dict[str, Tally] = field(default_factory=dict)  # the same by mode (for plans not yet run)
@@ -182,12 +183,14 @@ class CostModel:
 
     def hit_prob(self, k: int, budget: int) -> float:
         """P(the next outcome has a branch): outcome k' has P ∝ a^k'(1-a) (a^K at K); a branch covers it
-        when one of its F_k' candidates is the target's next token (top-1 accuracy ``top1``)."""
+        when one of its F_k' candidates is the target's next token: after a rejection the draft's best
+        alternative must be the target's correction (``top1``); after a full acceptance its next-token guess
+        (``next_guess``, before data as often right as a draft token is accepted)."""
         a = min(max(self.acceptance.get(0.6), 0.0), 0.999)
-        q = self.top1.get(0.6)
         counts = allocate(k, budget, geometric_on=True, acceptance=a)
         probs = [a**j * (1 - a) for j in range(k)] + [a**k]
-        return sum(p * (1 - (1 - q) ** f) for p, f in zip(probs, counts, strict=True) if f > 0)
+        right = [self.top1.get(0.6)] * k + [self.next_guess.get(a)]
+        return sum(p * (1 - (1 - r) ** f) for p, r, f in zip(probs, right, counts, strict=True) if f > 0)
 
     def raw_rate(self, plan: Plan) -> float:
         """Tokens per second the component figures predict (no correction from measured rounds)."""
