@@ -294,3 +294,30 @@ def test_hits_after_full_acceptance_do_not_vouch_for_branches_at_rejections() ->
         planner.learn(plan, w(plan))
     # the hits taught the next-token guess, not the guess of the target's correction after a rejection
     assert model.top1.value is None and model.next_guess.get(0.0) > 0.9
+
+
+class FixedRates(CostModel):
+    """A cost model whose predictions are given (to test the planner's rules alone)."""
+
+    def __init__(self, rates: dict[Plan, float], measured: set[Plan]) -> None:
+        super().__init__()
+        self.given, self.seen = rates, measured
+        self.add_verify(1, 0.1)
+        self.draft_token.add(0.02)
+        self.hit.add(0.0)
+
+    def rate(self, plan: Plan) -> float:
+        return self.given.get(plan, 1.0)
+
+    def measured(self, plan: Plan) -> bool:
+        return plan in self.seen
+
+
+def test_ar_starts_drafting_on_an_unmeasured_plan_only_for_a_clear_gain() -> None:
+    ar, sd = Plan("ar"), Plan("sd", 4)
+    for rates, seen, expected in [({ar: 10.0, sd: 11.0}, set(), ar),  # 10 % on figures alone: stay
+                                  ({ar: 10.0, sd: 11.0}, {sd}, sd),  # 10 % its own rounds measured: go
+                                  ({ar: 10.0, sd: 12.0}, set(), sd)]:  # 20 %: worth the risk
+        planner = AutoPlanner(FixedRates(rates, seen), k=4, adaptive=False)
+        planner.plan, planner.held = ar, HOLD_ROUNDS
+        assert planner.next_plan() == expected, (rates, seen)

@@ -30,6 +30,7 @@ HOLD_ROUNDS = 4  # rounds a plan is kept before re-deciding
 FIRST_PROBE_GAP = 32  # rounds before another mode is re-measured; doubles after each probe that loses
 MAX_PROBE_GAP = 1024
 SWITCH_GAIN = 1.05  # a new plan must promise this much more
+UNTRIED_GAIN = 1.15  # ... and this much to start drafting on a plan its own rounds have not measured (figures only)
 PROBE_IF_WITHIN = 0.8  # re-measure another mode only if it is predicted within this share of the current
 DRAFT_MODES = ("sd", "ssd")  # the plans that draft with the draft model (it must first catch up on what it missed)
 HORIZON_TOKENS = 128  # the tokens a switch is paid back over when the reply's length is not known
@@ -161,7 +162,9 @@ class AutoPlanner:
         self.rates = {str(p): m.rate(p) for p in best_by_mode.values()}
         best = max(best_by_mode.values(), key=m.rate)
         current = m.rate(self.plan) if self.plan in plans else 0.0
-        if best != self.plan and m.rate(best) > SWITCH_GAIN * current and self._pays(best, current):
+        risky = best.mode in DRAFT_MODES and self.plan.mode not in DRAFT_MODES and not m.measured(best)
+        gain = UNTRIED_GAIN if risky else SWITCH_GAIN
+        if best != self.plan and m.rate(best) > gain * current and self._pays(best, current):
             self.why = f"plan {best}: predicted {current:.1f} -> {m.rate(best):.1f} tok/s"
             log.info("auto: %s -> %s", self.plan, self.why)
             if best.mode != self.plan.mode:

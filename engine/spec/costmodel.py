@@ -16,6 +16,7 @@ WINDOW_MARGIN = 0.85  # the tree must fit in this share of one target verify (wi
 TIMING_CLIP = 1.5  # a timing sample moves its average by at most this factor's share (noisy machines)
 EARLY_STOP_MARGIN = 1.3  # with early stop a deeper tree is cut short and served shallower: allow more
 LOOKUP_PRIOR = {1: 0.25, 2: 0.4, 3: 0.55, 4: 0.65}  # acceptance of a pool token by n-gram order, before data
+TALLY_ROUNDS = 3  # rounds of a plan (or its mode) before their tally corrects its prediction
 CATCHUP_SHARE = 0.25  # a catch-up token (one batch) against a sequential draft token, before data
 
 
@@ -197,14 +198,19 @@ class CostModel:
         tokens = 1.0 if plan.mode == "ar" else self.expected_tokens(plan.k)
         return tokens / self.round_time(plan)
 
+    def measured(self, plan: Plan) -> bool:
+        """Whether rounds of this very plan have been measured (enough to correct its prediction)."""
+        t = self.tallies.get(plan)
+        return t is not None and t.n >= TALLY_ROUNDS
+
     def correction(self, plan: Plan) -> float:
         """How far this plan's (else its mode's) measured rounds ran from the prediction; 1 without data."""
         t = self.tallies.get(plan)
-        if t is None or t.n < 3:
+        if t is None or t.n < TALLY_ROUNDS:
             t = self.mode_tallies.get(plan.mode)
         # ssd's tokens per round also depend on how deep the served branches are (early stop), which only its
         # tally sees; sd's and lookup's follow from the acceptance figures alone.
-        return t.factor(tokens=plan.mode == "ssd") if t is not None and t.n >= 3 else 1.0
+        return t.factor(tokens=plan.mode == "ssd") if t is not None and t.n >= TALLY_ROUNDS else 1.0
 
     def rate(self, plan: Plan) -> float:
         """Predicted tokens per second, corrected by what rounds of the plan really did on this machine."""
