@@ -321,3 +321,10 @@ def test_ar_starts_drafting_on_an_unmeasured_plan_only_for_a_clear_gain() -> Non
         planner = AutoPlanner(FixedRates(rates, seen), k=4, adaptive=False)
         planner.plan, planner.held = ar, HOLD_ROUNDS
         assert planner.next_plan() == expected, (rates, seen)
+
+
+def test_a_reply_starts_on_an_unmeasured_drafting_plan_only_for_a_clear_gain() -> None:
+    ar, sd = Plan("ar"), Plan("sd", 4)
+    assert AutoPlanner(FixedRates({ar: 10.0, sd: 11.0}, set()), k=4, adaptive=False).plan == ar
+    assert AutoPlanner(FixedRates({ar: 10.0, sd: 11.0}, {sd}), k=4, adaptive=False).plan == sd
+    assert AutoPlanner(FixedRates({ar: 10.0, sd: 12.0}, set()), k=4, adaptive=False).plan == sd

@@ -66,7 +66,7 @@ class AutoPlanner:
         self.plan = Plan("ar")
         if 1 in model.verify and not self._probe:
             best = max(self.candidates(), key=model.rate)
-            self.plan = best if self._pays(best, model.rate(self.plan)) else self.plan
+            self.plan = best if best == self.plan or self._worth(best, model.rate(self.plan)) else self.plan
 
     def _first_probes(self) -> list[Plan]:
         """What is still unmeasured: ar's verify, a few sd rounds; a narrow tree only if it could pay."""
@@ -112,6 +112,14 @@ class AutoPlanner:
         if plan.mode not in DRAFT_MODES or self.draft_lag <= ROUND_SYNC:
             return 0.0
         return self.model.catchup_time(self.draft_lag)
+
+    def _worth(self, plan: Plan, current: float) -> bool:
+        """Whether to move from the current plan (predicted ``current`` tok/s) to ``plan``: it must promise
+        SWITCH_GAIN more (UNTRIED_GAIN to start drafting on figures alone) and pay for its catch-up."""
+        m = self.model
+        risky = plan.mode in DRAFT_MODES and self.plan.mode not in DRAFT_MODES and not m.measured(plan)
+        gain = UNTRIED_GAIN if risky else SWITCH_GAIN
+        return m.rate(plan) > gain * current and self._pays(plan, current)
 
     def _pays(self, plan: Plan, current: float) -> bool:
         """Whether moving to ``plan`` saves more over the rest of the reply than its catch-up costs."""
@@ -162,9 +170,7 @@ class AutoPlanner:
         self.rates = {str(p): m.rate(p) for p in best_by_mode.values()}
         best = max(best_by_mode.values(), key=m.rate)
         current = m.rate(self.plan) if self.plan in plans else 0.0
-        risky = best.mode in DRAFT_MODES and self.plan.mode not in DRAFT_MODES and not m.measured(best)
-        gain = UNTRIED_GAIN if risky else SWITCH_GAIN
-        if best != self.plan and m.rate(best) > gain * current and self._pays(best, current):
+        if best != self.plan and self._worth(best, current):
             self.why = f"plan {best}: predicted {current:.1f} -> {m.rate(best):.1f} tok/s"
             log.info("auto: %s -> %s", self.plan, self.why)
             if best.mode != self.plan.mode:
