@@ -65,3 +65,15 @@ def test_verify_time_beyond_the_measured_widths_never_falls() -> None:
     m = model_with({1: 0.023, 2: 0.05, 3: 0.07, 5: 0.065}, draft_token=0.01, acceptance=0.5, hit=0.5)  # noisy 5
     assert m.t_verify(17) >= m.t_verify(5) > 0.05
     assert m.rate(Plan("sd", 16)) < 1000  # a wide lookup draft is not predicted to be free
+
+
+def test_an_unmeasured_plan_is_not_trusted_far_above_what_its_mode_delivered() -> None:
+    m = model_with({1: 0.1, 2: 0.11, 5: 0.14}, draft_token=0.01, acceptance=0.8, hit=0.9)
+    tried, untried = Plan("ssd", 4, 1), Plan("ssd", 1, 4)
+    assert m.rate(untried) > 15  # what the figures alone predict
+    for _ in range(3):
+        m.observe(tried, tokens=4, seconds=0.4, pred_tokens=4, pred_seconds=0.4)  # it ran at 10 tok/s
+    assert m.delivered("ssd") == 10.0 and m.delivered("sd") == 0.0
+    assert m.rate(untried) <= 12.5 + 1e-9
+    assert m.rate(tried) == m.raw_rate(tried) * m.correction(tried)  # a measured plan keeps its own figure
+    assert m.rate(Plan("sd", 4)) == m.raw_rate(Plan("sd", 4))  # no sd plan measured: nothing to cap by

@@ -17,6 +17,7 @@ TIMING_CLIP = 1.5  # a timing sample moves its average by at most this factor's 
 EARLY_STOP_MARGIN = 1.3  # with early stop a deeper tree is cut short and served shallower: allow more
 LOOKUP_PRIOR = {1: 0.25, 2: 0.4, 3: 0.55, 4: 0.65}  # acceptance of a pool token by n-gram order, before data
 TALLY_ROUNDS = 3  # rounds of a plan (or its mode) before their tally corrects its prediction
+UNTRIED_CAP = 1.25  # an unmeasured plan is trusted at most this far above what its mode's plans delivered
 CATCHUP_SHARE = 0.25  # a catch-up token (one batch) against a sequential draft token, before data
 
 
@@ -213,8 +214,18 @@ class CostModel:
         return t.factor(tokens=plan.mode == "ssd") if t is not None and t.n >= TALLY_ROUNDS else 1.0
 
     def rate(self, plan: Plan) -> float:
-        """Predicted tokens per second, corrected by what rounds of the plan really did on this machine."""
-        return self.raw_rate(plan) * self.correction(plan)
+        """Predicted tokens per second, corrected by what rounds of the plan really did on this machine; a plan
+        not measured itself is predicted at most UNTRIED_CAP x the best rate a plan of its mode has delivered."""
+        rate = self.raw_rate(plan) * self.correction(plan)
+        if self.measured(plan):
+            return rate
+        delivered = self.delivered(plan.mode)
+        return min(rate, UNTRIED_CAP * delivered) if delivered else rate
+
+    def delivered(self, mode: str) -> float:
+        """The best tokens per second the measured plans of ``mode`` really ran at (0 when none is measured)."""
+        return max((t.tokens / t.seconds for p, t in self.tallies.items()
+                    if p.mode == mode and t.n >= TALLY_ROUNDS and t.seconds > 0), default=0.0)
 
     def observe(self, plan: Plan, tokens: int, seconds: float, pred_tokens: float, pred_seconds: float) -> None:
         """One round of ``plan``: what it emitted and took, and what was predicted for it."""
