@@ -35,8 +35,6 @@ PROBE_IF_WITHIN = 0.8  # re-measure another mode only if it is predicted within 
 DRAFT_MODES = ("sd", "ssd")  # the plans that draft with the draft model (it must first catch up on what it missed)
 HORIZON_TOKENS = 128  # the tokens a switch is paid back over when the reply's length is not known
 PROBE_CATCHUP_SHARE = 0.05  # a probe's catch-up may cost at most this share of the rest of the reply
-
-
 REJECTED, ALL_ACCEPTED = "rejected", "all accepted"  # the kinds of outcome a tree's branch can cover
 
 

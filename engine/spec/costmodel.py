@@ -112,7 +112,7 @@ class CostModel:
     hit: Ema = field(default_factory=lambda: Ema(0.2))
     split: bool = False  # ssd rounds run with split threads
     top1: Ema = field(default_factory=lambda: Ema(0.2))  # after a rejection, the draft's best alternative is right
-    next_guess: Ema = field(default_factory=lambda: Ema(0.2))  # after a full acceptance, the draft's next guess is
+    next_guess: Ema = field(default_factory=lambda: Ema(0.2))  # after a full acceptance, its next-token guess is right
     lookup_accept: dict[int, Ratio] = field(default_factory=dict)  # pool tokens accepted, by n-gram order
     tallies: dict[Plan, Tally] = field(default_factory=dict)  # measured against predicted, by plan
     mode_tallies: dict[str, Tally] = field(default_factory=dict)  # the same by mode (for plans not yet run)
