@@ -77,3 +77,17 @@ def test_an_unmeasured_plan_is_not_trusted_far_above_what_its_mode_delivered() -
     assert m.rate(untried) <= 12.5 + 1e-9
     assert m.rate(tried) == m.raw_rate(tried) * m.correction(tried)  # a measured plan keeps its own figure
     assert m.rate(Plan("sd", 4)) == m.raw_rate(Plan("sd", 4))  # no sd plan measured: nothing to cap by
+
+
+def test_acceptance_is_per_draft_position_so_expected_tokens_match_the_rounds() -> None:
+    m = CostModel()
+    rounds = [4, 4, 2] * 10  # K = 4: two drafts fully accepted, then one rejected at its third token
+    for accepted in rounds:
+        m.acceptance.add_round(accepted, 4)
+    mean_tokens = sum(a + 1 for a in rounds) / len(rounds)  # accepted drafts plus the target's own token
+    assert abs(m.acceptance.get(0.0) - 10 / 11) < 0.03  # 10 accepted for each rejection (recent rounds weigh more)
+    error = abs(m.expected_tokens(4) - mean_tokens)
+    assert error / mean_tokens < 0.08
+    old = CostModel()
+    old.acceptance.value = sum(rounds) / (4 * len(rounds))  # the plain fraction (0.83) predicts 3.6 tokens
+    assert error < abs(old.expected_tokens(4) - mean_tokens) / 2

@@ -218,7 +218,7 @@ class AutoPlanner:
         if d.source == NGRAM:  # ssd's backup drafted from the pool: its figures, not the draft model's
             m.learn_lookup(d.orders, rr.accepted)
         elif n:
-            m.acceptance.add(rr.accepted / n)
+            m.acceptance.add_round(rr.accepted, n)
         if d.source == JIT and per_token is not None and not split:
             m.draft_token.add(per_token)
         if d.catchup_tokens and not split:
