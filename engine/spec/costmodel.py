@@ -97,7 +97,7 @@ class Tally:
         self.pred_tokens = d * self.pred_tokens + pred_tokens
         self.pred_seconds = d * self.pred_seconds + pred_seconds
 
-    def factor(self, tokens: bool = True) -> float:
+    def factor(self, *, tokens: bool) -> float:
         """Measured rate / predicted rate, kept within [0.25, 4]; without ``tokens``, only the round times
         (predicted / measured seconds), for plans whose tokens per round the acceptance figures already
         follow: a tally of tokens would count again what they learnt since (a past prompt's lower acceptance)."""

@@ -25,6 +25,7 @@ from .costmodel import LOOKUP_PRIOR, TIMING_CLIP, CostModel, Ema, Plan, Ratio, T
 log = logging.getLogger(__name__)
 
 VERSION = 2  # 2: catch-up time and next_guess apart (1 kept draft-token times inflated by catch-ups)
+EMAS = ("draft_token", "catchup_token", "acceptance", "hit", "top1", "next_guess")  # the cost model's single figures
 DIR_ENV = "SSD_CHAT_AUTO_MEMORY_DIR"  # where the files go instead of <cache>/auto (tests, portable installs)
 
 
@@ -76,9 +77,7 @@ def dump(m: CostModel) -> dict[str, Any]:
         "verify": {str(w): _ema(e) for w, e in m.verify.items()},
         "verify_split": {str(w): _ema(e) for w, e in m.verify_split.items()},
         "level": {str(w): _ema(e) for w, e in m.level.items()},
-        "draft_token": _ema(m.draft_token), "catchup_token": _ema(m.catchup_token), "acceptance": _ema(m.acceptance),
-        "hit": _ema(m.hit),
-        "top1": _ema(m.top1), "next_guess": _ema(m.next_guess),
+        **{name: _ema(getattr(m, name)) for name in EMAS},
         "lookup_accept": {str(o): [r.hits, r.seen] for o, r in m.lookup_accept.items()},
         "tallies": {_plan_key(p): [getattr(t, f) for f in tally] for p, t in m.tallies.items()},
         "mode_tallies": {mode: [getattr(t, f) for f in tally] for mode, t in m.mode_tallies.items()},
@@ -95,7 +94,7 @@ def restore(data: dict[str, Any], split: bool) -> CostModel:
         table = getattr(m, name)
         for w, raw in data[name].items():
             table[int(w)] = _set_ema(Ema(clip=TIMING_CLIP), raw)
-    for name in ("draft_token", "catchup_token", "acceptance", "hit", "top1", "next_guess"):
+    for name in EMAS:
         _set_ema(getattr(m, name), data[name])
     for o, (hits, seen) in data["lookup_accept"].items():
         r = m.lookup_accept.setdefault(int(o), Ratio(LOOKUP_PRIOR.get(int(o), 0.5)))  # as learn_lookup makes it
