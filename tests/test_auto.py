@@ -91,3 +91,12 @@ def test_acceptance_is_per_draft_position_so_expected_tokens_match_the_rounds() 
     old = CostModel()
     old.acceptance.value = sum(rounds) / (4 * len(rounds))  # the plain fraction (0.83) predicts 3.6 tokens
     assert error < abs(old.expected_tokens(4) - mean_tokens) / 2
+
+
+def test_verify_estimates_follow_every_new_measurement() -> None:
+    m = model_with({1: 0.1, 3: 0.2}, draft_token=0.01, acceptance=0.5, hit=0.5)
+    assert abs(m.t_verify(2) - 0.15) < 1e-9 and abs(m.t_verify(2, split=True) - 0.225) < 1e-9  # (kept for reuse)
+    m.add_verify(2, 0.3)  # a new width measured: the kept estimates are redone
+    assert m.t_verify(2) == 0.3 and abs(m.t_verify(2, split=True) - 0.45) < 1e-9
+    m.add_verify(2, 0.2, split=True)
+    assert m.t_verify(2, split=True) == 0.2

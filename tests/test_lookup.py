@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from engine.spec.costmodel import CostModel, Plan
+from engine.spec.costmodel import CostModel, Plan, Ratio
 from engine.spec.lookup import Lookup, LookupMode, NgramPool
 from engine.spec.steps import Steps
 from engine.spec.types import NGRAM
@@ -155,3 +155,52 @@ def test_lookup_rounds_teach_the_cost_model() -> None:
         mode.step()
     assert model.tallies[Plan("lookup")].n == 6
     assert model.verify[17].n > 1  # the 16-token drafts measured verifies of width 17
+
+
+def test_a_chains_first_token_is_learnt_apart_from_its_continuation() -> None:
+    model = _costly_widths()
+    model.add_verify(5, 0.2)  # verifying 5 tokens costs 2x one
+    for _ in range(40):  # the chain's first token is right half the time; after it, the copy always is
+        model.learn_lookup([4, 4, 4, 4], 4)
+        model.learn_lookup([4, 4, 4, 4], 0)
+    assert model.lookup_acceptance(4, 0) < 0.55 < 0.95 < model.lookup_acceptance(4, 3)
+    assert model.lookup_best([4])[0] == 0  # one guessed token does not pay a 50 % wider verify
+    assert model.lookup_best([4, 4, 4, 4])[0] == 4  # a copy in progress does
+
+
+def test_a_deeper_place_starts_from_the_shallower_ones_acceptance() -> None:
+    model = CostModel()
+    for _ in range(20):
+        model.learn_lookup([3], 1)  # only first places seen, all right
+    assert model.lookup_acceptance(3, 2) > 0.9 > 0.55  # not the order's prior
+
+
+def test_ar_steps_through_a_copy_teach_the_chains_later_places() -> None:
+    model = _costly_widths()
+    look = Lookup(model, NgramPool(orders=(2,)))
+    context = [5, 6, *range(10, 30), 5, 6]  # the pool will predict 10 11 12 ... after "5 6"
+    look.propose(context)
+    for _ in range(8):  # plain steps emit the copied tokens one at a time
+        context = [*context, look.pool.predict(context[-2:])[0]]  # type: ignore[index]
+        look.propose(context)
+    assert model.lookup_accept[(2, 3)].seen >= 4  # the oldest chain kept waiting and was scored at its depth
+    assert model.lookup_accept[(2, 0)].seen > 7  # and every step's new chain at its first place (8, decayed)
+
+
+def test_a_pool_draft_must_promise_a_margin_over_the_plain_step() -> None:
+    model = _costly_widths()  # ar 10 tok/s; one pool token: (1 + a) / 0.15 s
+    model.lookup_accept[(2, 0)] = r = Ratio(0.4)
+    r.hits, r.seen = 0.53 * 100 - 0.8, 98.0  # a = 0.53: 10.2 tok/s, 2 % over the plain step
+    assert model.lookup_best([2]) == (0, 10.0)
+    r.hits = 0.65 * 100 - 0.8  # a = 0.65: 11 tok/s
+    assert model.lookup_best([2])[0] == 1
+
+
+def test_unmeasured_lookup_rounds_are_corrected_as_ar_rounds_are() -> None:
+    model = _costly_widths()
+    for _ in range(5):  # ar rounds really take 0.12 s where their verify took 0.1 s (host work around it)
+        model.observe(Plan("ar"), 1, 0.12, 1.0, 0.1)
+    model.lookup_accept[(2, 0)] = r = Ratio(0.4)
+    r.hits, r.seen = 0.56 * 100 - 0.8, 98.0  # one pool token: 10.4 tok/s before the correction, ar's 10
+    length, rate = model.lookup_best([2])
+    assert length == 0 and abs(rate - 10.0 / 1.2) < 1e-6  # 4 % over ar once both pay the same host work

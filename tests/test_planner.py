@@ -254,12 +254,13 @@ def test_the_drafts_lag_grows_with_rounds_it_did_not_see_and_its_probe_waits() -
     planner = AutoPlanner(model, k=4)
     planner.plan, planner.held = Plan("ar"), 0
     best = {"ar": Plan("ar"), "sd": Plan("sd", 4)}
+    rates = {p: model.rate(p) for p in best.values()}
     model.rounds, model.last_run = 10_000, {"sd": 0}
     planner.draft_lag, planner.remaining = 20_000, 128  # 40 s of catch-up for a 128-token reply
-    planner._plan_probe(best)
+    planner._plan_probe(best, rates)
     assert planner._probe == []
     planner.draft_lag = 2
-    planner._plan_probe(best)
+    planner._plan_probe(best, rates)
     assert planner._probe == [Plan("sd", 4)] * 2
 
 

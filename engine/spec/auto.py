@@ -16,7 +16,7 @@ import logging
 import math
 from dataclasses import replace
 
-from .costmodel import CostModel, MeasuredRate, Plan
+from .costmodel import LOOKUP_GAIN, CostModel, MeasuredRate, Plan
 from .fanout import allocate
 from .lookup import Lookup
 from .ssd import SSDOptions
@@ -160,30 +160,30 @@ class AutoPlanner:
         if self.held < HOLD_ROUNDS:
             return self.plan
         m = self.model
-        plans = self.candidates()
+        rate = {p: m.rate(p) for p in self.candidates()}  # each once: a decision weighs dozens of plans
         best_by_mode: dict[str, Plan] = {}
-        for p in plans:
-            if p.mode not in best_by_mode or m.rate(p) > m.rate(best_by_mode[p.mode]):
+        for p, r in rate.items():
+            if p.mode not in best_by_mode or r > rate[best_by_mode[p.mode]]:
                 best_by_mode[p.mode] = p
-        self.rates = {str(p): m.rate(p) for p in best_by_mode.values()}
-        best = max(best_by_mode.values(), key=m.rate)
-        current = m.rate(self.plan) if self.plan in plans else 0.0
+        self.rates = {str(p): rate[p] for p in best_by_mode.values()}
+        best = max(best_by_mode.values(), key=rate.__getitem__)
+        current = rate.get(self.plan, 0.0)
         if best != self.plan and self._worth(best, current):
-            self.why = f"plan {best}: predicted {current:.1f} -> {m.rate(best):.1f} tok/s"
+            self.why = f"plan {best}: predicted {current:.1f} -> {rate[best]:.1f} tok/s"
             log.info("auto: %s -> %s", self.plan, self.why)
             if best.mode != self.plan.mode:
                 m.probe_gap[best.mode] = FIRST_PROBE_GAP  # the mode won: probe it again soon if it loses
             self.plan = best
         self.held = 0
-        self._plan_probe(best_by_mode)
+        self._plan_probe(best_by_mode, rate)
         return self.plan
 
-    def _plan_probe(self, best_by_mode: dict[str, Plan]) -> None:
+    def _plan_probe(self, best_by_mode: dict[str, Plan], rate: dict[Plan, float]) -> None:
         """Re-measure the most promising other mode when it is predicted close and its gap has passed."""
         m = self.model
-        current = m.rate(self.plan)
-        for mode, plan in sorted(best_by_mode.items(), key=lambda kv: -m.rate(kv[1])):
-            if mode == self.plan.mode or m.rate(plan) <= PROBE_IF_WITHIN * current:
+        current = rate[self.plan] if self.plan in rate else m.rate(self.plan)
+        for mode, plan in sorted(best_by_mode.items(), key=lambda kv: -rate[kv[1]]):
+            if mode == self.plan.mode or rate[plan] <= PROBE_IF_WITHIN * current:
                 continue
             if self.catchup(plan) > PROBE_CATCHUP_SHARE * (self.remaining or HORIZON_TOKENS) / current:
                 continue  # the draft model would first decode more than the rest of the reply can pay back
@@ -317,14 +317,14 @@ class AutoMode:
         return self._with_rates(rr)
 
     def _lookup_round(self, plan: Plan) -> RoundResult | None:
-        """A round on the pool's draft when it predicts more than ``plan`` (never during a probe)."""
+        """A round on the pool's draft when it predicts LOOKUP_GAIN more than ``plan`` (never during a probe)."""
         if self.lookup is None or self.planner.probing:
             return None
         model = self.planner.model
         draft, rate = self.lookup.choose(self.steps.target.committed, greedy=self.greedy)
         if draft.tokens:
             self._lookup_rate = rate
-        if not draft.tokens or rate <= model.rate(plan):
+        if not draft.tokens or rate <= LOOKUP_GAIN * model.rate(plan):
             return None
         why = f"lookup: a {len(draft.tokens)}-token pool match, predicted {rate:.1f} > {model.rate(plan):.1f} tok/s"
         rr = self.steps.lookup(draft, why=why)

@@ -16,6 +16,8 @@ WINDOW_MARGIN = 0.85  # the tree must fit in this share of one target verify (wi
 TIMING_CLIP = 1.5  # a timing sample moves its average by at most this factor's share (noisy machines)
 EARLY_STOP_MARGIN = 1.3  # with early stop a deeper tree is cut short and served shallower: allow more
 LOOKUP_PRIOR = {1: 0.25, 2: 0.4, 3: 0.55, 4: 0.65}  # acceptance of a pool token by n-gram order, before data
+LOOKUP_DEPTHS = 4  # a pool token's acceptance is learnt by its place in the chain: 0, 1, 2, and 3 or later
+LOOKUP_GAIN = 1.05  # a pool draft must promise this much more than the step it replaces
 TALLY_ROUNDS = 3  # rounds of a plan (or its mode) before their tally corrects its prediction
 UNTRIED_CAP = 1.25  # an unmeasured plan is trusted at most this far above what its mode's plans delivered
 CATCHUP_SHARE = 0.25  # a catch-up token (one batch) against a sequential draft token, before data
@@ -76,7 +78,11 @@ class Ratio:
 
     @property
     def value(self) -> float:
-        return (self.hits + self.prior * self.weight) / (self.seen + self.weight)
+        return self.value_with(self.prior)
+
+    def value_with(self, prior: float) -> float:
+        """The ratio with another prior (one that follows a related ratio)."""
+        return (self.hits + prior * self.weight) / (self.seen + self.weight)
 
 
 class Tally:
@@ -135,20 +141,30 @@ class CostModel:
     split: bool = False  # ssd rounds run with split threads
     top1: Ema = field(default_factory=lambda: Ema(0.2))  # after a rejection, the draft's best alternative is right
     next_guess: Ema = field(default_factory=lambda: Ema(0.2))  # after a full acceptance, its next-token guess is right
-    lookup_accept: dict[int, Ratio] = field(default_factory=dict)  # pool tokens accepted, by n-gram order
+    lookup_accept: dict[tuple[int, int], Ratio] = field(default_factory=dict)  # pool tokens accepted, by (order, depth)
     tallies: dict[Plan, Tally] = field(default_factory=dict)  # measured against predicted, by plan
     mode_tallies: dict[str, Tally] = field(default_factory=dict)  # the same by mode (for plans not yet run)
     probe_gap: dict[str, int] = field(default_factory=dict)  # rounds between probes of a mode (grows on losses)
     rounds: int = 0  # auto rounds run with this model, over all replies
     last_run: dict[str, int] = field(default_factory=dict)  # the round each mode last ran
 
+    # t_verify by (width, split) since the last add_verify: a round's decisions ask for it dozens of times
+    _verify_at: dict[tuple[int, bool], float] = field(default_factory=dict, repr=False, compare=False)
+
     def add_verify(self, width: int, seconds: float, split: bool = False) -> None:
         (self.verify_split if split else self.verify).setdefault(width, Ema(clip=TIMING_CLIP)).add(seconds)
+        self._verify_at.clear()  # the split table's estimate may derive from the other one
 
     def add_level(self, width: int, seconds: float) -> None:
         self.level.setdefault(width, Ema(clip=TIMING_CLIP)).add(seconds)
 
     def t_verify(self, width: int, split: bool = False) -> float:
+        t = self._verify_at.get((width, split))
+        if t is None:
+            t = self._verify_at[(width, split)] = self._estimate_verify(width, split)
+        return t
+
+    def _estimate_verify(self, width: int, split: bool) -> float:
         table = self.verify_split if split else self.verify
         known = sorted((w, e.get(0.0)) for w, e in table.items() if e.value is not None)
         if not known:
@@ -259,29 +275,41 @@ class CostModel:
         return self.tree_time(k, budget) <= margin * self.t_verify(k + 1, self.split)
 
     # -- the n-gram pool (draft-free lookup) --------------------------------------------------------
-    def lookup_acceptance(self, order: int) -> float:
-        r = self.lookup_accept.get(order)
-        return r.value if r is not None else LOOKUP_PRIOR.get(order, max(LOOKUP_PRIOR.values()))
+    # A pool token's acceptance depends on its n-gram order and on its depth in the chain: the chain's first
+    # token is a guess, a later one (the ones before it accepted) is most often a copy in progress. Each depth
+    # starts from the acceptance one place shallower, so a few copies are enough to trust a long chain.
+    def lookup_acceptance(self, order: int, depth: int = 0) -> float:
+        """P(a pool token of this n-gram order at this depth of its chain is accepted | the ones before were)."""
+        prior = LOOKUP_PRIOR.get(order, max(LOOKUP_PRIOR.values()))
+        for d in range(min(depth, LOOKUP_DEPTHS - 1) + 1):
+            r = self.lookup_accept.get((order, d))
+            prior = r.value_with(prior) if r is not None else prior
+        return prior
 
-    def learn_lookup(self, orders: Sequence[int], accepted: int) -> None:
-        """A lookup draft's outcome: its first ``accepted`` tokens accepted, the next one rejected."""
+    def learn_lookup(self, orders: Sequence[int], accepted: int, depth: int = 0) -> None:
+        """A chain's outcome: its first ``accepted`` tokens accepted, the next one (if any) rejected; ``depth``
+        is the chain place of its first token (a chain scored piece by piece)."""
         for i, order in enumerate(orders[: accepted + 1]):
-            self.lookup_accept.setdefault(order, Ratio(LOOKUP_PRIOR.get(order, 0.5))).add(i < accepted)
+            key = (order, min(depth + i, LOOKUP_DEPTHS - 1))
+            self.lookup_accept.setdefault(key, Ratio(LOOKUP_PRIOR.get(order, 0.5))).add(i < accepted)
 
     def lookup_expected(self, orders: Sequence[int]) -> list[float]:
         """Expected tokens of a round verifying the first L tokens of a pool draft, for L = 0..len."""
         out, reach = [1.0], 1.0
-        for order in orders:
-            reach *= self.lookup_acceptance(order)
+        for depth, order in enumerate(orders):
+            reach *= self.lookup_acceptance(order, depth)
             out.append(out[-1] + reach)
         return out
 
     def lookup_best(self, orders: Sequence[int]) -> tuple[int, float]:
-        """The draft length with the most predicted tokens per second (0: a plain ar step), and that rate."""
+        """The draft length with the most predicted tokens per second (0: a plain ar step), and that rate; a
+        draft must promise LOOKUP_GAIN more than the plain step. Until lookup rounds are measured they are
+        corrected as ar's are (the same verify calls, the same host work around them)."""
         expected = self.lookup_expected(orders)
-        ar, lookup = self.correction(Plan("ar")), self.correction(Plan("lookup"))
+        ar = self.correction(Plan("ar"))
+        lookup = self.correction(Plan("lookup")) if self.measured(Plan("lookup")) else ar
         rates = [e / self.t_verify(n + 1) * (lookup if n else ar) for n, e in enumerate(expected)]
-        best = max(range(len(rates)), key=rates.__getitem__)
+        best = max(range(len(rates)), key=lambda n: rates[n] / (LOOKUP_GAIN if n else 1.0))
         return best, rates[best]
 
 

@@ -35,6 +35,8 @@ ORDERS = (1, 2, 3, 4)  # n-gram sizes indexed; the longest that hits predicts
 POOL_BITS = 19  # 512 Ki entries: 2 MiB of table, whatever the conversation's length
 MAX_DRAFT = 16  # the longest lookup draft
 
+Shadow = tuple[int, list[int], list[int], int]  # an undrafted chain: (context length at, tokens, orders, depth)
+
 _MASK = (1 << 64) - 1
 _MUL = 0x9E3779B97F4A7C15  # 2^64 / golden ratio: spreads the hash over the index bits
 _STEP = 0x100000001B3  # FNV prime, the per-token mixing multiplier
@@ -147,7 +149,7 @@ class Lookup:
         self.model = model
         self.pool = pool or NgramPool()
         self._fed: list[int] = []  # the sequence fed so far (prefix of the current context)
-        self._shadow: tuple[int, list[int], list[int]] | None = None  # an undrafted chain: (at, tokens, orders)
+        self._shadows: list[Shadow] = []  # undrafted chains being scored: the oldest still right, the newest
 
     def start(self, context: Sequence[int]) -> None:
         """A new generation. A context that continues the one fed so far (the next turn of the
@@ -179,15 +181,15 @@ class Lookup:
                shadow: bool = True) -> tuple[Draft, float]:
         """The draft that maximises predicted tokens per second (empty when a plain ar step is better)
         and that rate. With ``shadow``, the full chain is kept and scored against what the target emits
-        next (:meth:`score_shadow`), unless the round verifies a draft (then :meth:`learn` scores it);
+        next (:meth:`score_shadows`), unless the round verifies a draft (then :meth:`learn` scores it);
         without, the caller scores the draft it verifies (ssd's backup)."""
         t0 = time.perf_counter()
         if shadow:
-            self.score_shadow(context)
+            self.score_shadows(context)
         tokens, orders = self.candidate(context, max_len)
         length, rate = self.model.lookup_best(orders)
-        if shadow:
-            self._shadow = (len(context), tokens, orders) if tokens else None
+        if shadow and tokens:
+            self._shadows.append((len(context), tokens, orders, 0))
         d = make_draft(tokens[:length], orders[:length], greedy)
         d.serve_s = time.perf_counter() - t0
         return d, rate
@@ -196,32 +198,34 @@ class Lookup:
                 shadow: bool = True) -> Draft:
         return self.choose(context, max_len, greedy=greedy, shadow=shadow)[0]
 
-    def score_shadow(self, context: Sequence[int]) -> None:
-        """Score the chain kept by the previous :meth:`choose` against the tokens emitted since: its first
-        right tokens count as accepted and the first wrong one as rejected, as a verified draft would
-        have gone. A chain still right as far as the context reaches waits for more tokens."""
-        if self._shadow is None:
-            return
-        at, tokens, orders = self._shadow
-        if len(context) < at or (at and len(self._fed) >= at and context[at - 1] != self._fed[at - 1]):
-            self._shadow = None  # another context: nothing to score
-            return
-        emitted = context[at : at + len(tokens)]
-        right = 0
-        while right < len(emitted) and emitted[right] == tokens[right]:
-            right += 1
-        if right < len(emitted) or right == len(tokens):  # the chain's end or its first wrong token is known
-            self.model.learn_lookup(orders, right)
-            self._shadow = None
-        elif right:  # right so far: keep the rest of the chain waiting
-            self._shadow = (at + right, tokens[right:], orders[right:])
-            self.model.learn_lookup(orders[:right], right)
+    def score_shadows(self, context: Sequence[int]) -> None:
+        """Score the chains kept by earlier :meth:`choose` calls against the tokens emitted since: a chain's
+        right tokens count as accepted and its first wrong one as rejected, as a verified draft would have
+        gone. A chain still right as far as the context reaches waits for more tokens (its later places are
+        scored at their depth); of the chains that wait only the oldest is kept, the copy in progress."""
+        waiting: list[Shadow] = []
+        for at, tokens, orders, depth in self._shadows:
+            if len(context) < at or (at and len(self._fed) >= at and context[at - 1] != self._fed[at - 1]):
+                continue  # another context: nothing to score
+            emitted = context[at : at + len(tokens)]
+            if not emitted:
+                waiting.append((at, tokens, orders, depth))
+                continue
+            right = 0
+            while right < len(emitted) and emitted[right] == tokens[right]:
+                right += 1
+            if right < len(emitted) or right == len(tokens):  # the chain's end or its first wrong token is known
+                self.model.learn_lookup(orders, right, depth)
+            elif right:  # right so far: the rest of the chain waits
+                self.model.learn_lookup(orders[:right], right, depth)
+                waiting.append((at + right, tokens[right:], orders[right:], depth + right))
+        self._shadows = waiting[:1]
 
     def learn(self, rr: RoundResult) -> None:
         """Fold a lookup round into the cost model: measured against predicted, verify time by width,
         acceptance by n-gram order."""
         if rr.drafted:
-            self._shadow = None  # the round verified a draft: scored below, not in the shadow
+            self._shadows = []  # the round verified a draft: scored below, not as a shadow
         m = self.model
         d = rr.draft
         orders = d.orders[: rr.drafted] if d is not None else []

@@ -24,7 +24,7 @@ from .costmodel import LOOKUP_PRIOR, TIMING_CLIP, CostModel, Ema, Plan, Ratio, T
 
 log = logging.getLogger(__name__)
 
-VERSION = 2  # 2: catch-up time and next_guess apart (1 kept draft-token times inflated by catch-ups)
+VERSION = 3  # 2: catch-up time and next_guess apart (1 kept inflated draft times); 3: pool acceptance by depth too
 EMAS = ("draft_token", "catchup_token", "acceptance", "hit", "top1", "next_guess")  # the cost model's single figures
 DIR_ENV = "SSD_CHAT_AUTO_MEMORY_DIR"  # where the files go instead of <cache>/auto (tests, portable installs)
 
@@ -78,7 +78,7 @@ def dump(m: CostModel) -> dict[str, Any]:
         "verify_split": {str(w): _ema(e) for w, e in m.verify_split.items()},
         "level": {str(w): _ema(e) for w, e in m.level.items()},
         **{name: _ema(getattr(m, name)) for name in EMAS},
-        "lookup_accept": {str(o): [r.hits, r.seen] for o, r in m.lookup_accept.items()},
+        "lookup_accept": {f"{o}:{d}": [r.hits, r.seen] for (o, d), r in m.lookup_accept.items()},
         "tallies": {_plan_key(p): [getattr(t, f) for f in tally] for p, t in m.tallies.items()},
         "mode_tallies": {mode: [getattr(t, f) for f in tally] for mode, t in m.mode_tallies.items()},
         "probe_gap": m.probe_gap, "rounds": m.rounds, "last_run": m.last_run,
@@ -96,8 +96,9 @@ def restore(data: dict[str, Any], split: bool) -> CostModel:
             table[int(w)] = _set_ema(Ema(clip=TIMING_CLIP), raw)
     for name in EMAS:
         _set_ema(getattr(m, name), data[name])
-    for o, (hits, seen) in data["lookup_accept"].items():
-        r = m.lookup_accept.setdefault(int(o), Ratio(LOOKUP_PRIOR.get(int(o), 0.5)))  # as learn_lookup makes it
+    for key, (hits, seen) in data["lookup_accept"].items():
+        order, depth = (int(x) for x in key.split(":"))
+        r = m.lookup_accept.setdefault((order, depth), Ratio(LOOKUP_PRIOR.get(order, 0.5)))  # as learn_lookup
         r.hits, r.seen = float(hits), float(seen)
     for key, vals in data["tallies"].items():
         m.tallies[_plan(key)] = _tally(vals)
