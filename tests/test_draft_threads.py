@@ -6,8 +6,13 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable, Sequence
 
-from engine.spec.types import Draft, DraftRequest, TreeStats
+from engine.spec.auto import AutoMode, AutoPlanner
+from engine.spec.costmodel import CostModel, Plan
+from engine.spec.ssd import SSDOptions
+from engine.spec.steps import Steps
+from engine.spec.types import Draft, DraftRequest, TreeStats, Verdict
 from engine.spec.worker import SplitDrafts
+from tests.spec_fakes import FakeTarget
 
 
 class ThreadRecorder:
@@ -62,3 +67,48 @@ def test_tree_rounds_run_on_the_draft_thread_and_sequential_rounds_on_the_caller
     assert maker.served == ["ssd-draft", me, "ssd-draft"]
     assert maker.built == ["ssd-draft", "ssd-draft"]
     assert (me, 2) in maker.threads and ("ssd-draft", 2) not in maker.threads  # all cores only on the caller's
+
+
+class TreeWatch(ThreadRecorder):
+    """A ThreadRecorder that says whether a tree is being built right now."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.building = threading.Event()
+
+    def build_tree(self, committed: Sequence[int], draft: Draft, depth: int, budget: int,
+                   fanout: Callable[[int, int], list[int]], interrupt: Callable[[], bool]) -> TreeStats:
+        self.building.set()
+        try:
+            return super().build_tree(committed, draft, depth, budget, fanout, interrupt)
+        finally:
+            self.building.clear()
+
+
+class WatchingTarget(FakeTarget):
+    """Records, at every verify, whether the draft thread was building a tree meanwhile."""
+
+    def __init__(self, maker: TreeWatch) -> None:
+        super().__init__()
+        self.maker = maker
+        self.tree_during: list[bool] = []
+
+    def verify(self, draft: Draft) -> Verdict:
+        self.tree_during.append(self.maker.building.wait(0.2))  # a tree the draft thread starts meanwhile counts
+        return super().verify(draft)
+
+
+def test_an_ar_or_lookup_round_after_an_ssd_round_stops_the_tree_first() -> None:
+    maker = TreeWatch()
+    target = WatchingTarget(maker)
+    planner = AutoPlanner(CostModel(), k=4)
+    plans = iter([Plan("ssd", 4, 2), Plan("ar"), Plan("ssd", 4, 2), Plan("ar")])
+    planner.next_plan = lambda: next(plans)  # type: ignore[method-assign]
+    mode = AutoMode(Steps(target, SplitDrafts(maker)), planner, SSDOptions(k=4))
+    try:
+        rounds = [mode.step() for _ in range(4)]
+    finally:
+        mode.close()
+    assert [r.mode for r in rounds] == ["ssd", "ar", "ssd", "ar"]
+    assert target.tree_during == [True, False, True, False]  # the ssd rounds' verify overlaps the tree, ar's not
+    assert [t.branches for t in rounds[2].trees] == [2]  # the cut tree is still reported, with the next draft

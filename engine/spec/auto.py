@@ -22,6 +22,7 @@ from .lookup import Lookup
 from .ssd import SSDOptions
 from .steps import Steps
 from .types import JIT, NGRAM, ROUND_SYNC, RoundResult
+from .worker import SplitDrafts
 
 log = logging.getLogger(__name__)
 
@@ -303,6 +304,7 @@ class AutoMode:
             self.planner.note(rr)
             return rr
         if plan.mode == "ar":
+            self._idle_drafts()
             rr = self.steps.ar(why=why)
         elif plan.mode == "sd":
             rr = self.steps.sd(plan.k, why=why)
@@ -327,10 +329,16 @@ class AutoMode:
         if not draft.tokens or rate <= LOOKUP_GAIN * model.rate(plan):
             return None
         why = f"lookup: a {len(draft.tokens)}-token pool match, predicted {rate:.1f} > {model.rate(plan):.1f} tok/s"
+        self._idle_drafts()
         rr = self.steps.lookup(draft, why=why)
         self.lookup.learn(rr)
         self.last_accepted = -1  # the tree (if any) assumed the plan's draft
         return self._with_rates(rr)
+
+    def _idle_drafts(self) -> None:
+        """After an ssd round, the draft thread stops building its tree before a round that will not use it."""
+        if self.last_accepted >= 0 and isinstance(self.steps.drafts, SplitDrafts):
+            self.steps.drafts.idle()
 
     def _with_rates(self, rr: RoundResult) -> RoundResult:
         rates = dict(self.planner.rates)

@@ -168,6 +168,12 @@ class SplitDrafts:
         trees, self._trees = self._trees + trees, ()
         return draft, trees
 
+    def idle(self) -> None:
+        """Before a round that drafts nothing (ar, lookup): cut short a tree still being built, which that
+        round will not use and whose decodes would slow its verify (measured: 23 -> 106 ms on 2 cores); its
+        trees so far come with the next reply."""
+        self._trees += self.worker.pause()
+
     def close(self) -> None:
         self.worker.close()
         self.inline.close()
