@@ -188,6 +188,7 @@ def test_auto_runs_its_plan_when_the_pool_has_nothing() -> None:
         model.add_verify(5, 0.12)
         model.draft_token.add(0.005)
         model.acceptance.add(0.9)
+        model.observe(Plan("sd", 4), 4, 0.14, 4.1, 0.14)  # sd rounds of an earlier reply
     target = FakeTarget()
     drafts = FakeDrafts(Script(right=lambda i: 4))
     mode = AutoMode(Steps(target, drafts), AutoPlanner(model, k=4), SSDOptions(), Lookup(model))
@@ -313,6 +314,11 @@ class FixedRates(CostModel):
     def measured(self, plan: Plan) -> bool:
         return plan in self.seen
 
+    def mode_ran(self, mode: str) -> bool:
+        return mode not in self.never_ran
+
+    never_ran: tuple[str, ...] = ()
+
 
 def test_ar_starts_drafting_on_an_unmeasured_plan_only_for_a_clear_gain() -> None:
     ar, sd = Plan("ar"), Plan("sd", 4)
@@ -329,3 +335,17 @@ def test_a_reply_starts_on_an_unmeasured_drafting_plan_only_for_a_clear_gain() -
     assert AutoPlanner(FixedRates({ar: 10.0, sd: 11.0}, set()), k=4, adaptive=False).plan == ar
     assert AutoPlanner(FixedRates({ar: 10.0, sd: 11.0}, {sd}), k=4, adaptive=False).plan == sd
     assert AutoPlanner(FixedRates({ar: 10.0, sd: 12.0}, set()), k=4, adaptive=False).plan == sd
+
+
+def test_a_mode_never_run_here_is_entered_only_by_a_probe_or_for_a_clear_gain() -> None:
+    ar, sd, ssd = Plan("ar"), Plan("sd", 4), Plan("ssd", 4, 1)
+    rates = {ar: 10.0, sd: 20.0, ssd: 22.0}  # the tree predicted 10 % over sd on figures alone
+    model = FixedRates(rates, {sd})
+    model.never_ran = ("ssd",)
+    planner = AutoPlanner(model, k=4, adaptive=False, max_branches=1)
+    assert planner.plan == sd  # a reply does not start on it
+    planner.held = HOLD_ROUNDS
+    assert planner.next_plan() == sd  # nor moves to it from sd for 10 %
+    rates[ssd] = 24.0
+    planner.held = HOLD_ROUNDS
+    assert planner.next_plan() == ssd  # 20 % is worth the risk

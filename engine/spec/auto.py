@@ -63,8 +63,8 @@ class AutoPlanner:
         self._probe: list[Plan] = self._first_probes()
         # A model that has measured this machine before starts on its best plan, not on ar.
         self.plan = Plan("ar")
-        if 1 in model.verify and not self._probe:
-            best = max(self.candidates(), key=model.rate)
+        if 1 in model.verify and not self._probe:  # from the modes run here: the others start as probes
+            best = max((p for p in self.candidates() if p.mode == "ar" or model.mode_ran(p.mode)), key=model.rate)
             self.plan = best if best == self.plan or self._worth(best, model.rate(self.plan)) else self.plan
 
     def _first_probes(self) -> list[Plan]:
@@ -114,9 +114,11 @@ class AutoPlanner:
 
     def _worth(self, plan: Plan, current: float) -> bool:
         """Whether to move from the current plan (predicted ``current`` tok/s) to ``plan``: it must promise
-        SWITCH_GAIN more (UNTRIED_GAIN to start drafting on figures alone) and pay for its catch-up."""
+        SWITCH_GAIN more (UNTRIED_GAIN to start drafting, or to enter a mode never run here, on figures
+        alone) and pay for its catch-up."""
         m = self.model
-        risky = plan.mode in DRAFT_MODES and self.plan.mode not in DRAFT_MODES and not m.measured(plan)
+        untried = not m.measured(plan) and (self.plan.mode not in DRAFT_MODES or not m.mode_ran(plan.mode))
+        risky = plan.mode in DRAFT_MODES and untried
         gain = UNTRIED_GAIN if risky else SWITCH_GAIN
         return m.rate(plan) > gain * current and self._pays(plan, current)
 

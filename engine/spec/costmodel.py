@@ -242,6 +242,10 @@ class CostModel:
         t = self.tallies.get(plan)
         return t is not None and t.n >= TALLY_ROUNDS
 
+    def mode_ran(self, mode: str) -> bool:
+        """Whether a round of any plan of ``mode`` has been measured against its prediction on this machine."""
+        return mode in self.mode_tallies
+
     def correction(self, plan: Plan) -> float:
         """How far this plan's (else its mode's) measured rounds ran from the prediction; 1 without data."""
         t = self.tallies.get(plan)
