@@ -71,12 +71,11 @@ class NgramPool:
 
     def feed(self, tokens: Sequence[int], start: int = 0) -> None:
         """Record, for every position i >= ``start``, that tokens[i-n:i] was followed by tokens[i]."""
-        arr = np.asarray(tokens, dtype=np.uint64)
-        n_tok = len(arr)
+        n_tok = len(tokens)
         if n_tok - max(start, 1) > 64:
-            self._feed_vector(arr, max(start, 1))
+            self._feed_vector(np.asarray(tokens, dtype=np.uint64), max(start, 1))
             return
-        for i in range(max(start, 1), n_tok):
+        for i in range(max(start, 1), n_tok):  # a round's few new tokens: no array of the whole context
             for n in self.orders:
                 if i >= n:
                     self._put(*self._slot(tokens[i - n : i]), int(tokens[i]))
