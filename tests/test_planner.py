@@ -349,3 +349,20 @@ def test_a_mode_never_run_here_is_entered_only_by_a_probe_or_for_a_clear_gain() 
     rates[ssd] = 24.0
     planner.held = HOLD_ROUNDS
     assert planner.next_plan() == ssd  # 20 % is worth the risk
+
+
+def test_a_pool_round_off_a_drafting_plan_pays_for_what_the_plan_loses() -> None:
+    model = CostModel()
+    for _ in range(5):
+        model.draft_token.add(0.02)
+        model.catchup_token.add(0.004)
+        model.acceptance.add_round(4, 4)
+        model.top1.add(1.0)
+        model.next_guess.add(1.0)
+    planner = AutoPlanner(model, k=4)
+    ssd = Plan("ssd", 4, 5)
+    assert planner.detour(Plan("ar"), 3.0, tree_pending=True) == 0.0  # ar loses nothing
+    assert abs(planner.detour(Plan("sd", 4), 3.0, tree_pending=True) - 3 * 0.004) < 1e-12  # the catch-up
+    assert abs(planner.detour(ssd, 3.0, tree_pending=False) - 3 * 0.004) < 1e-12  # no tree built for this round
+    lost_hit = model.hit_prob(4, 5) * 4 * 0.02  # the next round drafts K tokens where it would have hit
+    assert lost_hit > 0.05 and abs(planner.detour(ssd, 3.0, tree_pending=True) - (0.012 + lost_hit)) < 1e-12

@@ -130,6 +130,18 @@ class AutoPlanner:
         n = self.remaining or HORIZON_TOKENS
         return n / current - n / self.model.rate(plan) > cost
 
+    def detour(self, plan: Plan, tokens: float, *, tree_pending: bool) -> float:
+        """Seconds that a round off ``plan`` (a pool draft expected to emit ``tokens``) costs the plan's next
+        round: its draft model catches up on those tokens, and an ssd tree being built for this round's
+        outcome is lost (the next round misses where it would have hit)."""
+        if plan.mode not in DRAFT_MODES:
+            return 0.0
+        m = self.model
+        cost = m.catchup_time(tokens)
+        if plan.mode == "ssd" and tree_pending:
+            cost += m.hit_prob(plan.k, plan.budget) * plan.k * m.draft_token.get(0.02)
+        return cost
+
     def note(self, rr: RoundResult) -> None:
         """Any round of the reply (a lookup round too): how far behind the draft model now is."""
         self.remaining = max(0, self.remaining - len(rr.tokens))
@@ -326,9 +338,12 @@ class AutoMode:
             return None
         model = self.planner.model
         draft, rate = self.lookup.choose(self.steps.target.committed, greedy=self.greedy)
-        if draft.tokens:
-            self._lookup_rate = rate
-        if not draft.tokens or rate <= LOOKUP_GAIN * model.rate(plan):
+        if not draft.tokens:
+            return None
+        tokens = model.lookup_expected(draft.orders)[-1]
+        detour = self.planner.detour(plan, tokens, tree_pending=self.last_accepted >= 0)
+        rate = self._lookup_rate = tokens / (tokens / rate + detour)
+        if rate <= LOOKUP_GAIN * model.rate(plan):
             return None
         why = f"lookup: a {len(draft.tokens)}-token pool match, predicted {rate:.1f} > {model.rate(plan):.1f} tok/s"
         self._idle_drafts()

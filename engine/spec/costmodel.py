@@ -197,7 +197,7 @@ class CostModel:
             return td + per * (width - 1)
         return td * (1 + 0.3 * (width - 1))
 
-    def catchup_time(self, tokens: int) -> float:
+    def catchup_time(self, tokens: float) -> float:
         """Seconds the draft model takes to decode ``tokens`` it has not seen (the prompt, or what ar rounds
         emitted): the price of moving to a plan that drafts with it."""
         return tokens * self.catchup_token.get(CATCHUP_SHARE * self.draft_token.get(0.02))

@@ -9,9 +9,10 @@ full), and no model runs: a draft costs microseconds. Here several n-gram orders
 its n-gram, so a hash collision reads as "nothing" rather than as a wrong draft.
 
 :class:`Lookup` turns the pool into a speculator that never makes decoding slower: it learns how
-often a token predicted by each order is accepted, and cuts the draft to the length that maximises
-the predicted tokens per second (``E(L) / t_verify(L + 1)``, from the cost model auto also uses);
-when no length beats a plain ar step it drafts nothing, and the round is an ar step. A chain it does
+often a token predicted by each order is accepted at each place of its chain (a chain's first token is a
+guess, a later one mostly a copy in progress), and cuts the draft to the length that maximises the
+predicted tokens per second (``E(L) / t_verify(L + 1)``, from the cost model auto also uses); unless
+some length beats a plain ar step by LOOKUP_GAIN it drafts nothing, and the round is an ar step. A chain it does
 not draft is still scored, for free, against the tokens the target emits next (the chain's first
 tokens right, then the first wrong one): the acceptance figures follow the conversation without
 paying for a single probe.
@@ -222,7 +223,7 @@ class Lookup:
 
     def learn(self, rr: RoundResult) -> None:
         """Fold a lookup round into the cost model: measured against predicted, verify time by width,
-        acceptance by n-gram order."""
+        acceptance by n-gram order and depth."""
         if rr.drafted:
             self._shadows = []  # the round verified a draft: scored below, not as a shadow
         m = self.model
