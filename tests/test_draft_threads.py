@@ -112,3 +112,19 @@ def test_an_ar_or_lookup_round_after_an_ssd_round_stops_the_tree_first() -> None
     assert [r.mode for r in rounds] == ["ssd", "ar", "ssd", "ar"]
     assert target.tree_during == [True, False, True, False]  # the ssd rounds' verify overlaps the tree, ar's not
     assert [t.branches for t in rounds[2].trees] == [2]  # the cut tree is still reported, with the next draft
+
+
+def test_a_pause_cuts_the_tree_short_even_without_early_stop() -> None:
+    maker = ThreadRecorder()  # its trees grow until interrupted
+    drafts = SplitDrafts(maker)
+    try:
+        drafts.request(DraftRequest((1, 2, 3), -1, 4, budget=2, early_stop=False, draft_threads=1))
+        drafts.reply()
+        done = threading.Thread(target=drafts.idle, daemon=True)
+        done.start()
+        done.join(5.0)
+        assert not done.is_alive()  # the ar round after it does not wait for a tree it will not use
+        drafts.request(request(budget=0, draft_threads=2))
+        assert [t.branches for t in drafts.reply()[1]] == [2]
+    finally:
+        drafts.close()

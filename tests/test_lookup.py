@@ -204,3 +204,15 @@ def test_unmeasured_lookup_rounds_are_corrected_as_ar_rounds_are() -> None:
     r.hits, r.seen = 0.56 * 100 - 0.8, 98.0  # one pool token: 10.4 tok/s before the correction, ar's 10
     length, rate = model.lookup_best([2])
     assert length == 0 and abs(rate - 10.0 / 1.2) < 1e-6  # 4 % over ar once both pay the same host work
+
+
+def test_a_new_reply_does_not_score_the_previous_replys_chain() -> None:
+    model = CostModel()
+    look = Lookup(model, NgramPool(orders=(2,)))
+    context = [1, 2, 3, 1, 2]  # after "1 2" the pool predicts 3 1 2 ...
+    look.start(context)
+    look.propose(context)
+    turn = [*context, 9, 9, 9]  # the next turn's prompt: the user's text, which the target never emitted
+    look.start(turn)
+    look.propose(turn)
+    assert (2, 0) not in model.lookup_accept

@@ -63,7 +63,7 @@ class AutoPlanner:
         self._probe: list[Plan] = self._first_probes()
         # A model that has measured this machine before starts on its best plan, not on ar.
         self.plan = Plan("ar")
-        if 1 in model.verify and not self._probe:  # from the modes run here: the others start as probes
+        if 1 in model.verify and not self._probe:  # from the modes run here (others: later, by probe or gain)
             best = max((p for p in self.candidates() if p.mode == "ar" or model.mode_ran(p.mode)), key=model.rate)
             self.plan = best if best == self.plan or self._worth(best, model.rate(self.plan)) else self.plan
 
@@ -137,7 +137,7 @@ class AutoPlanner:
         if plan.mode not in DRAFT_MODES:
             return 0.0
         m = self.model
-        cost = m.catchup_time(tokens)
+        cost = m.catchup_time(max(0.0, tokens - ROUND_SYNC))  # a round syncs ROUND_SYNC tokens anyway (catchup())
         if plan.mode == "ssd" and tree_pending:
             cost += m.hit_prob(plan.k, plan.budget) * plan.k * m.draft_token.get(0.02)
         return cost
@@ -175,7 +175,7 @@ class AutoPlanner:
         if self.held < HOLD_ROUNDS:
             return self.plan
         m = self.model
-        rate = {p: m.rate(p) for p in self.candidates()}  # each once: a decision weighs dozens of plans
+        rate = {p: m.rate(p) for p in self.candidates()}  # once each: a decision weighs dozens of plans
         best_by_mode: dict[str, Plan] = {}
         for p, r in rate.items():
             if p.mode not in best_by_mode or r > rate[best_by_mode[p.mode]]:
@@ -329,6 +329,8 @@ class AutoMode:
                                 early_stop=self.opts.early_stop, why=why)
         self.planner.learn(plan, rr)
         self.planner.note(rr)
+        if self.lookup is not None and rr.speculator == NGRAM:  # ssd's backup verified the pool's chain
+            self.lookup.drop_shadows()
         self.last_accepted = rr.accepted if plan.mode == "ssd" else -1
         return self._with_rates(rr)
 

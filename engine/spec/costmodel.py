@@ -23,6 +23,11 @@ UNTRIED_CAP = 1.25  # an unmeasured plan is trusted at most this far above what 
 CATCHUP_SHARE = 0.25  # a catch-up token (one batch) against a sequential draft token, before data
 
 
+def lookup_prior(order: int) -> float:
+    """A pool token's acceptance before data (orders past the table: as the longest listed)."""
+    return LOOKUP_PRIOR.get(order, LOOKUP_PRIOR[max(LOOKUP_PRIOR)])
+
+
 class Ema:
     """Exponential moving average that remembers whether it has data."""
 
@@ -131,7 +136,7 @@ class Plan:
 class CostModel:
     """Live timings and rates; predictions for any plan."""
 
-    verify: dict[int, Ema] = field(default_factory=dict)  # seconds by batch width
+    verify: dict[int, Ema] = field(default_factory=dict)  # seconds by width (written via add_verify: _verify_at)
     verify_split: dict[int, Ema] = field(default_factory=dict)  # the same with ssd's split threads
     draft_token: Ema = field(default_factory=lambda: Ema(clip=TIMING_CLIP))  # seconds per sequential draft token
     catchup_token: Ema = field(default_factory=lambda: Ema(clip=TIMING_CLIP))  # per token the draft catches up on
@@ -284,7 +289,7 @@ class CostModel:
     # starts from the acceptance one place shallower, so a few copies are enough to trust a long chain.
     def lookup_acceptance(self, order: int, depth: int = 0) -> float:
         """P(a pool token of this n-gram order at this depth of its chain is accepted | the ones before were)."""
-        prior = LOOKUP_PRIOR.get(order, max(LOOKUP_PRIOR.values()))
+        prior = lookup_prior(order)
         for d in range(min(depth, LOOKUP_DEPTHS - 1) + 1):
             r = self.lookup_accept.get((order, d))
             prior = r.value_with(prior) if r is not None else prior
@@ -295,7 +300,7 @@ class CostModel:
         is the chain place of its first token (a chain scored piece by piece)."""
         for i, order in enumerate(orders[: accepted + 1]):
             key = (order, min(depth + i, LOOKUP_DEPTHS - 1))
-            self.lookup_accept.setdefault(key, Ratio(LOOKUP_PRIOR.get(order, 0.5))).add(i < accepted)
+            self.lookup_accept.setdefault(key, Ratio(lookup_prior(order))).add(i < accepted)
 
     def lookup_expected(self, orders: Sequence[int]) -> list[float]:
         """Expected tokens of a round verifying the first L tokens of a pool draft, for L = 0..len."""

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Sequence
+from typing import NamedTuple
 
 import numpy as np
 
@@ -36,11 +37,19 @@ ORDERS = (1, 2, 3, 4)  # n-gram sizes indexed; the longest that hits predicts
 POOL_BITS = 19  # 512 Ki entries: 2 MiB of table, whatever the conversation's length
 MAX_DRAFT = 16  # the longest lookup draft
 
-Shadow = tuple[int, list[int], list[int], int]  # an undrafted chain: (context length at, tokens, orders, depth)
 
 _MASK = (1 << 64) - 1
 _MUL = 0x9E3779B97F4A7C15  # 2^64 / golden ratio: spreads the hash over the index bits
 _STEP = 0x100000001B3  # FNV prime, the per-token mixing multiplier
+
+
+class Shadow(NamedTuple):
+    """An undrafted chain waiting to be scored against what the target emits."""
+
+    at: int  # the context length it follows
+    tokens: list[int]
+    orders: list[int]
+    depth: int  # the chain place of its first token (a chain scored piece by piece)
 
 
 class NgramPool:
@@ -161,11 +170,17 @@ class Lookup:
             n = 0
         self.pool.feed(context, start=n)
         self._fed = list(context)
+        self._shadows = []  # a chain kept from the previous reply would be scored against the user's text
+
+    def _continues(self, context: Sequence[int]) -> bool:
+        """Whether ``context`` extends the sequence fed so far (as it does within one generation)."""
+        n = len(self._fed)
+        return len(context) >= n and (not n or context[n - 1] == self._fed[-1])
 
     def sync(self, context: Sequence[int]) -> None:
         """Feed what the context gained since the previous call (it only grows within a generation)."""
         n = len(self._fed)
-        if len(context) < n or (n and context[n - 1] != self._fed[-1]):
+        if not self._continues(context):
             self.start(context)
             return
         if len(context) > n:
@@ -189,7 +204,7 @@ class Lookup:
         tokens, orders = self.candidate(context, max_len)
         length, rate = self.model.lookup_best(orders)
         if shadow and tokens:
-            self._shadows.append((len(context), tokens, orders, 0))
+            self._shadows.append(Shadow(len(context), tokens, orders, 0))
         d = make_draft(tokens[:length], orders[:length], greedy)
         d.serve_s = time.perf_counter() - t0
         return d, rate
@@ -203,29 +218,36 @@ class Lookup:
         right tokens count as accepted and its first wrong one as rejected, as a verified draft would have
         gone. A chain still right as far as the context reaches waits for more tokens (its later places are
         scored at their depth); of the chains that wait only the oldest is kept, the copy in progress."""
+        if not self._continues(context):
+            self._shadows = []  # another context: nothing to score
+            return
         waiting: list[Shadow] = []
-        for at, tokens, orders, depth in self._shadows:
-            if len(context) < at or (at and len(self._fed) >= at and context[at - 1] != self._fed[at - 1]):
-                continue  # another context: nothing to score
+        for chain in self._shadows:
+            at, tokens, orders, depth = chain
             emitted = context[at : at + len(tokens)]
             if not emitted:
-                waiting.append((at, tokens, orders, depth))
+                waiting.append(chain)
                 continue
             right = 0
             while right < len(emitted) and emitted[right] == tokens[right]:
                 right += 1
             if right < len(emitted) or right == len(tokens):  # the chain's end or its first wrong token is known
                 self.model.learn_lookup(orders, right, depth)
-            elif right:  # right so far: the rest of the chain waits
+            else:  # right as far as the context reaches: the rest of the chain waits
                 self.model.learn_lookup(orders[:right], right, depth)
-                waiting.append((at + right, tokens[right:], orders[right:], depth + right))
+                waiting.append(Shadow(at + right, tokens[right:], orders[right:], depth + right))
         self._shadows = waiting[:1]
+
+    def drop_shadows(self) -> None:
+        """A round verified a pool draft (a lookup round, or ssd's backup from the pool): its chain, the one
+        kept as a shadow, is scored with that round; scoring it again as a shadow would count it twice."""
+        self._shadows = []
 
     def learn(self, rr: RoundResult) -> None:
         """Fold a lookup round into the cost model: measured against predicted, verify time by width,
         acceptance by n-gram order and depth."""
         if rr.drafted:
-            self._shadows = []  # the round verified a draft: scored below, not as a shadow
+            self.drop_shadows()  # the round verified a draft: scored below
         m = self.model
         d = rr.draft
         orders = d.orders[: rr.drafted] if d is not None else []

@@ -20,7 +20,7 @@ from typing import Any
 
 from engine.core import cpu_check
 
-from .costmodel import LOOKUP_PRIOR, TIMING_CLIP, CostModel, Ema, Plan, Ratio, Tally
+from .costmodel import TIMING_CLIP, CostModel, Ema, Plan, Ratio, Tally, lookup_prior
 
 log = logging.getLogger(__name__)
 
@@ -98,7 +98,7 @@ def restore(data: dict[str, Any], split: bool) -> CostModel:
         _set_ema(getattr(m, name), data[name])
     for key, (hits, seen) in data["lookup_accept"].items():
         order, depth = (int(x) for x in key.split(":"))
-        r = m.lookup_accept.setdefault((order, depth), Ratio(LOOKUP_PRIOR.get(order, 0.5)))  # as learn_lookup
+        r = m.lookup_accept.setdefault((order, depth), Ratio(lookup_prior(order)))  # as learn_lookup makes it
         r.hits, r.seen = float(hits), float(seen)
     for key, vals in data["tallies"].items():
         m.tallies[_plan(key)] = _tally(vals)

@@ -17,6 +17,7 @@ from __future__ import annotations
 import logging
 import queue
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from .fanout import fanout_fn
@@ -72,6 +73,7 @@ class DraftWorker:
         self._replies: queue.SimpleQueue[DraftReply] = queue.SimpleQueue()
         self._thread = threading.Thread(target=self._run, name="ssd-draft", daemon=True)
         self._trees: list[TreeStats] = []  # owned by the draft thread; handed over with the next reply
+        self._pausing = threading.Event()  # a pause is asked: a tree stops at its next level, early stop or not
         self._thread.start()
 
     def request(self, req: DraftRequest) -> None:
@@ -90,6 +92,7 @@ class DraftWorker:
         previous reply. Until the next :meth:`request` the caller's thread may use the drafter."""
         if not self._thread.is_alive():
             return ()
+        self._pausing.set()
         self._requests.put(_PAUSE)
         return self._replies.get().trees
 
@@ -110,10 +113,17 @@ class DraftWorker:
     def alive(self) -> bool:
         return self._thread.is_alive()
 
+    def _interrupt(self, early_stop: bool) -> Callable[[], bool]:
+        """When a tree stops growing: at a pause; with early stop also as soon as the next request waits."""
+        if early_stop:
+            return lambda: self._pausing.is_set() or not self._requests.empty()
+        return self._pausing.is_set
+
     def _run(self) -> None:
         req = self._requests.get()
         while req is not None:
             if isinstance(req, str):  # _PAUSE: the caller's thread takes the drafter until the next request
+                self._pausing.clear()
                 self._replies.put(DraftReply(None, trees=tuple(self._trees)))
                 self._trees.clear()
                 req = self._requests.get()
@@ -136,7 +146,7 @@ class DraftWorker:
                         depth=req.k,
                         budget=req.budget,
                         fanout=fanout_fn(req.geometric, req.acceptance),
-                        interrupt=(lambda: not self._requests.empty()) if req.early_stop else (lambda: False),
+                        interrupt=self._interrupt(req.early_stop),
                     )
                     self._trees.append(stats)
                 except BaseException:
