@@ -8,11 +8,12 @@ from collections.abc import Callable, Sequence
 
 from engine.spec.auto import AutoMode, AutoPlanner
 from engine.spec.costmodel import CostModel, Plan
+from engine.spec.lookup import Lookup, NgramPool
 from engine.spec.ssd import SSDOptions
 from engine.spec.steps import Steps
 from engine.spec.types import Draft, DraftRequest, TreeStats, Verdict
 from engine.spec.worker import SplitDrafts
-from tests.spec_fakes import FakeTarget
+from tests.spec_fakes import TRUTH, FakeTarget
 
 
 class ThreadRecorder:
@@ -128,3 +129,22 @@ def test_a_pause_cuts_the_tree_short_even_without_early_stop() -> None:
         assert [t.branches for t in drafts.reply()[1]] == [2]
     finally:
         drafts.close()
+
+
+def test_a_pool_round_after_an_ssd_round_stops_the_tree_first() -> None:
+    maker = TreeWatch()
+    target = WatchingTarget(maker)
+    model = CostModel()
+    planner = AutoPlanner(model, k=4)
+    plans = iter([Plan("ssd", 4, 2), Plan("ar")])
+    planner.next_plan = lambda: next(plans)  # type: ignore[method-assign]
+    lookup = Lookup(model, NgramPool(orders=(2,)))
+    mode = AutoMode(Steps(target, SplitDrafts(maker)), planner, SSDOptions(k=4), lookup)
+    try:
+        first = mode.step()  # the pool knows nothing yet: an ssd round, its tree built meanwhile
+        lookup.pool.feed(TRUTH[:3000])  # now the reply copies the context: the pool's draft beats the ar plan
+        second = mode.step()
+    finally:
+        mode.close()
+    assert (first.mode, second.mode) == ("ssd", "lookup")
+    assert target.tree_during == [True, False]
