@@ -79,10 +79,8 @@ class AutoPlanner:
             probes += [Plan("sd", self.k)] * 2
         elif not m.level and m.hit.value is None:  # no ssd round yet (one whose trees were all cut short counts)
             best = max(self.candidates_without_ssd(), key=m.rate)
-            hopeful = Plan("ssd", self.k, 1)
-            m.hit.value = 1.0  # optimistic: would a tree that always hits beat the best known plan?
+            hopeful = Plan("ssd", self.k, 1)  # would a one-branch tree, on the figures so far, beat the best plan?
             promising = m.raw_rate(hopeful) > SWITCH_GAIN * m.rate(best) and self._pays(hopeful, m.rate(best))
-            m.hit.value = None
             if promising:
                 probes += [hopeful] * 2
         return probes
@@ -345,9 +343,10 @@ class AutoMode:
         tokens = model.lookup_expected(draft.orders)[-1]
         detour = self.planner.detour(plan, tokens, tree_pending=self.last_accepted >= 0)
         rate = self._lookup_rate = tokens / (tokens / rate + detour)
-        if rate <= LOOKUP_GAIN * model.rate(plan):
+        plan_rate = model.rate(plan)
+        if rate <= LOOKUP_GAIN * plan_rate:
             return None
-        why = f"lookup: a {len(draft.tokens)}-token pool match, predicted {rate:.1f} > {model.rate(plan):.1f} tok/s"
+        why = f"lookup: a {len(draft.tokens)}-token pool match, predicted {rate:.1f} > {plan_rate:.1f} tok/s"
         self._idle_drafts()
         rr = self.steps.lookup(draft, why=why)
         self.lookup.learn(rr)

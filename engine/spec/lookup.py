@@ -37,7 +37,6 @@ ORDERS = (1, 2, 3, 4)  # n-gram sizes indexed; the longest that hits predicts
 POOL_BITS = 19  # 512 Ki entries: 2 MiB of table, whatever the conversation's length
 MAX_DRAFT = 16  # the longest lookup draft
 
-
 _MASK = (1 << 64) - 1
 _MUL = 0x9E3779B97F4A7C15  # 2^64 / golden ratio: spreads the hash over the index bits
 _STEP = 0x100000001B3  # FNV prime, the per-token mixing multiplier
