@@ -188,12 +188,14 @@ def test_ar_steps_through_a_copy_teach_the_chains_later_places() -> None:
 
 
 def test_a_pool_draft_must_promise_a_margin_over_the_plain_step() -> None:
-    model = _costly_widths()  # ar 10 tok/s; one pool token: (1 + a) / 0.15 s
-    model.lookup_accept[(2, 0)] = r = Ratio(0.4)
-    r.hits, r.seen = 0.53 * 100 - 0.8, 98.0  # a = 0.53: 10.2 tok/s, 2 % over the plain step
-    assert model.lookup_best([2]) == (0, 10.0)
-    r.hits = 0.65 * 100 - 0.8  # a = 0.65: 11 tok/s
-    assert model.lookup_best([2])[0] == 1
+    def model_with(acceptance: float) -> CostModel:
+        model = _costly_widths()  # ar 10 tok/s; one pool token: (1 + a) / 0.15 s
+        model.lookup_accept[(2, 0)] = r = Ratio(0.4)
+        r.hits, r.seen = acceptance * 100 - 0.8, 98.0
+        return model
+
+    assert model_with(0.53).lookup_best([2]) == (0, 10.0)  # 10.2 tok/s, 2 % over the plain step
+    assert model_with(0.65).lookup_best([2])[0] == 1  # 11 tok/s
 
 
 def test_unmeasured_lookup_rounds_are_corrected_as_ar_rounds_are() -> None:

@@ -120,6 +120,11 @@ class Tally:
         return min(4.0, max(0.25, f))
 
 
+def _enough(t: Tally | None) -> bool:
+    """Whether a tally holds enough rounds to correct a prediction."""
+    return t is not None and t.n >= TALLY_ROUNDS
+
+
 @dataclass(frozen=True, slots=True)
 class Plan:
     mode: str  # "ar", "sd", "ssd" or "lookup" (the pool's draft, of variable length: no K)
@@ -153,15 +158,30 @@ class CostModel:
     rounds: int = 0  # auto rounds run with this model, over all replies
     last_run: dict[str, int] = field(default_factory=dict)  # the round each mode last ran
 
-    # t_verify by (width, split) since the last add_verify: a round's decisions ask for it dozens of times
+    # Derived figures a round's decisions ask for dozens of times, kept until what they derive from changes:
+    # t_verify by (width, split) and the measured widths by table (until add_verify), each mode's delivered
+    # rate (until observe), t_level by width (until add_level, or the draft's token time moves), a tree's hit
+    # probability by (K, budget) (until the ratios it is made of move), a pool token's acceptance by (order,
+    # depth) (until learn_lookup).
     _verify_at: dict[tuple[int, bool], float] = field(default_factory=dict, repr=False, compare=False)
+    _known: dict[bool, list[tuple[int, float]]] = field(default_factory=dict, repr=False, compare=False)
+    _verify_row: list[float] = field(default_factory=list, repr=False, compare=False)  # t_verify of 1, 2, ...
+    _delivered: dict[str, float] = field(default_factory=dict, repr=False, compare=False)
+    _level_at: dict[int, float] = field(default_factory=dict, repr=False, compare=False)
+    _level_td: float | None = field(default=None, repr=False, compare=False)
+    _hit_at: dict[tuple[int, int], float] = field(default_factory=dict, repr=False, compare=False)
+    _hit_from: tuple[float | None, ...] = field(default=(), repr=False, compare=False)
+    _accept_at: dict[tuple[int, int], float] = field(default_factory=dict, repr=False, compare=False)
 
     def add_verify(self, width: int, seconds: float, split: bool = False) -> None:
         (self.verify_split if split else self.verify).setdefault(width, Ema(clip=TIMING_CLIP)).add(seconds)
         self._verify_at.clear()  # the split table's estimate may derive from the other one
+        self._known.clear()
+        self._verify_row.clear()
 
     def add_level(self, width: int, seconds: float) -> None:
         self.level.setdefault(width, Ema(clip=TIMING_CLIP)).add(seconds)
+        self._level_at.clear()
 
     def t_verify(self, width: int, split: bool = False) -> float:
         t = self._verify_at.get((width, split))
@@ -169,16 +189,23 @@ class CostModel:
             t = self._verify_at[(width, split)] = self._estimate_verify(width, split)
         return t
 
+    def _known_verify(self, split: bool) -> list[tuple[int, float]]:
+        """(width, seconds) of the measured widths, narrowest first."""
+        known = self._known.get(split)
+        if known is None:
+            table = self.verify_split if split else self.verify
+            known = self._known[split] = sorted((w, e.get(0.0)) for w, e in table.items() if e.value is not None)
+        return known
+
     def _estimate_verify(self, width: int, split: bool) -> float:
-        table = self.verify_split if split else self.verify
-        known = sorted((w, e.get(0.0)) for w, e in table.items() if e.value is not None)
+        e = (self.verify_split if split else self.verify).get(width)
+        if e is not None and e.value is not None:  # measured
+            return e.value
+        known = self._known_verify(split)
         if not known:
             if split and self.verify:  # not measured yet: assume fewer threads cost 50 % more
                 return 1.5 * self.t_verify(width)
             return 0.05 * (1 + 0.3 * (width - 1))
-        for w, t in known:
-            if w == width:
-                return t
         if len(known) == 1:
             w0, t0 = known[0]
             return t0 * (1 + 0.3 * (width - w0)) if width > w0 else t0 / (1 + 0.3 * (w0 - width))
@@ -191,6 +218,15 @@ class CostModel:
         return lo[1] + (hi[1] - lo[1]) * (width - lo[0]) / (hi[0] - lo[0])
 
     def t_level(self, width: int) -> float:
+        if self._level_td != self.draft_token.value:  # the unmeasured widths' estimates follow the draft's time
+            self._level_at.clear()
+            self._level_td = self.draft_token.value
+        t = self._level_at.get(width)
+        if t is None:
+            t = self._level_at[width] = self._estimate_level(width)
+        return t
+
+    def _estimate_level(self, width: int) -> float:
         e = self.level.get(width)
         if e is not None and e.value is not None:
             return e.value
@@ -217,12 +253,12 @@ class CostModel:
     def round_time(self, plan: Plan) -> float:
         if plan.mode == "ar":
             return self.t_verify(1)
-        sd_time = plan.k * self.draft_token.get(0.02) + self.t_verify(plan.k + 1)
+        drafting = plan.k * self.draft_token.get(0.02)
         if plan.mode == "sd":
-            return sd_time
+            return drafting + self.t_verify(plan.k + 1)
         p = self.hit_prob(plan.k, plan.budget)
         verify = self.t_verify(plan.k + 1, self.split)
-        miss_time = plan.k * self.draft_token.get(0.02) + verify
+        miss_time = drafting + verify
         hit_time = max(verify, self.tree_time(plan.k, plan.budget))
         return p * hit_time + (1 - p) * miss_time  # what this misses in practice, the plan's tally corrects
 
@@ -231,6 +267,16 @@ class CostModel:
         when one of its F_k' candidates is the target's next token: after a rejection the draft's best
         alternative must be the target's correction (``top1``); after a full acceptance its next-token guess
         (``next_guess``, before data as often right as a draft token is accepted)."""
+        source = (self.acceptance.value, self.top1.value, self.next_guess.value)
+        if source != self._hit_from:
+            self._hit_at.clear()
+            self._hit_from = source
+        p = self._hit_at.get((k, budget))
+        if p is None:
+            p = self._hit_at[(k, budget)] = self._estimate_hit(k, budget)
+        return p
+
+    def _estimate_hit(self, k: int, budget: int) -> float:
         a = min(max(self.acceptance.get(0.6), 0.0), 0.999)
         counts = allocate(k, budget, geometric_on=True, acceptance=a)
         probs = [a**j * (1 - a) for j in range(k)] + [a**k]
@@ -244,8 +290,7 @@ class CostModel:
 
     def measured(self, plan: Plan) -> bool:
         """Whether rounds of this very plan have been measured (enough to correct its prediction)."""
-        t = self.tallies.get(plan)
-        return t is not None and t.n >= TALLY_ROUNDS
+        return _enough(self.tallies.get(plan))
 
     def mode_ran(self, mode: str) -> bool:
         """Whether a round of any plan of ``mode`` has been measured against its prediction on this machine."""
@@ -253,31 +298,38 @@ class CostModel:
 
     def correction(self, plan: Plan) -> float:
         """How far this plan's (else its mode's) measured rounds ran from the prediction; 1 without data."""
-        t = self.tallies.get(plan)
-        if t is None or t.n < TALLY_ROUNDS:
-            t = self.mode_tallies.get(plan.mode)
+        return self._correction(plan, self.tallies.get(plan))
+
+    def _correction(self, plan: Plan, own: Tally | None) -> float:
+        t = own if _enough(own) else self.mode_tallies.get(plan.mode)
         # ssd's tokens per round also depend on how deep the served branches are (early stop), which only its
         # tally sees; sd's and lookup's follow from the acceptance figures alone.
-        return t.factor(tokens=plan.mode == "ssd") if t is not None and t.n >= TALLY_ROUNDS else 1.0
+        return t.factor(tokens=plan.mode == "ssd") if t is not None and _enough(t) else 1.0
 
     def rate(self, plan: Plan) -> float:
         """Predicted tokens per second, corrected by what rounds of the plan really did on this machine; a plan
         not measured itself is predicted at most UNTRIED_CAP x the best rate a plan of its mode has delivered."""
-        rate = self.raw_rate(plan) * self.correction(plan)
-        if self.measured(plan):
+        own = self.tallies.get(plan)  # looked up once: a decision rates dozens of plans
+        rate = self.raw_rate(plan) * self._correction(plan, own)
+        if _enough(own):  # measured(plan)
             return rate
         delivered = self.delivered(plan.mode)
         return min(rate, UNTRIED_CAP * delivered) if delivered else rate
 
     def delivered(self, mode: str) -> float:
         """The best tokens per second the measured plans of ``mode`` really ran at (0 when none is measured)."""
-        return max((t.tokens / t.seconds for p, t in self.tallies.items()
-                    if p.mode == mode and t.n >= TALLY_ROUNDS and t.seconds > 0), default=0.0)
+        rate = self._delivered.get(mode)
+        if rate is None:
+            rate = self._delivered[mode] = max((t.tokens / t.seconds for p, t in self.tallies.items()
+                                                if p.mode == mode and _enough(t) and t.seconds > 0),
+                                               default=0.0)
+        return rate
 
     def observe(self, plan: Plan, tokens: int, seconds: float, pred_tokens: float, pred_seconds: float) -> None:
         """One round of ``plan``: what it emitted and took, and what was predicted for it."""
         self.tallies.setdefault(plan, Tally()).add(tokens, seconds, pred_tokens, pred_seconds)
         self.mode_tallies.setdefault(plan.mode, Tally()).add(tokens, seconds, pred_tokens, pred_seconds)
+        self._delivered.clear()
 
     def fits_window(self, k: int, budget: int, early_stop: bool = False) -> bool:
         margin = EARLY_STOP_MARGIN if early_stop else WINDOW_MARGIN
@@ -289,11 +341,15 @@ class CostModel:
     # starts from the acceptance one place shallower, so a few copies are enough to trust a long chain.
     def lookup_acceptance(self, order: int, depth: int = 0) -> float:
         """P(a pool token of this n-gram order at this depth of its chain is accepted | the ones before were)."""
-        prior = lookup_prior(order)
-        for d in range(min(depth, LOOKUP_DEPTHS - 1) + 1):
-            r = self.lookup_accept.get((order, d))
-            prior = r.value_with(prior) if r is not None else prior
-        return prior
+        key = (order, min(depth, LOOKUP_DEPTHS - 1))
+        p = self._accept_at.get(key)
+        if p is None:
+            p = lookup_prior(order)
+            for d in range(key[1] + 1):
+                r = self.lookup_accept.get((order, d))
+                p = r.value_with(p) if r is not None else p
+            self._accept_at[key] = p
+        return p
 
     def learn_lookup(self, orders: Sequence[int], accepted: int, depth: int = 0) -> None:
         """A chain's outcome: its first ``accepted`` tokens accepted, the next one (if any) rejected; ``depth``
@@ -301,6 +357,7 @@ class CostModel:
         for i, order in enumerate(orders[: accepted + 1]):
             key = (order, min(depth + i, LOOKUP_DEPTHS - 1))
             self.lookup_accept.setdefault(key, Ratio(lookup_prior(order))).add(i < accepted)
+        self._accept_at.clear()
 
     def lookup_expected(self, orders: Sequence[int]) -> list[float]:
         """Expected tokens of a round verifying the first L tokens of a pool draft, for L = 0..len."""
@@ -317,9 +374,18 @@ class CostModel:
         expected = self.lookup_expected(orders)
         ar = self.correction(Plan("ar"))
         lookup = self.correction(Plan("lookup")) if self.measured(Plan("lookup")) else ar
-        rates = [e / self.t_verify(n + 1) * (lookup if n else ar) for n, e in enumerate(expected)]
-        best = max(range(len(rates)), key=lambda n: rates[n] / (LOOKUP_GAIN if n else 1.0))
+        times = self._verify_widths(len(expected))
+        rates = [expected[0] / times[0] * ar] + [e / t * lookup for e, t in zip(expected[1:], times[1:], strict=True)]
+        scores = [rates[0]] + [r / LOOKUP_GAIN for r in rates[1:]]
+        best = max(range(len(rates)), key=scores.__getitem__)
         return best, rates[best]
+
+    def _verify_widths(self, n: int) -> list[float]:
+        """t_verify of widths 1..n."""
+        row = self._verify_row
+        if len(row) < n:
+            row.extend(self.t_verify(w) for w in range(len(row) + 1, n + 1))
+        return row[:n]
 
 
 @dataclass(frozen=True, slots=True)

@@ -40,6 +40,7 @@ MAX_DRAFT = 16  # the longest lookup draft
 _MASK = (1 << 64) - 1
 _MUL = 0x9E3779B97F4A7C15  # 2^64 / golden ratio: spreads the hash over the index bits
 _STEP = 0x100000001B3  # FNV prime, the per-token mixing multiplier
+_SEED = 0xCBF29CE484222325  # FNV offset basis: the hash of no tokens
 
 
 class Shadow(NamedTuple):
@@ -52,7 +53,11 @@ class Shadow(NamedTuple):
 
 
 class NgramPool:
-    """n-gram → next token, in constant memory."""
+    """n-gram → next token, in constant memory.
+
+    An n-gram's hash is built from its last token backwards, so one pass over a window's last tokens
+    yields the hash of every order (order n: after n tokens); the orders' keys differ as their lengths do.
+    """
 
     def __init__(self, orders: Sequence[int] = ORDERS, bits: int = POOL_BITS) -> None:
         if not orders or min(orders) < 1:
@@ -62,20 +67,25 @@ class NgramPool:
         self.size = 1 << bits
         self.next = np.full(self.size, -1, dtype=np.int32)
         self.print = np.zeros(self.size, dtype=np.uint32)
+        self._next = self.next.data  # scalar reads and writes as Python ints (numpy's cost ~3x more)
+        self._print = self.print.data
         self.used = 0
 
     def reset(self) -> None:
         self.next.fill(-1)
         self.used = 0
 
-    @staticmethod
-    def _seed(n: int) -> int:
-        return (0xCBF29CE484222325 + n * 0x2545F4914F6CDD1D) & _MASK
+    def _hashes(self, tokens: Sequence[int], end: int) -> list[int]:
+        """The hashes of the n-grams ending before ``tokens[end]``, by order: [order 1, order 2, ...]."""
+        out: list[int] = []
+        h = _SEED
+        for n in range(1, min(self.orders[0], end) + 1):
+            h = ((h * _STEP) + tokens[end - n] + 1) & _MASK
+            out.append(h)
+        return out
 
-    def _slot(self, gram: Sequence[int]) -> tuple[int, int]:
-        h = self._seed(len(gram))
-        for t in gram:
-            h = ((h * _STEP) + t + 1) & _MASK
+    def _slot(self, h: int) -> tuple[int, int]:
+        """A hash's table index and fingerprint."""
         return ((h * _MUL) & _MASK) >> (64 - self.bits), (h ^ (h >> 32)) & 0xFFFFFFFF
 
     def feed(self, tokens: Sequence[int], start: int = 0) -> None:
@@ -85,33 +95,37 @@ class NgramPool:
             self._feed_vector(np.asarray(tokens, dtype=np.uint64), max(start, 1))
             return
         for i in range(max(start, 1), n_tok):  # a round's few new tokens: no array of the whole context
-            for n in self.orders:
-                if i >= n:
-                    self._put(*self._slot(tokens[i - n : i]), int(tokens[i]))
+            token = int(tokens[i])
+            hashes = self._hashes(tokens, i)
+            for n in self.orders:  # longest first
+                if n <= len(hashes):
+                    self._put(*self._slot(hashes[n - 1]), token)
 
     def _put(self, idx: int, fp: int, token: int) -> None:
-        if self.next[idx] < 0:
+        if self._next[idx] < 0:
             self.used += 1
-        self.next[idx] = token
-        self.print[idx] = fp
+        self._next[idx] = token
+        self._print[idx] = fp
         if self.used * 2 > self.size:  # half full: collisions would start to evict live entries
             self.reset()
 
     def _feed_vector(self, arr: np.ndarray, start: int) -> None:
         parts: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
         with np.errstate(over="ignore"):
-            for n in self.orders:
-                pos = np.arange(max(start, n), len(arr))  # predicted positions
-                h = np.full(len(pos), self._seed(n), dtype=np.uint64)
-                for j in range(n):
-                    h = h * np.uint64(_STEP) + arr[pos - n + j] + np.uint64(1)
-                idx = ((h * np.uint64(_MUL)) >> np.uint64(64 - self.bits)).astype(np.int64)
-                fp = ((h ^ (h >> np.uint64(32))) & np.uint64(0xFFFFFFFF)).astype(np.uint32)
-                parts.append((pos, idx, fp))
+            h = np.full(len(arr), _SEED, dtype=np.uint64)  # h[i]: the hash of the n tokens before position i
+            for n in range(1, self.orders[0] + 1):
+                h[n:] = h[n:] * np.uint64(_STEP) + arr[: len(arr) - n] + np.uint64(1)
+                if n in self.orders:
+                    pos = np.arange(max(start, n), len(arr))  # predicted positions
+                    hp = h[pos]
+                    idx = ((hp * np.uint64(_MUL)) >> np.uint64(64 - self.bits)).astype(np.int64)
+                    fp = ((hp ^ (hp >> np.uint64(32))) & np.uint64(0xFFFFFFFF)).astype(np.uint32)
+                    parts.append((pos, idx, fp))
+        parts.reverse()  # longest order first within a position, as the scalar path writes
         pos = np.concatenate([p for p, _, _ in parts])
         idx = np.concatenate([i for _, i, _ in parts])
         fp = np.concatenate([f for _, _, f in parts])
-        order = np.argsort(pos, kind="stable")  # position by position, longest order first: the scalar order
+        order = np.argsort(pos, kind="stable")  # position by position: the scalar order
         idx, fp, pos = idx[order], fp[order], pos[order]
         self.used += int(np.count_nonzero(self.next[np.unique(idx)] < 0))
         self.next[idx] = arr[pos].astype(np.int32)  # the last write to a slot wins, as in the scalar path
@@ -122,27 +136,30 @@ class NgramPool:
 
     def predict(self, window: Sequence[int]) -> tuple[int, int] | None:
         """The next token after ``window`` and the order that predicted it, or None."""
-        for n in self.orders:
-            if len(window) >= n:
-                idx, fp = self._slot(window[len(window) - n :])
-                tok = int(self.next[idx])
-                if tok >= 0 and int(self.print[idx]) == fp:
+        return self._predict_at(window, len(window))
+
+    def _predict_at(self, tokens: Sequence[int], end: int) -> tuple[int, int] | None:
+        hashes = self._hashes(tokens, end)
+        for n in self.orders:  # longest first
+            if n <= len(hashes):
+                idx, fp = self._slot(hashes[n - 1])
+                tok = self._next[idx]
+                if tok >= 0 and self._print[idx] == fp:
                     return tok, n
         return None
 
     def draft(self, context: Sequence[int], max_len: int) -> tuple[list[int], list[int]]:
         """Chain up to ``max_len`` predictions after ``context``: the tokens and the order of each."""
-        window = list(context[len(context) - self.orders[0] :])
-        tokens: list[int] = []
+        chain = list(context[len(context) - self.orders[0] :])  # the window, then each prediction appended
+        start = len(chain)
         orders: list[int] = []
-        while len(tokens) < max_len:
-            hit = self.predict(window)
+        while len(orders) < max_len:
+            hit = self._predict_at(chain, len(chain))
             if hit is None:
                 break
-            tokens.append(hit[0])
+            chain.append(hit[0])
             orders.append(hit[1])
-            window = [*window[1:], hit[0]] if len(window) >= self.orders[0] else [*window, hit[0]]
-        return tokens, orders
+        return chain[start:], orders
 
 
 class Lookup:
