@@ -14,14 +14,13 @@ from __future__ import annotations
 
 import logging
 import math
-from dataclasses import replace
 
 from .costmodel import LOOKUP_GAIN, CostModel, MeasuredRate, Plan
 from .fanout import allocate
 from .lookup import Lookup
 from .ssd import SSDOptions
 from .steps import Steps
-from .types import JIT, NGRAM, ROUND_SYNC, RoundResult
+from .types import JIT, NGRAM, ROUND_SYNC, PlanRates, RoundResult
 from .worker import SplitDrafts
 
 log = logging.getLogger(__name__)
@@ -58,6 +57,7 @@ class AutoPlanner:
         self.rounds = 0
         self._covered: str | None = None  # the outcome the last round's tree covered (REJECTED, ALL_ACCEPTED)
         self._probing: Plan | None = None
+        self._trees: list[Plan] | None = None
         self.draft_lag = draft_lag  # tokens the draft model has not seen (it decodes them before it drafts)
         self.remaining = remaining  # tokens the reply may still emit (0: not known)
         self._probe: list[Plan] = self._first_probes()
@@ -93,15 +93,19 @@ class AutoPlanner:
             return [Plan("ar")]
         return [Plan("ar"), *(Plan("sd", k) for k in self._ks())]
 
+    def _ssd_plans(self) -> list[Plan]:
+        """Every tree auto weighs: per K, a few budgets (made once: a decision runs every few rounds)."""
+        if self._trees is None:
+            self._trees = [Plan("ssd", k, min(self.max_branches, budget)) for k in self._ks()
+                           for budget in sorted({1, 2, k + 1, 2 * (k + 1), 3 * (k + 1)})]
+        return self._trees
+
     def candidates(self) -> list[Plan]:
         plans = self.candidates_without_ssd()
         if not self.draft:
             return plans
-        for k in self._ks():
-            for budget in sorted({1, 2, k + 1, 2 * (k + 1), 3 * (k + 1)}):
-                budget = min(self.max_branches, budget)
-                if self.model.fits_window(k, budget, self.early_stop):
-                    plans.append(Plan("ssd", k, budget))
+        fits = self.model.fits_window
+        plans += [p for p in self._ssd_plans() if fits(p.k, p.budget, self.early_stop)]
         return plans
 
     def catchup(self, plan: Plan) -> float:
@@ -315,22 +319,23 @@ class AutoMode:
         if rr is not None:
             self.planner.note(rr)
             return rr
+        rates = self._rates()
         if plan.mode == "ar":
             self._idle_drafts()
-            rr = self.steps.ar(why=why)
+            rr = self.steps.ar(why=why, rates=rates)
         elif plan.mode == "sd":
-            rr = self.steps.sd(plan.k, why=why)
+            rr = self.steps.sd(plan.k, why=why, rates=rates)
         else:
             rr = self.steps.ssd(plan.k, plan.budget, accepted=self.last_accepted, backup=self.opts.backup,
                                 geometric=True,  # the allocation the planner's hit probability assumes
                                 acceptance=self.planner.model.acceptance.get(0.6),
-                                early_stop=self.opts.early_stop, why=why)
+                                early_stop=self.opts.early_stop, why=why, rates=rates)
         self.planner.learn(plan, rr)
         self.planner.note(rr)
         if self.lookup is not None and rr.speculator == NGRAM:  # ssd's backup verified the pool's chain
             self.lookup.drop_shadows()
         self.last_accepted = rr.accepted if plan.mode == "ssd" else -1
-        return self._with_rates(rr)
+        return rr
 
     def _lookup_round(self, plan: Plan) -> RoundResult | None:
         """A round on the pool's draft when it predicts LOOKUP_GAIN more than ``plan`` (never during a probe)."""
@@ -348,23 +353,22 @@ class AutoMode:
             return None
         why = f"lookup: a {len(draft.tokens)}-token pool match, predicted {rate:.1f} > {plan_rate:.1f} tok/s"
         self._idle_drafts()
-        rr = self.steps.lookup(draft, why=why)
+        rr = self.steps.lookup(draft, why=why, rates=self._rates())
         self.lookup.learn(rr)
         self.last_accepted = -1  # the tree (if any) assumed the plan's draft
-        return self._with_rates(rr)
+        return rr
 
     def _idle_drafts(self) -> None:
         """After an ssd round, the draft thread stops building its tree before a round that will not use it."""
         if self.last_accepted >= 0 and isinstance(self.steps.drafts, SplitDrafts):
             self.steps.drafts.idle()
 
-    def _with_rates(self, rr: RoundResult) -> RoundResult:
+    def _rates(self) -> PlanRates:
+        """The round's readout: the planner's predicted rates, with the pool's latest, best first."""
         rates = dict(self.planner.rates)
         if self.lookup is not None and self._lookup_rate > 0:
             rates["lookup"] = self._lookup_rate
-        if not rates:
-            return rr
-        return replace(rr, rates=tuple(sorted(rates.items(), key=lambda kv: -kv[1])))
+        return tuple(sorted(rates.items(), key=lambda kv: -kv[1]))
 
     def close(self) -> None:
         self.steps.close()

@@ -14,7 +14,7 @@ import time
 from dataclasses import dataclass
 from typing import Protocol
 
-from .types import JIT, Draft, DraftRequest, DraftSource, RoundResult, Verifier
+from .types import JIT, Draft, DraftRequest, DraftSource, PlanRates, RoundResult, Verifier
 
 
 @dataclass(frozen=True, slots=True)
@@ -45,37 +45,38 @@ class Steps:
         self.drafts = drafts
         self.threads = threads
 
-    def ar(self, *, why: str = "") -> RoundResult:
+    def ar(self, *, why: str = "", rates: PlanRates = ()) -> RoundResult:
         """One target token."""
         self._threads(concurrent=False)
         t0 = time.perf_counter()
         v = self.target.verify(Draft([], None))
-        return RoundResult([v.next_token], "ar", verify_s=time.perf_counter() - t0, why=why)
+        return RoundResult([v.next_token], "ar", verify_s=time.perf_counter() - t0, why=why, rates=rates)
 
-    def sd(self, k: int, *, accepted: int = -1, concurrent: bool = False, why: str = "") -> RoundResult:
+    def sd(self, k: int, *, accepted: int = -1, concurrent: bool = False, why: str = "",
+           rates: PlanRates = ()) -> RoundResult:
         """Draft ``k`` tokens (or take a cached branch for ``accepted``, if one is left), verify, build no tree."""
         draft_threads = self._threads(concurrent=concurrent)
         req = DraftRequest(tuple(self.target.committed), accepted, k, budget=0, backup=JIT,
                            draft_threads=draft_threads)
-        return self._served("sd", req, why)
+        return self._served("sd", req, why, rates)
 
     def ssd(self, k: int, budget: int, *, accepted: int, backup: str, geometric: bool, acceptance: float,
-            early_stop: bool, why: str = "") -> RoundResult:
+            early_stop: bool, why: str = "", rates: PlanRates = ()) -> RoundResult:
         """Serve the draft for ``accepted`` (a cache hit, or the backup on a miss), verify it, and have the
         draft side build a tree of ``budget`` branches for the next round meanwhile."""
         draft_threads = self._threads(concurrent=True)
         req = DraftRequest(tuple(self.target.committed), accepted, k, budget, backup, geometric, acceptance,
                            early_stop, draft_threads)
-        return self._served("ssd", req, why)
+        return self._served("ssd", req, why, rates)
 
-    def lookup(self, draft: Draft, *, why: str = "") -> RoundResult:
+    def lookup(self, draft: Draft, *, why: str = "", rates: PlanRates = ()) -> RoundResult:
         """Verify a draft made without a model (the n-gram pool); an empty one makes this an ar step."""
         self._threads(concurrent=False)
         t0 = time.perf_counter()
         v = self.target.verify(draft)
         return RoundResult(v.tokens(draft.tokens), "lookup", draft.source if draft.tokens else None,
                            len(draft.tokens), v.accepted, verify_s=time.perf_counter() - t0, wait_s=draft.serve_s,
-                           why=why, draft=draft)
+                           why=why, rates=rates, draft=draft)
 
     def close(self) -> None:
         """Stop the draft side; give both models back their sequential threads."""
@@ -93,7 +94,7 @@ class Steps:
         self.target.set_threads(t)
         return d
 
-    def _served(self, mode: str, req: DraftRequest, why: str) -> RoundResult:
+    def _served(self, mode: str, req: DraftRequest, why: str, rates: PlanRates) -> RoundResult:
         assert self.drafts is not None, f"an {mode} round needs a draft model"
         t0 = time.perf_counter()
         self.drafts.request(req)
@@ -103,7 +104,8 @@ class Steps:
         # A hit counts only where a tree was asked for: not in sd rounds, not after the forced first miss.
         hit = d.hit if mode == "ssd" and req.accepted >= 0 else None
         return RoundResult(v.tokens(d.tokens), mode, d.source, len(d.tokens), v.accepted, hit,
-                           verify_s=time.perf_counter() - t1, wait_s=t1 - t0, trees=trees, why=why, draft=d)
+                           verify_s=time.perf_counter() - t1, wait_s=t1 - t0, trees=trees, why=why, rates=rates,
+                           draft=d)
 
 
 class Mode(Protocol):

@@ -58,6 +58,9 @@ class TreeStats:
     seconds: float = 0.0
 
 
+PlanRates = tuple[tuple[str, float], ...]  # (mode, predicted tok/s of its best plan), best first
+
+
 @dataclass(frozen=True, slots=True)
 class RoundResult:
     """The one event a round reports: what it emitted, which step and speculator ran, and how it went."""
@@ -72,7 +75,7 @@ class RoundResult:
     wait_s: float = 0.0  # time the target spent waiting for the draft (sd inline: drafting itself)
     trees: tuple[TreeStats, ...] = ()  # speculation trees the draft side finished since the previous round
     why: str = ""  # why this round's step was chosen (reported when the step differs from the previous one)
-    rates: tuple[tuple[str, float], ...] = ()  # auto: predicted tok/s of the best plan per mode, best first
+    rates: PlanRates = ()  # auto: predicted tok/s of the best plan per mode, best first
     draft: Draft | None = field(default=None, repr=False, compare=False)  # for planners; not a statistic
 
     @property
