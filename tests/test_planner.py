@@ -366,21 +366,3 @@ def test_a_pool_round_off_a_drafting_plan_pays_for_what_the_plan_loses() -> None
     assert abs(planner.detour(ssd, 5.0, tree_pending=False) - catchup) < 1e-12  # no tree built for this round
     lost_hit = model.hit_prob(4, 5) * 4 * 0.02  # the next round drafts K tokens where it would have hit
     assert lost_hit > 0.05 and abs(planner.detour(ssd, 5.0, tree_pending=True) - (catchup + lost_hit)) < 1e-12
-
-
-def test_an_ssd_rounds_forced_miss_is_the_switchs_price_not_the_plans() -> None:
-    model = CostModel()
-    for width in (1, 4, 5):
-        model.add_verify(width, 0.1)
-        model.add_verify(width, 0.1, split=True)
-    model.draft_token.add(0.02)
-    planner = AutoPlanner(model, k=4)
-    plan = Plan("ssd", 4, 1)
-    draft = Draft([5] * 4, None, JIT, serve_s=0.08)
-    after_another_plan = RoundResult([5, 5, 9], "ssd", JIT, 4, 2, None, verify_s=0.1, wait_s=0.08, draft=draft)
-    planner.learn(plan, after_another_plan)  # the round after an sd probe (or a pool round): no tree to serve
-    assert plan not in model.tallies and "ssd" not in model.mode_tallies
-    hit = RoundResult([5, 5, 9], "ssd", CACHE, 4, 2, True, verify_s=0.1,
-                      draft=Draft([5] * 4, None, CACHE, serve_s=0.0))
-    planner.learn(plan, hit)  # a steady round: its plan's figures
-    assert model.tallies[plan].n == 1 and model.mode_tallies["ssd"].n == 1

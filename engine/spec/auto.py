@@ -221,10 +221,7 @@ class AutoPlanner:
         m = self.model
         table = m.verify_split if m.split and plan.mode == "ssd" else m.verify
         per_token, catchup = _draft_token_time(rr)
-        # An ssd round after a round of another plan is a forced miss (no tree was built for it): the price of
-        # the switch (detour() charges it to a pool round), not of the plan, whose tally follows its steady rounds.
-        steady = not (plan.mode == "ssd" and rr.hit is None)
-        if steady and rr.drafted + 1 in table and (plan.mode == "ar" or m.draft_token.value is not None):
+        if rr.drafted + 1 in table and (plan.mode == "ar" or m.draft_token.value is not None):
             pred_tokens, pred_seconds = self.predicted(plan)  # from measured figures, not the defaults
             m.observe(plan, len(rr.tokens), rr.wait_s + rr.verify_s - catchup, pred_tokens, pred_seconds)
         if plan.mode == "ar":
