@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import TypeGuard
 
 from .fanout import allocate
 
@@ -120,7 +121,7 @@ class Tally:
         return min(4.0, max(0.25, f))
 
 
-def _enough(t: Tally | None) -> bool:
+def _enough(t: Tally | None) -> TypeGuard[Tally]:
     """Whether a tally holds enough rounds to correct a prediction."""
     return t is not None and t.n >= TALLY_ROUNDS
 
@@ -165,7 +166,6 @@ class CostModel:
     # depth) (until learn_lookup).
     _verify_at: dict[tuple[int, bool], float] = field(default_factory=dict, repr=False, compare=False)
     _known: dict[bool, list[tuple[int, float]]] = field(default_factory=dict, repr=False, compare=False)
-    _verify_row: list[float] = field(default_factory=list, repr=False, compare=False)  # t_verify of 1, 2, ...
     _delivered: dict[str, float] = field(default_factory=dict, repr=False, compare=False)
     _level_at: dict[int, float] = field(default_factory=dict, repr=False, compare=False)
     _level_td: float | None = field(default=None, repr=False, compare=False)
@@ -177,7 +177,6 @@ class CostModel:
         (self.verify_split if split else self.verify).setdefault(width, Ema(clip=TIMING_CLIP)).add(seconds)
         self._verify_at.clear()  # the split table's estimate may derive from the other one
         self._known.clear()
-        self._verify_row.clear()
 
     def add_level(self, width: int, seconds: float) -> None:
         self.level.setdefault(width, Ema(clip=TIMING_CLIP)).add(seconds)
@@ -304,7 +303,7 @@ class CostModel:
         t = own if _enough(own) else self.mode_tallies.get(plan.mode)
         # ssd's tokens per round also depend on how deep the served branches are (early stop), which only its
         # tally sees; sd's and lookup's follow from the acceptance figures alone.
-        return t.factor(tokens=plan.mode == "ssd") if t is not None and _enough(t) else 1.0
+        return t.factor(tokens=plan.mode == "ssd") if _enough(t) else 1.0
 
     def rate(self, plan: Plan) -> float:
         """Predicted tokens per second, corrected by what rounds of the plan really did on this machine; a plan
@@ -374,18 +373,9 @@ class CostModel:
         expected = self.lookup_expected(orders)
         ar = self.correction(Plan("ar"))
         lookup = self.correction(Plan("lookup")) if self.measured(Plan("lookup")) else ar
-        times = self._verify_widths(len(expected))
-        rates = [expected[0] / times[0] * ar] + [e / t * lookup for e, t in zip(expected[1:], times[1:], strict=True)]
-        scores = [rates[0]] + [r / LOOKUP_GAIN for r in rates[1:]]
-        best = max(range(len(rates)), key=scores.__getitem__)
+        rates = [e / self.t_verify(n + 1) * (lookup if n else ar) for n, e in enumerate(expected)]
+        best = max(range(len(rates)), key=lambda n: rates[n] / (LOOKUP_GAIN if n else 1.0))
         return best, rates[best]
-
-    def _verify_widths(self, n: int) -> list[float]:
-        """t_verify of widths 1..n."""
-        row = self._verify_row
-        if len(row) < n:
-            row.extend(self.t_verify(w) for w in range(len(row) + 1, n + 1))
-        return row[:n]
 
 
 @dataclass(frozen=True, slots=True)

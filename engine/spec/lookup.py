@@ -136,10 +136,7 @@ class NgramPool:
 
     def predict(self, window: Sequence[int]) -> tuple[int, int] | None:
         """The next token after ``window`` and the order that predicted it, or None."""
-        return self._predict_at(window, len(window))
-
-    def _predict_at(self, tokens: Sequence[int], end: int) -> tuple[int, int] | None:
-        hashes = self._hashes(tokens, end)
+        hashes = self._hashes(window, len(window))
         for n in self.orders:  # longest first
             if n <= len(hashes):
                 idx, fp = self._slot(hashes[n - 1])
@@ -154,7 +151,7 @@ class NgramPool:
         start = len(chain)
         orders: list[int] = []
         while len(orders) < max_len:
-            hit = self._predict_at(chain, len(chain))
+            hit = self.predict(chain)
             if hit is None:
                 break
             chain.append(hit[0])
