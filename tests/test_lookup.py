@@ -218,3 +218,17 @@ def test_a_new_reply_does_not_score_the_previous_replys_chain() -> None:
     look.start(turn)
     look.propose(turn)
     assert (2, 0) not in model.lookup_accept
+
+
+def test_a_draft_carries_the_tokens_its_round_is_expected_to_emit() -> None:
+    model = _costly_widths()
+    for width in range(3, 18):
+        model.add_verify(width, 0.1 + 0.01 * width)
+    look = fed_lookup(model)
+    for n, right in [(3, 4), (40, 0), (90, 2)]:
+        model.learn_lookup([3, 3, 3, 3], right)
+        d, _ = look.choose(TRUTH[:n])
+        assert d.tokens  # the pool knows the continuation: a draft is worth its verify
+        assert d.expected == model.lookup_expected(d.orders)[-1] > 1.0  # what auto weighs against its plan
+    empty, _ = Lookup(model).choose([5, 6, 7])  # an empty pool: an ar step, expected to emit its one token
+    assert not empty.tokens and empty.expected == 1.0

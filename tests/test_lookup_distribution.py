@@ -29,7 +29,7 @@ def test_lookup_sampling_matches_target_distribution(
     tiny: TinyPair, sampling: SamplingParams, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # Draft the pool's whole chain every round (no cost cut), so every verification path runs.
-    monkeypatch.setattr(CostModel, "lookup_best", lambda self, orders: (len(orders), 1.0))
+    monkeypatch.setattr(CostModel, "lookup_length", lambda self, expected: (len(expected) - 1, 1.0))
     exact = _exact_marginals(str(tiny.small_target), sampling, POSITIONS, PROMPT)
     counts: list[Counter[int]] = [Counter() for _ in range(POSITIONS)]
     drafted = 0

@@ -345,7 +345,7 @@ class AutoMode:
         draft, rate = self.lookup.choose(self.steps.target.committed, greedy=self.greedy)
         if not draft.tokens:
             return None
-        tokens = model.lookup_expected(draft.orders)[-1]
+        tokens = draft.expected
         detour = self.planner.detour(plan, tokens, tree_pending=self.last_accepted >= 0)
         rate = self._lookup_rate = tokens / (tokens / rate + detour)
         plan_rate = model.rate(plan)

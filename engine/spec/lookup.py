@@ -215,10 +215,12 @@ class Lookup:
         if shadow:
             self.score_shadows(context)
         tokens, orders = self.candidate(context, max_len)
-        length, rate = self.model.lookup_best(orders)
+        expected = self.model.lookup_expected(orders)
+        length, rate = self.model.lookup_length(expected)
         if shadow and tokens:
             self._shadows.append(Shadow(len(context), tokens, orders, 0))
         d = make_draft(tokens[:length], orders[:length], greedy)
+        d.expected = expected[length]
         d.serve_s = time.perf_counter() - t0
         return d, rate
 

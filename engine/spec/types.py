@@ -34,6 +34,7 @@ class Draft:
     catchup_s: float = 0.0  # JIT: the part of serve_s the draft model spent on tokens it had not seen (after ar rounds)
     catchup_tokens: int = 0  # how many tokens that catch-up decoded
     orders: list[int] = field(default_factory=list)  # NGRAM: the n-gram order that predicted each token
+    expected: float = 1.0  # NGRAM: the tokens the cost model expects a round verifying this draft to emit
 
     @property
     def hit(self) -> bool:
