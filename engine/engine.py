@@ -264,7 +264,6 @@ class Engine:
             first = self.target.start(prompt, params.sampling, rng)
             recorder.first_token(self._decode_times())
             pending: list[tuple[int, bool]] = [(first, False)]
-            self._cost_model.new_reply()
             mode = self._make_mode(params)
             observer = self._observer(params)
             stats.sampling_path = self._sampling_path(params)

@@ -46,14 +46,3 @@ def test_the_draft_reports_its_catch_up_apart_from_its_round(tiny: TinyPair) -> 
         assert steady.catchup_s == 0.0 and drafter.kv.synced == 1
         behind = drafter.draft_sequential([*after, *steady.tokens[:1], *range(100, 120)], 4)  # ar ran meanwhile
         assert behind.catchup_s > 0 and drafter.kv.synced == 20
-
-
-def test_each_reply_weighs_the_acceptance_of_earlier_replies_as_a_few_rounds(tiny: TinyPair) -> None:
-    with Engine(EngineConfig(str(tiny.target), str(tiny.draft_related), n_ctx=1024)) as eng:
-        acceptance = eng._cost_model.acceptance
-        prompt = [eng.target_model.bos, *range(20, 40)]
-        list(eng.generate(prompt, GenerationParams(mode="sd", k=4, max_tokens=48)))
-        assert acceptance.trials > acceptance.SEED_TRIALS  # a reply's rounds add up
-        value = acceptance.value
-        list(eng.generate(prompt, GenerationParams(mode="ar", max_tokens=4)))  # ar rounds measure no acceptance
-        assert acceptance.value == value and acceptance.trials == acceptance.SEED_TRIALS

@@ -366,23 +366,3 @@ def test_a_pool_round_off_a_drafting_plan_pays_for_what_the_plan_loses() -> None
     assert abs(planner.detour(ssd, 5.0, tree_pending=False) - catchup) < 1e-12  # no tree built for this round
     lost_hit = model.hit_prob(4, 5) * 4 * 0.02  # the next round drafts K tokens where it would have hit
     assert lost_hit > 0.05 and abs(planner.detour(ssd, 5.0, tree_pending=True) - (catchup + lost_hit)) < 1e-12
-
-
-def test_a_new_reply_keeps_the_acceptance_but_lets_its_own_rounds_move_it() -> None:
-    def after_code_reply() -> CostModel:
-        m = CostModel()
-        for _ in range(30):
-            m.acceptance.add_round(4, 4)
-            m.acceptance.add_round(3, 4)
-        return m
-
-    kept, restarted = after_code_reply(), after_code_reply()
-    restarted.new_reply()
-    assert restarted.acceptance.value == kept.acceptance.value  # the value stays: only its weight shrinks
-    for m in (kept, restarted):
-        for _ in range(2):  # a chat reply: most drafts rejected at once
-            m.acceptance.add_round(0, 4)
-    assert restarted.acceptance.get(1.0) < 0.6 < kept.acceptance.get(0.0)
-    fresh = CostModel()
-    fresh.new_reply()  # nothing measured: nothing to weigh
-    assert fresh.acceptance.value is None and fresh.acceptance.trials == 0

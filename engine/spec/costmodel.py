@@ -54,7 +54,7 @@ class Acceptance(Ema):
     rejection as one failure, a fully accepted draft as none (decayed sums per round). The plain fraction
     accepted / drafted underestimates it: 91 % of K = 4 accepted is a ≈ 0.96."""
 
-    SEED_TRIALS = 4.0  # the weight of a value restored from disk, or kept from earlier replies, in trials
+    SEED_TRIALS = 4.0  # the weight of a value restored from disk, in trials
 
     def __init__(self, decay: float = 0.85) -> None:
         super().__init__()
@@ -68,13 +68,6 @@ class Acceptance(Ema):
         self.hits = self.decay * self.hits + accepted
         self.trials = self.decay * self.trials + accepted + (1 if accepted < drafted else 0)
         self.value = self.hits / self.trials
-
-    def restart(self) -> None:
-        """A new reply: the running value stays, worth at most SEED_TRIALS trials, so the reply's own first
-        rounds move it (acceptance differs by prompt: 0.9 on code, 0.5 in chat)."""
-        if self.trials > self.SEED_TRIALS:
-            scale = self.SEED_TRIALS / self.trials
-            self.hits, self.trials = self.hits * scale, self.SEED_TRIALS
 
 
 class Ratio:
@@ -179,11 +172,6 @@ class CostModel:
     _hit_at: dict[tuple[int, int], float] = field(default_factory=dict, repr=False, compare=False)
     _hit_from: tuple[float | None, ...] = field(default=(), repr=False, compare=False)
     _accept_at: dict[tuple[int, int], float] = field(default_factory=dict, repr=False, compare=False)
-
-    def new_reply(self) -> None:
-        """A reply starts: the figures that depend on what is being written (the draft's acceptance) weigh
-        less against its own rounds; the machine's timings stay as they are."""
-        self.acceptance.restart()
 
     def add_verify(self, width: int, seconds: float, split: bool = False) -> None:
         (self.verify_split if split else self.verify).setdefault(width, Ema(clip=TIMING_CLIP)).add(seconds)
