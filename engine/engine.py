@@ -22,7 +22,7 @@ from .core.vocab import check_compatible
 from .generation import Generation, TokenEvent
 from .spec import memory
 from .spec.auto import K_MAX as AUTO_K_MAX
-from .spec.auto import AutoMode, AutoPlanner, measured_rates
+from .spec.auto import AutoMode, AutoPlanner, fitted_budget, measured_rates
 from .spec.costmodel import CostModel, MeasuredRate
 from .spec.drafter import Drafter
 from .spec.lookup import MAX_DRAFT as LOOKUP_MAX
@@ -77,7 +77,7 @@ class GenerationParams:
     miss_limit: int = opt.MISS_LIMIT.default
     early_stop: bool = opt.EARLY_STOP.default
     adaptive: bool = opt.ADAPTIVE.default  # auto: choose K per round (dynamic draft length)
-    budget: int = opt.BUDGET.default  # ssd tree branches per round (0 = fanout * (K + 1))
+    budget: int = opt.BUDGET.default  # ssd tree branches per round (0: fan-out x (K + 1), cut to fit: _tree_budget)
 
     def __post_init__(self) -> None:
         opt.check_fields(self, GENERATION_FIELDS)
@@ -233,7 +233,7 @@ class Engine:
         drafts = SplitDrafts(self.drafter) if params.mode == "auto" else DraftWorker(self.drafter)
         steps = Steps(self.target, drafts, self.threads)
         opts = SSDOptions(k=k, fanout=params.fanout, geometric=params.geometric, backup=params.backup,
-                          miss_limit=params.miss_limit, early_stop=params.early_stop, budget=params.budget)
+                          miss_limit=params.miss_limit, early_stop=params.early_stop, budget=self._tree_budget(params))
         if params.mode == "auto":
             lag = self.drafter.lag(self.target.committed)  # read before the draft thread starts
             planner = AutoPlanner(self._cost_model, k, adaptive=params.adaptive,
@@ -309,8 +309,14 @@ class Engine:
         if params.mode not in ("ar", "sd", "ssd"):
             return None
         k = min(params.k, MAX_K)
-        budget = SSDOptions(k=k, fanout=params.fanout, budget=params.budget).tree_budget  # the tree ssd builds
-        return RoundObserver(self._cost_model, k, budget, draft=self.drafter is not None)
+        return RoundObserver(self._cost_model, k, self._tree_budget(params), draft=self.drafter is not None)
+
+    def _tree_budget(self, params: GenerationParams) -> int:
+        """The tree fixed-mode ssd builds: the budget asked for, else fan-out x (K + 1) cut to the tree that pays
+        on this machine (its cost model: on a CPU draft every branch costs real time)."""
+        k = min(params.k, MAX_K)
+        most = SSDOptions(k=k, fanout=params.fanout, budget=params.budget).tree_budget
+        return most if params.budget else fitted_budget(self._cost_model, k, most, early_stop=params.early_stop)
 
     def _sampling_path(self, params: GenerationParams) -> str:
         """host or backend (engine.core.outputs); "target/draft" when the two differ."""

@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 from engine import Engine, EngineConfig, GenerationParams
-from engine.spec.auto import AutoPlanner
+from engine.spec.auto import AutoPlanner, fitted_budget
 from engine.spec.costmodel import Plan
+from engine.spec.ssd import SSDMode
 from tests.tiny_models import TinyPair
 
 
@@ -46,3 +47,26 @@ def test_the_draft_reports_its_catch_up_apart_from_its_round(tiny: TinyPair) -> 
         assert steady.catchup_s == 0.0 and drafter.kv.synced == 1
         behind = drafter.draft_sequential([*after, *steady.tokens[:1], *range(100, 120)], 4)  # ar ran meanwhile
         assert behind.catchup_s > 0 and drafter.kv.synced == 20
+
+
+
+def test_fixed_ssd_sizes_its_tree_from_what_earlier_replies_measured(tiny: TinyPair) -> None:
+    with Engine(EngineConfig(str(tiny.target), str(tiny.draft_related), n_ctx=1024)) as eng:
+        asked, default = GenerationParams(mode="ssd", k=4, budget=3), GenerationParams(mode="ssd", k=4)
+        assert eng._tree_budget(asked) == 3
+        assert eng._tree_budget(default) == default.fanout * 5  # nothing measured: fan-out x (K + 1)
+        model = eng._cost_model  # as a CPU draft measures: every branch of a tree level costs a token's time
+        for _ in range(3):
+            model.add_verify(1, 0.1)
+            model.add_verify(5, 0.2)
+            model.draft_token.add(0.025)
+            for width in (1, 5, 10):
+                model.add_level(width, 0.025 * width)
+        fitted = fitted_budget(model, 4, default.fanout * 5, early_stop=default.early_stop)
+        assert fitted < default.fanout * 5
+        assert eng._tree_budget(default) == fitted and eng._tree_budget(asked) == 3
+        mode = eng._make_mode(default)
+        try:
+            assert isinstance(mode, SSDMode) and mode.opts.tree_budget == fitted  # the tree its rounds build
+        finally:
+            mode.close()

@@ -6,7 +6,7 @@ from collections.abc import Callable
 
 import numpy as np
 
-from engine.spec.auto import HOLD_ROUNDS, AutoMode, AutoPlanner
+from engine.spec.auto import HOLD_ROUNDS, AutoMode, AutoPlanner, fitted_budget, tree_budgets
 from engine.spec.costmodel import CostModel, Plan
 from engine.spec.lookup import Lookup, NgramPool
 from engine.spec.ssd import SSDOptions
@@ -366,3 +366,30 @@ def test_a_pool_round_off_a_drafting_plan_pays_for_what_the_plan_loses() -> None
     assert abs(planner.detour(ssd, 5.0, tree_pending=False) - catchup) < 1e-12  # no tree built for this round
     lost_hit = model.hit_prob(4, 5) * 4 * 0.02  # the next round drafts K tokens where it would have hit
     assert lost_hit > 0.05 and abs(planner.detour(ssd, 5.0, tree_pending=True) - (catchup + lost_hit)) < 1e-12
+
+
+def _measured(level: Callable[[int], float]) -> CostModel:
+    """A machine measured by earlier replies: a 0.2 s verify, 25 ms draft tokens, tree levels costing ``level``."""
+    m = CostModel()
+    for _ in range(3):
+        m.add_verify(1, 0.1)
+        m.add_verify(5, 0.2)
+        m.draft_token.add(0.025)
+        m.acceptance.add_round(3, 4)
+        m.hit.add(0.5)
+        for width in (1, 5, 10):
+            m.add_level(width, level(width))
+    return m
+
+
+def test_fixed_ssds_tree_is_cut_to_what_fits_the_machine() -> None:
+    assert fitted_budget(CostModel(), 4, 10, early_stop=True) == 10  # nothing measured yet: the asked-for tree
+    cpu = _measured(lambda width: 0.025 * width)  # a CPU draft: every branch costs a token's time
+    budget = fitted_budget(cpu, 4, 10, early_stop=True)
+    assert budget < 10 and cpu.fits_window(4, budget, True) and not cpu.fits_window(4, 10, True)
+    assert budget == max((b for b in tree_budgets(4, 10) if cpu.fits_window(4, b, True)),
+                         key=lambda b: cpu.rate(Plan("ssd", 4, b)))  # of those that fit, the best rate
+    gpu = _measured(lambda width: 0.025 + 0.0005 * width)  # a batched level costs about one token
+    assert fitted_budget(gpu, 4, 10, early_stop=True) == 10
+    assert fitted_budget(gpu, 4, 7, early_stop=True) == 7  # the asked-for size itself is weighed
+    assert fitted_budget(cpu, 4, 1, early_stop=True) == 1 and fitted_budget(cpu, 4, 0, early_stop=True) == 0

@@ -136,7 +136,7 @@ FANOUT = Option("fanout", int, 2, "Fan-out", "Pre-speculated candidates per outc
 GEOMETRIC = Option("geometric", bool, False, "Geometric fan-out",
                    "Spread the tree's branches geometrically over the likely outcomes (Saguaro)", "decoding")
 BUDGET = Option("budget", int, 0, "Tree budget", "ssd tree branches per round", "decoding", 0, MAX_BRANCHES,
-                note="0 = fan-out x (K + 1)")
+                note="0 = fan-out x (K + 1), cut to the tree that pays on this machine once it is measured")
 BACKUP = Option("backup", str, "jit", "Backup speculator", "What drafts on a cache miss: the draft model (jit) "
                 "or the n-gram pool when its draft pays, else the draft model (ngram)", "decoding",
                 choices=("jit", "ngram"))

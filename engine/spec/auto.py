@@ -96,8 +96,7 @@ class AutoPlanner:
     def _ssd_plans(self) -> list[Plan]:
         """Every tree auto weighs: per K, a few budgets (made once: a decision runs every few rounds)."""
         if self._trees is None:
-            self._trees = [Plan("ssd", k, min(self.max_branches, budget)) for k in self._ks()
-                           for budget in sorted({1, 2, k + 1, 2 * (k + 1), 3 * (k + 1)})]
+            self._trees = [Plan("ssd", k, budget) for k in self._ks() for budget in tree_budgets(k, self.max_branches)]
         return self._trees
 
     def candidates(self) -> list[Plan]:
@@ -258,6 +257,22 @@ class AutoPlanner:
             m.top1.add(1.0 if rr.next_token in cands else 0.0)
         if not math.isfinite(m.round_time(plan)):
             raise AssertionError("cost model produced a non-finite estimate")
+
+
+def tree_budgets(k: int, most: int) -> list[int]:
+    """The tree sizes weighed for a draft of K tokens, at most ``most`` branches, smallest first."""
+    return sorted({min(most, budget) for budget in (1, 2, k + 1, 2 * (k + 1), 3 * (k + 1))})
+
+
+def fitted_budget(model: CostModel, k: int, most: int, *, early_stop: bool) -> int:
+    """The tree for a fixed K on this machine: of the sizes up to ``most`` (:func:`tree_budgets`, and ``most``
+    itself) whose tree fits one verify, the one with the best predicted rate; ``most`` while the machine has
+    no measured draft and verify times, the smallest tree when none fits (a CPU draft pays for every branch)."""
+    if most <= 1 or model.draft_token.value is None or 1 not in model.verify:
+        return most
+    sizes = sorted({*tree_budgets(k, most), most})
+    fits = [b for b in sizes if model.fits_window(k, b, early_stop)] or sizes[:1]
+    return max(fits, key=lambda b: (model.rate(Plan("ssd", k, b)), -b))
 
 
 def _draft_token_time(rr: RoundResult) -> tuple[float | None, float]:

@@ -306,7 +306,8 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p.add_argument("--k", type=int, default=4, help="draft length for sd, ssd and the peer (auto picks its own)")
     p.add_argument("--fanout", type=int, default=1, help="ssd candidates per outcome position")
     p.add_argument("--budget", type=int, default=1,
-                   help="ssd tree branches per round (0 = fanout x (K+1)); on a CPU draft each branch costs, so 1")
+                   help="ssd tree branches per round (0 = fanout x (K+1), cut to what pays here once measured); "
+                        "on a CPU draft each branch costs, so 1")
     p.add_argument("--geometric", action="store_true", help="geometric fan-out allocation for ssd")
     p.add_argument("--ctx", type=int, default=2048, help="context length")
     p.add_argument("--threads", type=int, default=0, help="cores for 'all cores' scenarios (0 = all)")

@@ -46,7 +46,8 @@ def _add_generate(sub: argparse._SubParsersAction) -> None:  # type: ignore[type
     p.add_argument("--k", type=int, default=4, help="draft length K")
     p.add_argument("--fanout", type=int, default=2, help="pre-speculated candidates per outcome position")
     p.add_argument("--geometric", action="store_true", help="geometric (Saguaro) fan-out allocation")
-    p.add_argument("--budget", type=int, default=0, help="ssd tree branches per round (0 = fanout x (K+1))")
+    p.add_argument("--budget", type=int, default=0,
+                   help="ssd tree branches per round (0 = fanout x (K+1), cut to what pays here once measured)")
     p.add_argument("--backup", choices=["jit", "ngram"], default="jit", help="speculator used on a cache miss")
     p.add_argument("--miss-limit", type=int, default=3, help="consecutive misses before rolling back to sd")
     p.add_argument("--ctx", type=int, default=4096, help="context length")
