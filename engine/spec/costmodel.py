@@ -22,6 +22,7 @@ LOOKUP_GAIN = 1.05  # a pool draft must promise this much more than the step it 
 TALLY_ROUNDS = 3  # rounds of a plan (or its mode) before their tally corrects its prediction
 UNTRIED_CAP = 1.25  # an unmeasured plan is trusted at most this far above what its mode's plans delivered
 CATCHUP_SHARE = 0.25  # a catch-up token (one batch) against a sequential draft token, before data
+GUESS_ALPHA = 0.1  # the draft's top-1 and next-guess averages (a tree's hit probability): about ten rounds of memory
 
 
 def lookup_prior(order: int) -> float:
@@ -150,8 +151,10 @@ class CostModel:
     acceptance: Acceptance = field(default_factory=Acceptance)  # per draft position (see Acceptance)
     hit: Ema = field(default_factory=lambda: Ema(0.2))
     split: bool = False  # ssd rounds run with split threads
-    top1: Ema = field(default_factory=lambda: Ema(0.2))  # after a rejection, the draft's best alternative is right
-    next_guess: Ema = field(default_factory=lambda: Ema(0.2))  # after a full acceptance, its next-token guess is right
+    # After a rejection, how often the draft's best alternative is right (top1); after a full acceptance, its
+    # next-token guess (next_guess).
+    top1: Ema = field(default_factory=lambda: Ema(GUESS_ALPHA))
+    next_guess: Ema = field(default_factory=lambda: Ema(GUESS_ALPHA))
     lookup_accept: dict[tuple[int, int], Ratio] = field(default_factory=dict)  # pool tokens accepted, by (order, depth)
     tallies: dict[Plan, Tally] = field(default_factory=dict)  # measured against predicted, by plan
     mode_tallies: dict[str, Tally] = field(default_factory=dict)  # the same by mode (for plans not yet run)
