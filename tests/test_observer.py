@@ -49,7 +49,6 @@ def test_the_draft_reports_its_catch_up_apart_from_its_round(tiny: TinyPair) -> 
         assert behind.catchup_s > 0 and drafter.kv.synced == 20
 
 
-
 def test_fixed_ssd_sizes_its_tree_from_what_earlier_replies_measured(tiny: TinyPair) -> None:
     with Engine(EngineConfig(str(tiny.target), str(tiny.draft_related), n_ctx=1024)) as eng:
         asked, default = GenerationParams(mode="ssd", k=4, budget=3), GenerationParams(mode="ssd", k=4)
