@@ -7,6 +7,7 @@ top-1 accuracy — and predicts the rate of any :class:`Plan`.
 
 from __future__ import annotations
 
+import bisect
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TypeGuard
@@ -211,8 +212,8 @@ class CostModel:
         if len(known) == 1:
             w0, t0 = known[0]
             return t0 * (1 + 0.3 * (width - w0)) if width > w0 else t0 / (1 + 0.3 * (w0 - width))
-        lo = max(((w, t) for w, t in known if w < width), default=known[0])
-        hi = min(((w, t) for w, t in known if w > width), default=known[-1])
+        i = bisect.bisect_left(known, (width,))  # the first measured width above this one (it is not measured)
+        lo, hi = known[max(i - 1, 0)], known[min(i, len(known) - 1)]
         if lo[0] == hi[0]:  # outside the measured widths: the slope over all of them, never falling
             (w0, t0), (w1, t1) = known[0], known[-1]
             slope = max(0.0, (t1 - t0) / (w1 - w0))
