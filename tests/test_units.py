@@ -89,6 +89,19 @@ class TestVerify:
         v = verify_sampled([2], q, rows, params, np.random.default_rng(0), never_eog)
         assert (v.accepted, v.next_token) == (0, 3)
 
+    def test_a_one_hot_draft_is_decided_by_the_targets_own_sample(self) -> None:
+        """One random number per emitted token, as plain sampling draws: accepted drafts and the token after
+        them are the plain samples of the same generator, whatever the draft proposed."""
+        params = SamplingParams(temperature=1.0)
+        rows = np.log(np.array([[0.5, 0.3, 0.2]] * 4, dtype=np.float32))
+        for seed in range(200):
+            plain = np.random.default_rng(seed)
+            expect = [sample(to_dist(rows[0], params), plain) for _ in range(4)]
+            draft = [expect[0], expect[1], (expect[2] + 1) % 3]  # two right, the third wrong
+            v = verify_sampled(draft, [Dist.one_hot(d) for d in draft], rows, params,
+                               np.random.default_rng(seed), never_eog)
+            assert v.tokens(draft) == expect[:3]
+
     def test_residual(self) -> None:
         p = Dist(np.array([0, 1, 2]), np.array([0.5, 0.3, 0.2]))
         q = Dist(np.array([0, 2]), np.array([0.7, 0.3]))

@@ -5,6 +5,12 @@ mismatch (or after the last draft). Sampled: standard speculative sampling — a
 probability min(1, p_i(d_i) / q_i(d_i)); on the first rejection sample from the renormalised
 max(0, p_i - q_i); after K acceptances sample the bonus token from p_K.
 
+A deterministic proposal (q_i one-hot at d_i: the n-gram pool's drafts) is verified by the target's
+own sample instead: draw x from p_i as plain decoding would, accept d_i if x == d_i, else emit x.
+That is the same rule (accept with probability p_i(d_i); a rejection's token is p_i without d_i,
+renormalised, which is the residual), and it draws one number per emitted token, as plain decoding
+does: with the same seed a lookup reply is plain decoding's reply, token for token.
+
 The target's outputs are read lazily, one position at a time (:class:`~engine.core.outputs.Outputs`
 or a stack of rows): a round that rejects early never looks at the later positions.
 """
@@ -75,6 +81,15 @@ def verify_sampled(
     out = _rows(rows)
     for i, d in enumerate(draft):
         p = out.dist(i, params)
+        if len(q[i].ids) == 1:  # deterministic: the target's own sample decides (see the module's note)
+            if q[i].ids[0] != d:
+                raise AssertionError(f"draft token {d} has zero probability under its own q")
+            x = sample(p, rng)
+            if x != d:
+                return Verdict(i, x)
+            if is_eog(d):
+                return Verdict(i, d)
+            continue
         pd = p.prob(d)
         qd = q[i].prob(d)
         if qd <= 0.0:
