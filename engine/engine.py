@@ -24,7 +24,7 @@ from .spec import memory
 from .spec.auto import K_MAX as AUTO_K_MAX
 from .spec.auto import AutoMode, AutoPlanner, fitted_budget, measured_rates
 from .spec.costmodel import CostModel, MeasuredRate
-from .spec.drafter import Drafter
+from .spec.drafter import Drafter, PromptRead
 from .spec.lookup import MAX_DRAFT as LOOKUP_MAX
 from .spec.lookup import Lookup, LookupMode
 from .spec.observer import RoundObserver
@@ -39,6 +39,7 @@ log = logging.getLogger(__name__)
 
 CONFIG_FIELDS = ("n_ctx", "threads", "draft_threads", "gpu_layers", "draft_gpu_layers", "max_branches", "flash_attn")
 DRAFT_FREE_MODES = ("ar", "lookup", "auto")  # modes that run on a target alone
+MODEL_DRAFT_MODES = ("sd", "ssd", "auto")  # modes that may draft with the draft model
 GENERATION_FIELDS = ("mode", "max_tokens", "k", "fanout", "geometric", "backup", "miss_limit", "early_stop",
                      "adaptive", "budget")
 
@@ -260,12 +261,11 @@ class Engine:
         mode: Mode | None = None
         observer: RoundObserver | None = None
         start = self._decode_times()
+        ahead = self._read_ahead(prompt, params)
         try:
             first = self.target.start(prompt, params.sampling, rng)
             recorder.first_token(self._decode_times())
             pending: list[tuple[int, bool]] = [(first, False)]
-            mode = self._make_mode(params)
-            observer = self._observer(params)
             stats.sampling_path = self._sampling_path(params)
             n_round = 0
             while True:
@@ -285,6 +285,12 @@ class Engine:
                 if len(self.target.committed) + max(params.k, AUTO_K_MAX, LOOKUP_MAX) + 2 > self.n_ctx:
                     stats.finish_reason = "context"
                     return
+                if mode is None:  # after the first token is out: the draft may still be reading the prompt
+                    if ahead is not None:
+                        ahead.join()
+                        ahead = None
+                    mode = self._make_mode(params)
+                    observer = self._observer(params)
                 rr = mode.step()
                 n_round += 1
                 recorder.round(rr)
@@ -293,6 +299,8 @@ class Engine:
                 pending = [(t, i < rr.accepted) for i, t in enumerate(rr.tokens)]
         finally:
             try:
+                if ahead is not None:
+                    ahead.join()  # the draft context is never left to a thread
                 if mode is not None:
                     mode.close()  # joins the draft thread
                 if observer is not None:
@@ -303,6 +311,13 @@ class Engine:
                 self._lock.release()
             recorder.finish(start, self._decode_times(),
                             draft_on_this_thread=params.mode == "sd" and self.drafter is not None)
+
+    def _read_ahead(self, prompt: Sequence[int], params: GenerationParams) -> PromptRead | None:
+        """The draft reads the prompt while the target does, where it has cores or a device of its own (no
+        split of the cores: the two never share a core) and the mode may draft with it."""
+        if self.drafter is None or params.mode not in MODEL_DRAFT_MODES or self.threads.split is not None:
+            return None
+        return PromptRead(self.drafter, prompt)
 
     def _observer(self, params: GenerationParams) -> RoundObserver | None:
         """A fixed mode's rounds teach auto's cost model (auto and lookup teach it themselves)."""
@@ -320,8 +335,9 @@ class Engine:
 
     def _sampling_path(self, params: GenerationParams) -> str:
         """host or backend (engine.core.outputs); "target/draft" when the two differ."""
-        t = self.target.path
-        d = self.drafter.path if self.drafter is not None and params.mode not in ("ar", "lookup") else t
+        t = d = self.target.path
+        if self.drafter is not None and params.mode in MODEL_DRAFT_MODES:
+            d = self.drafter.ctx.sampling_path(params.sampling)  # what its configure() picks
         return t if d == t else f"{t}/{d}"
 
     def _decode_times(self) -> DecodeTimes:

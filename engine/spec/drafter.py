@@ -6,6 +6,8 @@ A :class:`Drafter` owns the draft context; sequence 0 holds the committed path a
 
 from __future__ import annotations
 
+import logging
+import threading
 import time
 from collections.abc import Callable, Sequence
 
@@ -19,6 +21,8 @@ from . import ngram
 from .speccache import Branch
 from .tree import SpeculationTree
 from .types import CACHE, JIT, NGRAM, ROUND_SYNC, Draft, IdRow, TreeStats
+
+log = logging.getLogger(__name__)
 
 
 class Drafter:
@@ -162,3 +166,33 @@ class Drafter:
     ) -> TreeStats:
         """Pre-speculate round T+1 (see :meth:`SpeculationTree.build`)."""
         return self.tree.build(committed, draft, depth, budget, fanout, interrupt, self.read, self.top_count)
+
+
+class PromptRead:
+    """The draft model reads the prompt on a thread of its own while the target prefills it.
+
+    For a draft on cores (or a device) of its own: its first round then drafts at once instead of first
+    catching up on the whole prompt. The drafter belongs to that thread until :meth:`join`.
+    """
+
+    def __init__(self, drafter: Drafter, prompt: Sequence[int]) -> None:
+        self._drafter = drafter
+        self._prompt = list(prompt)
+        self._error: Exception | None = None
+        self._thread = threading.Thread(target=self._read, name="draft-prompt", daemon=True)
+        self._thread.start()
+
+    def _read(self) -> None:
+        try:
+            self._drafter.drop_tree()
+            self._drafter.kv.sync_out(self._prompt)
+        except Exception as e:  # the first round catches up instead
+            self._error = e
+
+    def join(self) -> None:
+        """Wait until the drafter is free again (a failed read leaves its KV to be rebuilt by the first round)."""
+        self._thread.join()
+        if self._error is not None:
+            log.warning("the draft model could not read the prompt ahead: %s", self._error)
+            self._drafter.reset()
+            self._error = None
