@@ -212,10 +212,11 @@ class Engine:
         self._active = Generation(events, stats, tokens, halt)
         return self._active
 
-    def _make_mode(self, params: GenerationParams) -> Mode:
+    def _make_mode(self, params: GenerationParams, budget: int) -> Mode:
+        """The reply's mode; ``budget``: fixed-mode ssd's tree (:meth:`_tree_budget`)."""
         if params.mode == "ar":
             return ARMode(Steps(self.target, None))
-        k = min(params.k, MAX_K)
+        k = params.k
         greedy = params.sampling.greedy
         lookup = self._lookup
         lookup.start(self.target.committed)
@@ -233,8 +234,6 @@ class Engine:
             return SDMode(Steps(self.target, InlineDrafts(self.drafter)), k)  # the draft runs on this thread
         drafts = SplitDrafts(self.drafter) if params.mode == "auto" else DraftWorker(self.drafter)
         steps = Steps(self.target, drafts, self.threads)
-        opts = SSDOptions(k=k, fanout=params.fanout, geometric=params.geometric, backup=params.backup,
-                          miss_limit=params.miss_limit, early_stop=params.early_stop, budget=self._tree_budget(params))
         if params.mode == "auto":
             lag = self.drafter.lag(self.target.committed)  # read before the draft thread starts
             planner = AutoPlanner(self._cost_model, k, adaptive=params.adaptive,
@@ -242,6 +241,8 @@ class Engine:
                                   draft_lag=lag, remaining=params.max_tokens)
             auto_opts = SSDOptions(k=k, backup=NGRAM, early_stop=params.early_stop)  # misses: the pool if it pays
             return AutoMode(steps, planner, auto_opts, lookup, greedy)
+        opts = SSDOptions(k=k, fanout=params.fanout, geometric=params.geometric, backup=params.backup,
+                          miss_limit=params.miss_limit, early_stop=params.early_stop, budget=budget)
         return SSDMode(steps, opts)
 
     def _run(
@@ -289,8 +290,9 @@ class Engine:
                     if ahead is not None:
                         ahead.join()
                         ahead = None
-                    mode = self._make_mode(params)
-                    observer = self._observer(params)
+                    budget = self._tree_budget(params)
+                    mode = self._make_mode(params, budget)
+                    observer = self._observer(params, budget)
                 rr = mode.step()
                 n_round += 1
                 recorder.round(rr)
@@ -319,19 +321,19 @@ class Engine:
             return None
         return PromptRead(self.drafter, prompt)
 
-    def _observer(self, params: GenerationParams) -> RoundObserver | None:
+    def _observer(self, params: GenerationParams, budget: int) -> RoundObserver | None:
         """A fixed mode's rounds teach auto's cost model (auto and lookup teach it themselves)."""
         if params.mode not in ("ar", "sd", "ssd"):
             return None
-        k = min(params.k, MAX_K)
-        return RoundObserver(self._cost_model, k, self._tree_budget(params), draft=self.drafter is not None)
+        return RoundObserver(self._cost_model, params.k, budget, draft=self.drafter is not None)
 
     def _tree_budget(self, params: GenerationParams) -> int:
         """The tree fixed-mode ssd builds: the budget asked for, else fan-out x (K + 1) cut to the tree that pays
-        on this machine (its cost model: on a CPU draft every branch costs real time)."""
-        k = min(params.k, MAX_K)
-        most = SSDOptions(k=k, fanout=params.fanout, budget=params.budget).tree_budget
-        return most if params.budget else fitted_budget(self._cost_model, k, most, early_stop=params.early_stop)
+        on this machine (its cost model: on a CPU draft every branch costs real time). Worked out once a reply,
+        before its first round: the mode builds it, the observer files the rounds under it."""
+        most = SSDOptions(k=params.k, fanout=params.fanout, budget=params.budget).tree_budget
+        return most if params.budget else fitted_budget(self._cost_model, params.k, most,
+                                                        early_stop=params.early_stop)
 
     def _sampling_path(self, params: GenerationParams) -> str:
         """host or backend (engine.core.outputs); "target/draft" when the two differ."""

@@ -64,7 +64,7 @@ def test_fixed_ssd_sizes_its_tree_from_what_earlier_replies_measured(tiny: TinyP
         fitted = fitted_budget(model, 4, default.fanout * 5, early_stop=default.early_stop)
         assert fitted < default.fanout * 5
         assert eng._tree_budget(default) == fitted and eng._tree_budget(asked) == 3
-        mode = eng._make_mode(default)
+        mode = eng._make_mode(default, eng._tree_budget(default))  # as a reply makes it, before its first round
         try:
             assert isinstance(mode, SSDMode) and mode.opts.tree_budget == fitted  # the tree its rounds build
         finally:

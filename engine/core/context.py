@@ -267,9 +267,17 @@ class KVTrack:
             self.ctx.seq_rm(0, keep, -1)
             del self.tokens[keep:]
 
+    def unseen(self, committed: Sequence[int]) -> int:
+        """Tokens of ``committed`` past the prefix the KV already holds (a sync decodes them, the last one at least)."""
+        return len(committed) - common_prefix(self.tokens, committed)
+
+    def keeps(self, committed: Sequence[int]) -> int:
+        """The prefix a sync keeps: what the KV holds of ``committed``, less the last token (its row is read)."""
+        return len(committed) - max(self.unseen(committed), 1)
+
     def sync(self, committed: Sequence[int]) -> npt.NDArray[np.float32]:
         """Make the KV hold exactly ``committed``, reusing the common prefix; return a copy of the last row."""
-        keep = min(common_prefix(self.tokens, committed), len(committed) - 1)
+        keep = self.keeps(committed)
         self.trim(keep)
         row = self.ctx.prefill(committed[keep:], start=keep)
         self.tokens.extend(committed[keep:])
@@ -278,7 +286,7 @@ class KVTrack:
 
     def sync_out(self, committed: Sequence[int]) -> Outputs:
         """:meth:`sync`, with the last token's output read in place (the round's path)."""
-        keep = min(common_prefix(self.tokens, committed), len(committed) - 1)
+        keep = self.keeps(committed)
         self.trim(keep)
         out = self.ctx.prefill_out(committed[keep:], start=keep)
         self.tokens.extend(committed[keep:])

@@ -13,7 +13,7 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 
-from engine.core.context import Context, KVTrack, common_prefix
+from engine.core.context import Context, KVTrack
 from engine.core.outputs import BACKEND, HOST, Outputs, chain_spec
 from engine.core.sampling import Dist, SamplingParams, sample
 
@@ -75,7 +75,7 @@ class Drafter:
 
     def lag(self, committed: Sequence[int]) -> int:
         """Tokens of ``committed`` the draft's KV does not hold yet (it decodes them before it drafts)."""
-        return len(committed) - common_prefix(self.kv.tokens, committed)
+        return self.kv.unseen(committed)
 
     # -- sequential (JIT) drafting, also plain SD's drafter ---------------------------------------
     def draft_sequential(self, committed: Sequence[int], k: int) -> Draft:

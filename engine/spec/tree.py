@@ -11,7 +11,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Sequence
 
-from engine.core.context import Context, KVTrack, common_prefix
+from engine.core.context import Context, KVTrack
 from engine.core.outputs import Outputs
 from engine.core.sampling import Dist
 
@@ -75,7 +75,7 @@ class SpeculationTree:
             return stats
         tops = list(draft.top)
         if len(tops) < n_draft:  # n-gram draft: run the glue pass for rows 0..L-1 now
-            keep = min(common_prefix(self.kv.tokens, committed), p_r)
+            keep = self.kv.keeps(committed)  # p_r at most
             self.kv.trim(keep)
             if keep < p_r:
                 self.ctx.prefill_out(committed[keep:p_r], start=keep)
