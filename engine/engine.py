@@ -290,7 +290,7 @@ class Engine:
                     if ahead is not None:
                         ahead.join()
                         ahead = None
-                    budget = self._tree_budget(params)
+                    budget = self._tree_budget(params) if params.mode == "ssd" else 0  # only fixed ssd builds one
                     mode = self._make_mode(params, budget)
                     observer = self._observer(params, budget)
                 rr = mode.step()
@@ -322,7 +322,8 @@ class Engine:
         return PromptRead(self.drafter, prompt)
 
     def _observer(self, params: GenerationParams, budget: int) -> RoundObserver | None:
-        """A fixed mode's rounds teach auto's cost model (auto and lookup teach it themselves)."""
+        """A fixed mode's rounds teach auto's cost model (auto and lookup teach it themselves); ``budget`` is
+        fixed ssd's tree, which its rounds are filed under (ar and sd run no ssd round)."""
         if params.mode not in ("ar", "sd", "ssd"):
             return None
         return RoundObserver(self._cost_model, params.k, budget, draft=self.drafter is not None)

@@ -81,24 +81,17 @@ def verify_sampled(
     out = _rows(rows)
     for i, d in enumerate(draft):
         p = out.dist(i, params)
-        if len(q[i].ids) == 1:  # deterministic: the target's own sample decides (see the module's note)
-            if q[i].ids[0] != d:
-                raise AssertionError(f"draft token {d} has zero probability under its own q")
-            x = sample(p, rng)
-            if x != d:
-                return Verdict(i, x)
-            if is_eog(d):
-                return Verdict(i, d)
-            continue
-        pd = p.prob(d)
         qd = q[i].prob(d)
         if qd <= 0.0:
             raise AssertionError(f"draft token {d} has zero probability under its own q")
-        if rng.random() < min(1.0, pd / qd):
-            if is_eog(d):
-                return Verdict(i, d)
-            continue
-        return Verdict(i, sample(residual(p, q[i]), rng))
+        if len(q[i].ids) == 1:  # deterministic: the target's own sample decides (see the module's note)
+            x = sample(p, rng)
+            if x != d:
+                return Verdict(i, x)
+        elif rng.random() >= min(1.0, p.prob(d) / qd):
+            return Verdict(i, sample(residual(p, q[i]), rng))
+        if is_eog(d):
+            return Verdict(i, d)
     return Verdict(len(draft), sample(out.dist(len(draft), params), rng))
 
 
