@@ -56,6 +56,15 @@ def test_top_ids_past_the_grid_and_on_odd_sizes(n: int) -> None:
             assert top_ids(row, count).tolist() == _ref_top(row, count)
 
 
+def test_a_row_rewritten_in_place_is_read_afresh() -> None:
+    # The next decode writes its logits over the same buffer: the grid kept for that row must see them.
+    rng = np.random.default_rng(3)
+    row = rng.standard_normal(151_936).astype(np.float32)
+    for _ in range(3):
+        assert top_ids(row, 40).tolist() == _ref_top(row, 40)
+        row[:] = rng.standard_normal(len(row)).astype(np.float32)
+
+
 @pytest.mark.parametrize("params", [
     SamplingParams(temperature=0.8),
     SamplingParams(temperature=0.7, top_k=0, top_p=0.9, min_p=0.05),

@@ -80,22 +80,32 @@ def top_ids(row: FloatRow, count: int) -> IdRow:
     return _top(row, count)[0]
 
 
-def _layout(n: int, count: int) -> tuple[int, int, npt.NDArray[np.int64]]:
-    """The grid :func:`_top` views a row of ``n`` logits as for ``count`` ids: R rows, G columns (at least
-    4 * count of them; ``n % R`` ids left over), and the first id of every grid row as a column vector."""
+def _layout(n: int, count: int) -> tuple[int, int]:
+    """The grid :func:`_top` views a row of ``n`` logits as for ``count`` ids: R rows and G columns (at least
+    4 * count of them; ``n % R`` ids left over)."""
     rows = 64
     while rows > 8 and n // rows < max(1024, 4 * count):
         rows //= 2
-    grid = _GRIDS.get((n, rows))
-    if grid is None:
-        cols = n // rows
-        grid = _GRIDS[n, rows] = (rows, cols, np.arange(0, rows * cols, cols, dtype=np.int64)[:, None])
+    return rows, n // rows
+
+
+def _grid(row: FloatRow, rows: int, cols: int) -> FloatRow:
+    """``row``'s first R x G logits as a grid view, kept for the few rows a context's outputs live at (their
+    views are kept too, :func:`engine.core.outputs.row_view`): made afresh, it costs more than the reduction."""
+    kept = _GRIDS.get((id(row), rows))
+    if kept is not None and kept[0] is row:
+        return kept[1]
+    if len(_GRIDS) >= _GRIDS_KEPT:
+        _GRIDS.clear()
+    grid = row[: rows * cols].reshape(rows, cols)
+    _GRIDS[id(row), rows] = (row, grid)
     return grid
 
 
-_GRIDS: dict[tuple[int, int], tuple[int, int, npt.NDArray[np.int64]]] = {}
+_GRIDS: dict[tuple[int, int], tuple[FloatRow, FloatRow]] = {}  # (id of the row, R) -> the row and its grid
+_GRIDS_KEPT = 8
 _GRID_MIN = 8192  # shorter rows are ranked whole
-_NO_STARTS: npt.NDArray[np.int64] = np.zeros((1, 1), dtype=np.int64)
+_max_down = np.maximum.reduce  # the ufunc itself: ndarray.max adds a Python frame, every sampled row
 
 
 def _top(row: FloatRow, count: int) -> tuple[IdRow, FloatRow]:
@@ -105,7 +115,8 @@ def _top(row: FloatRow, count: int) -> tuple[IdRow, FloatRow]:
     G column maxima, t, is reached by ``count`` distinct ids, so every id of the top ``count`` is at or
     above t, and lies in a column whose maximum is at or above t: one max-reduction of the row and a
     few thousand candidates replace a sort of the vocabulary (~60 µs on 151,936 floats, against ~290 µs
-    for an argpartition of the row).
+    for an argpartition of the row). The candidates come in increasing id order, so a stable sort by
+    logit leaves ties to the lowest id.
     """
     n = len(row)
     count = min(count, n)
@@ -114,22 +125,24 @@ def _top(row: FloatRow, count: int) -> tuple[IdRow, FloatRow]:
     if count == 1:
         best = int(row.argmax())  # the first maximum: the lowest id
         return np.array([best], dtype=np.int64), row[best : best + 1]
-    rows, cols, starts = _layout(n, count) if n >= _GRID_MIN else (1, 0, _NO_STARTS)
+    rows, cols = _layout(n, count) if n >= _GRID_MIN else (1, 0)
     if cols < 4 * count:  # a short row, or most of it asked for: the ids at or above the count-th value
         ids: IdRow = np.flatnonzero(row >= np.partition(row, n - count)[n - count]).astype(np.int64)
         vals = row[ids]
     else:
-        grid = row[: rows * cols].reshape(rows, cols)
-        col_max = grid.max(axis=0)
-        t = np.partition(col_max, cols - count)[cols - count]
-        keep = np.flatnonzero(col_max >= t)
+        grid = _grid(row, rows, cols)
+        col_max = _max_down(grid, 0)
+        kth = col_max.copy()
+        kth.partition(cols - count)
+        t = kth[cols - count]
+        keep = (col_max >= t).nonzero()[0]
         block = grid[:, keep]
-        hit = block >= t
-        vals, ids = block[hit], (starts + keep)[hit]
-        if rows * cols < n:  # the ids past the grid: fewer than R
-            tail = np.flatnonzero(row[rows * cols :] >= t) + rows * cols
+        r, c = (block >= t).nonzero()
+        vals, ids = block[r, c], r * cols + keep[c]
+        if rows * cols < n:  # the ids past the grid: fewer than R, all above the grid's
+            tail = (row[rows * cols :] >= t).nonzero()[0] + rows * cols
             ids, vals = np.concatenate((ids, tail)), np.concatenate((vals, row[tail]))
-    order = np.lexsort((ids, -vals))[:count]
+    order = (-vals).argsort(kind="stable")[:count]
     return ids[order], vals[order]
 
 

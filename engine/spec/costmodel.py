@@ -10,7 +10,7 @@ from __future__ import annotations
 import bisect
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import TypeGuard
+from typing import NamedTuple, TypeGuard
 
 from .fanout import allocate
 
@@ -128,8 +128,9 @@ def _enough(t: Tally | None) -> TypeGuard[Tally]:
     return t is not None and t.n >= TALLY_ROUNDS
 
 
-@dataclass(frozen=True, slots=True)
-class Plan:
+class Plan(NamedTuple):
+    """One round's plan; a tuple, so that the dozens of lookups by plan a decision makes hash in C."""
+
     mode: str  # "ar", "sd", "ssd" or "lookup" (the pool's draft, of variable length: no K)
     k: int = 0
     budget: int = 0  # tree branches (ssd)
@@ -138,6 +139,9 @@ class Plan:
         if self.mode in ("ar", "lookup"):
             return self.mode
         return f"{self.mode}(K={self.k}" + (f", M={self.budget})" if self.mode == "ssd" else ")")
+
+
+AR, LOOKUP = Plan("ar"), Plan("lookup")  # the two plans without a K
 
 
 @dataclass
@@ -178,9 +182,15 @@ class CostModel:
     _accept_at: dict[tuple[int, int], float] = field(default_factory=dict, repr=False, compare=False)
 
     def add_verify(self, width: int, seconds: float, split: bool = False) -> None:
-        (self.verify_split if split else self.verify).setdefault(width, Ema(clip=TIMING_CLIP)).add(seconds)
+        e = (self.verify_split if split else self.verify).setdefault(width, Ema(clip=TIMING_CLIP))
+        new_width = e.value is None
+        e.add(seconds)
         self._verify_at.clear()  # the split table's estimate may derive from the other one
-        self._known.clear()
+        known = self._known.get(split)
+        if new_width or known is None:
+            self._known.pop(split, None)
+        else:  # the same widths: only this one's figure moves (a round's usual case)
+            known[bisect.bisect_left(known, (width,))] = (width, e.get(0.0))
 
     def add_level(self, width: int, seconds: float) -> None:
         self.level.setdefault(width, Ema(clip=TIMING_CLIP)).add(seconds)
@@ -378,11 +388,16 @@ class CostModel:
 
     def lookup_length(self, expected: Sequence[float]) -> tuple[int, float]:
         """:meth:`lookup_best` from the draft's expected tokens by length (:meth:`lookup_expected`)."""
-        ar = self.correction(Plan("ar"))
-        lookup = self.correction(Plan("lookup")) if self.measured(Plan("lookup")) else ar
-        rates = [e / self.t_verify(n + 1) * (lookup if n else ar) for n, e in enumerate(expected)]
-        best = max(range(len(rates)), key=lambda n: rates[n] / (LOOKUP_GAIN if n else 1.0))
-        return best, rates[best]
+        ar = self.correction(AR)
+        lookup = self.correction(LOOKUP) if self.measured(LOOKUP) else ar
+        t_verify = self.t_verify
+        best, rate = 0, expected[0] / t_verify(1) * ar
+        score = rate  # the first length with the highest rate, a draft's rate counted LOOKUP_GAIN lower
+        for n in range(1, len(expected)):
+            r = expected[n] / t_verify(n + 1) * lookup
+            if r / LOOKUP_GAIN > score:
+                best, rate, score = n, r, r / LOOKUP_GAIN
+        return best, rate
 
 
 @dataclass(frozen=True, slots=True)
