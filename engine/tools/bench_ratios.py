@@ -3,7 +3,9 @@
 What issue 13 asks of auto and lookup is per prompt and per (scenario, setting): auto's decode tok/s over
 the best fixed mode's on the same prompt (geometric mean and lowest), lookup's over ar's. Computed from the
 bench's per-prompt runs; ``python -m engine.tools.bench_ratios results/bench-X.json`` prints it again from a
-saved file.
+saved file. auto / best is also worked out for each pass over the modes alone (the bench repeats every prompt,
+each pass running every mode once, back to back): where the passes disagree, the machine moved more than the
+ratio's margin.
 """
 
 from __future__ import annotations
@@ -36,7 +38,20 @@ def per_prompt(groups: list[dict[str, Any]]) -> list[dict[str, Any]]:
             "scenario": scenario, "setting": setting, "prompt": prompt, "tokens_per_second": tps, "best_fixed": best,
             "auto_vs_best": tps["auto"] / fixed[best] if "auto" in tps and best and fixed[best] > 0 else None,
             "lookup_vs_ar": tps["lookup"] / tps["ar"] if "lookup" in tps and tps.get("ar") else None,
+            "auto_vs_best_by_pass": _by_pass(runs[(scenario, setting, prompt)]),
         })
+    return out
+
+
+def _by_pass(by_mode: dict[str, list[dict[str, Any]]]) -> list[float]:
+    """auto / the best fixed mode within each pass (the i-th run of every mode ran in the i-th pass)."""
+    if "auto" not in by_mode or not any(m in FIXED for m in by_mode):
+        return []
+    out = []
+    for i in range(min(len(rs) for rs in by_mode.values())):
+        best = max(_rate([rs[i]]) for m, rs in by_mode.items() if m in FIXED)
+        if best > 0:
+            out.append(_rate([by_mode["auto"][i]]) / best)
     return out
 
 
@@ -61,6 +76,10 @@ def summary(entries: list[dict[str, Any]]) -> list[dict[str, Any]]:
         for key in ("auto_vs_best", "lookup_vs_ar"):
             xs = [e[key] for e in es if e[key] is not None]
             row[key] = {"geomean": _geomean(xs), "lowest": min(xs)} if xs else None
+        passes = min((len(e["auto_vs_best_by_pass"]) for e in es), default=0)
+        row["auto_vs_best_by_pass"] = [{"geomean": _geomean([e["auto_vs_best_by_pass"][i] for e in es]),
+                                        "lowest": min(e["auto_vs_best_by_pass"][i] for e in es)}
+                                       for i in range(passes)]
         out.append(row)
     return out
 
@@ -75,16 +94,21 @@ def print_ratios(entries: list[dict[str, Any]]) -> None:
     for s in summary(entries):
         print(f"== {s['scenario']} {s['setting']}")
         head = " ".join(f"{m:>7}" for m in modes)
-        print(f"{'prompt':12} {head} {'best':>7} {'auto/best':>9} {'lookup/ar':>9}")
+        print(f"{'prompt':12} {head} {'best':>7} {'auto/best':>9} {'lookup/ar':>9}  auto/best by pass")
         for e in entries:
             if (e["scenario"], e["setting"]) != (s["scenario"], s["setting"]):
                 continue
             tps = e["tokens_per_second"]
             print(f"{e['prompt']:12} " + " ".join(f"{tps[m]:7.2f}" if m in tps else "      -" for m in modes)
-                  + f" {e['best_fixed'] or '-':>7}    {f(e['auto_vs_best'])}    {f(e['lookup_vs_ar'])}")
+                  + f" {e['best_fixed'] or '-':>7}    {f(e['auto_vs_best'])}    {f(e['lookup_vs_ar'])}  "
+                  + " ".join(f"{r:.2f}" for r in e["auto_vs_best_by_pass"]))
         for key, name in (("auto_vs_best", "auto / best fixed"), ("lookup_vs_ar", "lookup / ar")):
             if s[key]:
                 print(f"  {name}: geometric mean {s[key]['geomean']:.2f}, lowest {s[key]['lowest']:.2f}")
+        passes = s["auto_vs_best_by_pass"]
+        if len(passes) > 1:
+            print("  auto / best fixed, each pass alone: "
+                  + "; ".join(f"geometric mean {r['geomean']:.2f}, lowest {r['lowest']:.2f}" for r in passes))
 
 
 def main(argv: list[str]) -> int:
