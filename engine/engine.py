@@ -6,6 +6,7 @@ import codecs
 import contextlib
 import logging
 import threading
+import time
 from collections.abc import Generator, Sequence
 from dataclasses import dataclass, field
 
@@ -288,7 +289,9 @@ class Engine:
                     return
                 if mode is None:  # after the first token is out: the draft may still be reading the prompt
                     if ahead is not None:
+                        t_join = time.perf_counter()
                         ahead.join()
+                        recorder.draft_free(self._decode_times(), time.perf_counter() - t_join)
                         ahead = None
                     budget = self._tree_budget(params) if params.mode == "ssd" else 0  # only fixed ssd builds one
                     mode = self._make_mode(params, budget)
@@ -344,4 +347,6 @@ class Engine:
         return t if d == t else f"{t}/{d}"
 
     def _decode_times(self) -> DecodeTimes:
-        return DecodeTimes(self.target_ctx.decode_seconds, self.drafter.ctx.decode_seconds if self.drafter else 0.0)
+        t, d = self.target_ctx, self.drafter.ctx if self.drafter else None
+        return DecodeTimes(t.decode_seconds, d.decode_seconds if d else 0.0,
+                           t.decode_cpu_seconds, d.decode_cpu_seconds if d else 0.0)

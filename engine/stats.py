@@ -42,6 +42,8 @@ class GenerationStats:
     draft_decode_s: float = 0.0  # inside llama_decode on the draft (any thread)
     draft_wait_s: float = 0.0  # target thread waiting for a draft (sd: drafting itself)
     python_share: float | None = None  # share of the decode loop spent outside llama.cpp on the target thread
+    loop_cpu_s: float | None = None  # CPU time of the generating thread from the first token on
+    host_cpu_s: float | None = None  # ... of it outside llama_decode (load-independent, unlike python_share)
     mode_switches: list[str] = field(default_factory=list)  # one entry per change of current_mode
     finish_reason: str = ""
     rounds_by_mode: dict[str, int] = field(default_factory=dict)
@@ -54,30 +56,46 @@ class GenerationStats:
 
 @dataclass(frozen=True, slots=True)
 class DecodeTimes:
-    """Seconds inside llama_decode, as read from the two contexts' counters."""
+    """Seconds inside llama_decode, as read from the two contexts' counters: wall time, and CPU time of the
+    threads that called it."""
 
     target: float = 0.0
     draft: float = 0.0
+    target_cpu: float = 0.0
+    draft_cpu: float = 0.0
 
 
 class StatsRecorder:
     """Fills one :class:`GenerationStats` from tokens and round events."""
 
-    def __init__(self, stats: GenerationStats, clock: Callable[[], float] = time.perf_counter) -> None:
+    def __init__(self, stats: GenerationStats, clock: Callable[[], float] = time.perf_counter,
+                 cpu_clock: Callable[[], float] = time.thread_time) -> None:
         self.stats = stats
         self._clock = clock
+        self._cpu_clock = cpu_clock  # CPU time of the generating thread (the one that calls the recorder)
         self._t0 = clock()
         self._verify_s = 0.0
         self._wait_s = 0.0
         self._tree_s: list[float] = []
         self._spec_rounds = 0
         self._loop_t0 = 0.0
+        self._loop_c0 = 0.0
         self._loop_dec = DecodeTimes()
+        self._ahead_wait_s = 0.0
 
     def first_token(self, decode: DecodeTimes) -> None:
         """The prompt is in and the first token sampled; the decoding loop starts now."""
         self._loop_t0 = self._clock()
+        self._loop_c0 = self._cpu_clock()
         self._loop_dec = decode
+
+    def draft_free(self, decode: DecodeTimes, waited_s: float) -> None:
+        """The draft model's prompt read on a thread of its own (engine.spec.drafter.PromptRead) was joined after
+        waiting ``waited_s``: its decodes, which may end after the first token, are not this loop's llama.cpp time,
+        but the wait for them is (as a wait for a draft is)."""
+        d = self._loop_dec
+        self._loop_dec = DecodeTimes(d.target, decode.draft, d.target_cpu, decode.draft_cpu)
+        self._ahead_wait_s += waited_s
         self.stats.ttft_s = self._loop_t0 - self._t0
 
     def token(self) -> None:
@@ -135,7 +153,10 @@ class StatsRecorder:
         s.draft_decode_s = end.draft - start.draft
         self._rates()
         if self._loop_t0 and s.rounds:
-            loop = now - self._loop_t0
-            inside = end.target - self._loop_dec.target
-            inside += end.draft - self._loop_dec.draft if draft_on_this_thread else self._wait_s
+            loop, d = now - self._loop_t0, self._loop_dec
+            inside = end.target - d.target + self._ahead_wait_s
+            inside += end.draft - d.draft if draft_on_this_thread else self._wait_s
             s.python_share = max(0.0, 1.0 - inside / loop) if loop > 0 else None
+            s.loop_cpu_s = self._cpu_clock() - self._loop_c0
+            decode_cpu = end.target_cpu - d.target_cpu + (end.draft_cpu - d.draft_cpu if draft_on_this_thread else 0.0)
+            s.host_cpu_s = s.loop_cpu_s - decode_cpu

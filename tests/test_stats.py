@@ -60,3 +60,21 @@ def test_a_mode_that_never_changes_reports_no_switch() -> None:
         rec.round(RoundResult([1], "ar", why="whatever"))
     assert stats.mode_switches == [] and stats.rounds_by_mode == {"ar": 3}
     assert stats.acceptance_rate is None and stats.hit_rate is None and stats.mean_accepted is None
+
+
+def test_a_prompt_read_ahead_is_not_the_loops_decode_time_but_its_wait_is() -> None:
+    # The draft read the prompt on its own thread; its 0.3 s decode ended after the first token. The loop then
+    # waited 0.1 s for it, and an sd loop (the draft on this thread) decoded 0.5 s of target and 0.2 s of draft.
+    clock, cpu = Clock(), Clock()
+    stats = GenerationStats(mode="sd")
+    rec = StatsRecorder(stats, clock, cpu)
+    rec.first_token(DecodeTimes(0.1, 0.0, 0.1, 0.0))
+    clock.now += 0.1
+    rec.draft_free(DecodeTimes(0.1, 0.3, 0.1, 0.25), waited_s=0.1)
+    rec.round(RoundResult([1, 2], "sd", "jit", drafted=2, accepted=1, verify_s=0.5))
+    clock.now += 0.9
+    cpu.now += 0.75
+    rec.finish(DecodeTimes(), DecodeTimes(0.6, 0.5, 0.6, 0.45), draft_on_this_thread=True)
+    assert stats.python_share == pytest.approx(1 - (0.5 + 0.2 + 0.1) / 1.0)
+    assert stats.loop_cpu_s == pytest.approx(0.75)
+    assert stats.host_cpu_s == pytest.approx(0.75 - 0.5 - 0.2)  # the read-ahead's 0.25 s of CPU is not this thread's

@@ -102,28 +102,14 @@ class BareLoop:
 
 def _run(eng: Engine, prompt: list[int], mode: str, sampling: SamplingParams, args: argparse.Namespace,
          ) -> dict[str, Any]:
-    """One generation; wall figures from its stats, CPU figures of this thread from the first token on."""
+    """One generation's figures from its stats (wall, and CPU time of the generating thread after the first token)."""
     params = GenerationParams(mode=mode, max_tokens=args.max_tokens, sampling=sampling, k=args.k,
                               fanout=args.fanout, budget=args.budget)
-    tctx = eng.target_ctx
-    dctx = eng.drafter.ctx if eng.drafter is not None else None
-    mark: list[float] = []
-
-    def cpu() -> list[float]:
-        return [time.thread_time(), tctx.decode_cpu_seconds, dctx.decode_cpu_seconds if dctx else 0.0]
-
-    def on_token(_ev: object) -> None:
-        if not mark:
-            mark.extend(cpu())
-
-    s = eng.generate(prompt, params).run(on_token).stats
-    end = cpu()
-    inline_draft = mode == "sd"  # plain sd drafts on this thread; elsewhere the draft thread does
-    loop_cpu = end[0] - mark[0]
-    decode_cpu = (end[1] - mark[1]) + ((end[2] - mark[2]) if inline_draft else 0.0)
+    s = eng.generate(prompt, params).run().stats
     loop = max(s.seconds - s.ttft_s, 1e-9)
     return {"tokens": max(s.new_tokens - 1, 0), "loop_s": loop, "rounds": s.rounds,
-            "host_s": (s.python_share or 0.0) * loop, "loop_cpu_s": loop_cpu, "host_cpu_s": loop_cpu - decode_cpu,
+            "host_s": (s.python_share or 0.0) * loop, "loop_cpu_s": s.loop_cpu_s or 0.0,
+            "host_cpu_s": s.host_cpu_s or 0.0,
             "tree_ms": s.mean_tree_ms, "acceptance": s.acceptance_rate, "hit_rate": s.hit_rate,
             "path": s.sampling_path, "rounds_by_mode": s.rounds_by_mode}
 
