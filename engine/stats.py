@@ -7,6 +7,7 @@ and every round, so a reader sees consistent live figures while a generation run
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
@@ -82,12 +83,15 @@ class StatsRecorder:
         self._loop_c0 = 0.0
         self._loop_dec = DecodeTimes()
         self._ahead_wait_s = 0.0
+        self._loop_thread = 0
 
     def first_token(self, decode: DecodeTimes) -> None:
-        """The prompt is in and the first token sampled; the decoding loop starts now."""
+        """The prompt is in and the first token sampled; the decoding loop starts now (on this thread)."""
         self._loop_t0 = self._clock()
         self._loop_c0 = self._cpu_clock()
+        self._loop_thread = threading.get_ident()
         self._loop_dec = decode
+        self.stats.ttft_s = self._loop_t0 - self._t0
 
     def draft_free(self, decode: DecodeTimes, waited_s: float) -> None:
         """The draft model's prompt read on a thread of its own (engine.spec.drafter.PromptRead) was joined after
@@ -96,7 +100,6 @@ class StatsRecorder:
         d = self._loop_dec
         self._loop_dec = DecodeTimes(d.target, decode.draft, d.target_cpu, decode.draft_cpu)
         self._ahead_wait_s += waited_s
-        self.stats.ttft_s = self._loop_t0 - self._t0
 
     def token(self) -> None:
         s = self.stats
@@ -157,6 +160,8 @@ class StatsRecorder:
             inside = end.target - d.target + self._ahead_wait_s
             inside += end.draft - d.draft if draft_on_this_thread else self._wait_s
             s.python_share = max(0.0, 1.0 - inside / loop) if loop > 0 else None
-            s.loop_cpu_s = self._cpu_clock() - self._loop_c0
-            decode_cpu = end.target_cpu - d.target_cpu + (end.draft_cpu - d.draft_cpu if draft_on_this_thread else 0.0)
-            s.host_cpu_s = s.loop_cpu_s - decode_cpu
+            if threading.get_ident() == self._loop_thread:  # a generation closed from another thread ends there
+                s.loop_cpu_s = self._cpu_clock() - self._loop_c0
+                decode_cpu = end.target_cpu - d.target_cpu
+                decode_cpu += end.draft_cpu - d.draft_cpu if draft_on_this_thread else 0.0
+                s.host_cpu_s = s.loop_cpu_s - decode_cpu

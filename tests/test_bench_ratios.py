@@ -63,3 +63,15 @@ def test_auto_is_also_compared_within_each_pass() -> None:
     assert math.isclose(entry["auto_vs_best"], (200 / (100 / 18 + 100 / 12)) / (200 / (100 / 10 + 100 / 20)))
     (s,) = summary([entry])
     assert [round(p["geomean"], 6) for p in s["auto_vs_best_by_pass"]] == [1.8, 0.6]
+
+
+def test_a_pass_that_decoded_nothing_neither_shifts_the_passes_nor_breaks_the_means() -> None:
+    def group(mode: str, runs: list[dict[str, object]]) -> dict[str, object]:
+        return {"scenario": "A", "setting": "sampled", "mode": mode, "runs": runs}
+    nothing = {"prompt": "p", "tokens_per_second": 0.0, "decode_tokens": 0, "decode_s": 0.0}
+    groups = [group("ar", [nothing, _run("p", 10.0)]), group("auto", [_run("p", 10.0), nothing])]
+    (entry,) = per_prompt(groups)
+    # no fixed mode decoded in the first pass, auto nothing in the second
+    assert entry["auto_vs_best_by_pass"] == [None, 0.0]
+    (s,) = summary([entry])
+    assert s["auto_vs_best_by_pass"] == [None, {"geomean": 0.0, "lowest": 0.0}]

@@ -22,6 +22,7 @@ def test_rates_and_switches_from_round_events() -> None:
     rec = StatsRecorder(stats, clock)
     clock.now += 0.5
     rec.first_token(DecodeTimes(0.4, 0.0))
+    assert stats.ttft_s == pytest.approx(0.5)
     rounds = [
         RoundResult([7], "ar", verify_s=0.1, why="probe ar"),
         RoundResult([1, 2, 3], "sd", "jit", drafted=3, accepted=2, verify_s=0.2, wait_s=0.1, why="probe sd(K=3)"),
@@ -78,3 +79,17 @@ def test_a_prompt_read_ahead_is_not_the_loops_decode_time_but_its_wait_is() -> N
     assert stats.python_share == pytest.approx(1 - (0.5 + 0.2 + 0.1) / 1.0)
     assert stats.loop_cpu_s == pytest.approx(0.75)
     assert stats.host_cpu_s == pytest.approx(0.75 - 0.5 - 0.2)  # the read-ahead's 0.25 s of CPU is not this thread's
+
+
+def test_cpu_figures_are_left_out_when_the_generation_ends_on_another_thread() -> None:
+    import threading
+
+    stats = GenerationStats(mode="ar")
+    rec = StatsRecorder(stats, Clock(), Clock())
+    rec.first_token(DecodeTimes())
+    rec.round(RoundResult([1], "ar", verify_s=0.1))
+    closer = threading.Thread(target=rec.finish, args=(DecodeTimes(), DecodeTimes()),
+                              kwargs={"draft_on_this_thread": False})
+    closer.start()
+    closer.join()
+    assert stats.loop_cpu_s is None and stats.host_cpu_s is None  # another thread's CPU clock says nothing of this loop

@@ -43,15 +43,15 @@ def per_prompt(groups: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return out
 
 
-def _by_pass(by_mode: dict[str, list[dict[str, Any]]]) -> list[float]:
-    """auto / the best fixed mode within each pass (the i-th run of every mode ran in the i-th pass)."""
+def _by_pass(by_mode: dict[str, list[dict[str, Any]]]) -> list[float | None]:
+    """auto / the best fixed mode within each pass (the i-th run of every mode ran in the i-th pass); None for a
+    pass where no fixed mode decoded a token."""
     if "auto" not in by_mode or not any(m in FIXED for m in by_mode):
         return []
-    out = []
+    out: list[float | None] = []
     for i in range(min(len(rs) for rs in by_mode.values())):
         best = max(_rate([rs[i]]) for m, rs in by_mode.items() if m in FIXED)
-        if best > 0:
-            out.append(_rate([by_mode["auto"][i]]) / best)
+        out.append(_rate([by_mode["auto"][i]]) / best if best > 0 else None)
     return out
 
 
@@ -62,7 +62,8 @@ def _rate(runs: list[dict[str, Any]]) -> float:
 
 
 def _geomean(xs: list[float]) -> float:
-    return math.exp(sum(math.log(x) for x in xs) / len(xs))
+    """The geometric mean; 0 if a ratio is 0 (a run that decoded nothing)."""
+    return 0.0 if min(xs) <= 0 else math.exp(sum(math.log(x) for x in xs) / len(xs))
 
 
 def summary(entries: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -77,9 +78,8 @@ def summary(entries: list[dict[str, Any]]) -> list[dict[str, Any]]:
             xs = [e[key] for e in es if e[key] is not None]
             row[key] = {"geomean": _geomean(xs), "lowest": min(xs)} if xs else None
         passes = min((len(e["auto_vs_best_by_pass"]) for e in es), default=0)
-        row["auto_vs_best_by_pass"] = [{"geomean": _geomean([e["auto_vs_best_by_pass"][i] for e in es]),
-                                        "lowest": min(e["auto_vs_best_by_pass"][i] for e in es)}
-                                       for i in range(passes)]
+        by_pass = [[r for e in es if (r := e["auto_vs_best_by_pass"][i]) is not None] for i in range(passes)]
+        row["auto_vs_best_by_pass"] = [{"geomean": _geomean(xs), "lowest": min(xs)} if xs else None for xs in by_pass]
         out.append(row)
     return out
 
@@ -101,14 +101,14 @@ def print_ratios(entries: list[dict[str, Any]]) -> None:
             tps = e["tokens_per_second"]
             print(f"{e['prompt']:12} " + " ".join(f"{tps[m]:7.2f}" if m in tps else "      -" for m in modes)
                   + f" {e['best_fixed'] or '-':>7}    {f(e['auto_vs_best'])}    {f(e['lookup_vs_ar'])}  "
-                  + " ".join(f"{r:.2f}" for r in e["auto_vs_best_by_pass"]))
+                  + " ".join("-" if r is None else f"{r:.2f}" for r in e["auto_vs_best_by_pass"]))
         for key, name in (("auto_vs_best", "auto / best fixed"), ("lookup_vs_ar", "lookup / ar")):
             if s[key]:
                 print(f"  {name}: geometric mean {s[key]['geomean']:.2f}, lowest {s[key]['lowest']:.2f}")
         passes = s["auto_vs_best_by_pass"]
         if len(passes) > 1:
-            print("  auto / best fixed, each pass alone: "
-                  + "; ".join(f"geometric mean {r['geomean']:.2f}, lowest {r['lowest']:.2f}" for r in passes))
+            print("  auto / best fixed, each pass alone: " + "; ".join(
+                "-" if r is None else f"geometric mean {r['geomean']:.2f}, lowest {r['lowest']:.2f}" for r in passes))
 
 
 def main(argv: list[str]) -> int:
