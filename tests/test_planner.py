@@ -408,3 +408,16 @@ def test_a_few_misses_at_a_replys_end_do_not_condemn_the_tree() -> None:
         m.top1.add(0.0)
         m.next_guess.add(0.0)
     assert m.hit_prob(4, 5) > 0.7 * steady  # with a 5-round memory (alpha 0.2) it fell to about half
+
+
+def test_an_sd_row_without_an_alternative_says_nothing_of_the_drafts_best_alternative() -> None:
+    # Fixed sd keeps only the drafted token per row (top_count 1); auto's own sd rounds keep a few best ids.
+    model = CostModel()
+    planner = AutoPlanner(model, k=2)
+    plan = Plan("sd", 2)
+    alone = Draft([5, 6], None, JIT, top=[np.array([5]), np.array([6])], serve_s=0.04)
+    planner.learn(plan, RoundResult([5, 9], "sd", JIT, 2, 1, verify_s=0.1, draft=alone))
+    assert model.top1.value is None
+    kept = Draft([5, 6], None, JIT, top=[np.array([5, 7]), np.array([6, 9])], serve_s=0.04)
+    planner.learn(plan, RoundResult([5, 9], "sd", JIT, 2, 1, verify_s=0.1, draft=kept))
+    assert model.top1.value == 1.0  # the best alternative after the rejected 6 was the target's 9

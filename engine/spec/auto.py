@@ -252,9 +252,12 @@ class AutoPlanner:
             covered = n > 0 and counts[min(rr.accepted, n)] > 0
             self._covered = None if not covered else REJECTED if rr.accepted < n else ALL_ACCEPTED
         elif n and rr.accepted < n and rr.accepted < len(d.top):
-            # Would the draft's best candidate (after the rejected token) have been the target's token?
+            # Would the draft's best candidate (after the rejected token) have been the target's token? Only a row
+            # that kept an alternative can tell: fixed sd keeps the drafted token alone (its rounds, folded in by the
+            # observer, counted every rejection as the alternative being wrong).
             cands = [int(t) for t in d.top[rr.accepted] if int(t) != d.tokens[rr.accepted]][:1]
-            m.top1.add(1.0 if rr.next_token in cands else 0.0)
+            if cands:
+                m.top1.add(1.0 if rr.next_token in cands else 0.0)
         if not math.isfinite(m.round_time(plan)):
             raise AssertionError("cost model produced a non-finite estimate")
 
