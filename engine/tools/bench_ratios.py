@@ -32,11 +32,9 @@ def per_prompt(groups: list[dict[str, Any]]) -> list[dict[str, Any]]:
     rates = {key: {mode: _rate(rs) for mode, rs in by_mode.items()} for key, by_mode in runs.items()}
     out = []
     for (scenario, setting, prompt), tps in rates.items():
-        fixed = {m: t for m, t in tps.items() if m in FIXED}
-        best = max(fixed, key=fixed.__getitem__) if fixed else None
         out.append({
-            "scenario": scenario, "setting": setting, "prompt": prompt, "tokens_per_second": tps, "best_fixed": best,
-            "auto_vs_best": tps["auto"] / fixed[best] if "auto" in tps and best and fixed[best] > 0 else None,
+            "scenario": scenario, "setting": setting, "prompt": prompt, "tokens_per_second": tps,
+            "best_fixed": _best_fixed(tps), "auto_vs_best": _auto_vs_best(tps),
             "lookup_vs_ar": tps["lookup"] / tps["ar"] if "lookup" in tps and tps.get("ar") else None,
             "auto_vs_best_by_pass": _by_pass(runs[(scenario, setting, prompt)]),
         })
@@ -48,11 +46,20 @@ def _by_pass(by_mode: dict[str, list[dict[str, Any]]]) -> list[float | None]:
     pass where no fixed mode decoded a token."""
     if "auto" not in by_mode or not any(m in FIXED for m in by_mode):
         return []
-    out: list[float | None] = []
-    for i in range(min(len(rs) for rs in by_mode.values())):
-        best = max(_rate([rs[i]]) for m, rs in by_mode.items() if m in FIXED)
-        out.append(_rate([by_mode["auto"][i]]) / best if best > 0 else None)
-    return out
+    passes = min(len(rs) for rs in by_mode.values())
+    return [_auto_vs_best({m: _rate([rs[i]]) for m, rs in by_mode.items()}) for i in range(passes)]
+
+
+def _best_fixed(tps: dict[str, float]) -> str | None:
+    """The fixed mode with the most decode tok/s (None when no fixed mode ran)."""
+    fixed = [m for m in tps if m in FIXED]
+    return max(fixed, key=tps.__getitem__) if fixed else None
+
+
+def _auto_vs_best(tps: dict[str, float]) -> float | None:
+    """auto's tok/s over the best fixed mode's (None without auto, or when no fixed mode decoded a token)."""
+    best = _best_fixed(tps)
+    return tps["auto"] / tps[best] if "auto" in tps and best and tps[best] > 0 else None
 
 
 def _rate(runs: list[dict[str, Any]]) -> float:
