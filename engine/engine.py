@@ -239,7 +239,8 @@ class Engine:
             lag = self.drafter.lag(self.target.committed)  # read before the draft thread starts
             planner = AutoPlanner(self._cost_model, k, adaptive=params.adaptive,
                                   max_branches=self.drafter.max_branches, early_stop=params.early_stop,
-                                  draft_lag=lag, remaining=params.max_tokens)
+                                  draft_lag=lag, remaining=params.max_tokens,
+                                  prompt_read=self._reads_ahead(params))
             auto_opts = SSDOptions(k=k, backup=NGRAM, early_stop=params.early_stop)  # misses: the pool if it pays
             return AutoMode(steps, planner, auto_opts, lookup, greedy)
         opts = SSDOptions(k=k, fanout=params.fanout, geometric=params.geometric, backup=params.backup,
@@ -320,9 +321,13 @@ class Engine:
     def _read_ahead(self, prompt: Sequence[int], params: GenerationParams) -> PromptRead | None:
         """The draft reads the prompt while the target does, where it has cores or a device of its own (no
         split of the cores: the two never share a core) and the mode may draft with it."""
-        if self.drafter is None or params.mode not in MODEL_DRAFT_MODES or self.threads.split is not None:
+        if self.drafter is None or not self._reads_ahead(params):
             return None
         return PromptRead(self.drafter, prompt)
+
+    def _reads_ahead(self, params: GenerationParams) -> bool:
+        """Whether the draft model reads the prompt on its own thread (:meth:`_read_ahead`)."""
+        return self.drafter is not None and params.mode in MODEL_DRAFT_MODES and self.threads.split is None
 
     def _observer(self, params: GenerationParams, budget: int) -> RoundObserver | None:
         """A fixed mode's rounds teach auto's cost model (auto and lookup teach it themselves); ``budget`` is

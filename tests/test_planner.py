@@ -265,6 +265,27 @@ def test_the_drafts_lag_grows_with_rounds_it_did_not_see_and_its_probe_waits() -
     assert planner._probe == [Plan("sd", 4)] * 2
 
 
+def test_where_the_draft_reads_each_prompt_a_probe_with_a_catchup_waits_for_the_next_reply() -> None:
+    w = world(verify=lambda width: 0.1 * (1 + 0.3 * (width - 1)), draft_token_s=0.08, accepted=lambda k: k)
+    planner = AutoPlanner(CostModel(), k=4)
+    drive(planner, w, rounds=40)  # ar wins; sd and ssd are predicted within 5 %: worth re-measuring now and then
+    model = planner.model
+    model.catchup_token.add(0.002)
+    assert planner.plan == Plan("ar")
+    model.rounds, model.last_run = 10_000, {"ar": 10_000}  # every other mode's probe is due
+    for prompt_read, due in ((False, True), (True, False)):
+        mid = AutoPlanner(model, k=4, prompt_read=prompt_read, remaining=4096)
+        mid._probe, mid.draft_lag = [], 40  # mid-reply, the draft 40 tokens behind (a cheap catch-up)
+        mid._plan_probe(*mid._best_by_mode())
+        assert bool(mid._probe) == due and all(p.mode in ("sd", "ssd") for p in mid._probe)
+    # The next reply starts with the draft in step: the probe that waited runs first; without a read-ahead, the
+    # start holds no probe (it falls due mid-reply, as before).
+    start = AutoPlanner(model, k=4, prompt_read=True, draft_lag=1)
+    first = start.next_plan()
+    assert first.mode in ("sd", "ssd") and start.why.startswith("probe")
+    assert AutoPlanner(model, k=4, prompt_read=False, draft_lag=1).next_plan() == Plan("ar")
+
+
 def test_an_ssd_probe_whose_trees_were_all_cut_short_is_not_repeated_every_reply() -> None:
     model = CostModel()
     w = world(verify=lambda width: 0.1 * (1 + 0.2 * (width - 1)), draft_token_s=0.03, accepted=lambda k: k)

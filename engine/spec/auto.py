@@ -43,7 +43,7 @@ class AutoPlanner:
 
     def __init__(self, model: CostModel, k: int, *, adaptive: bool = True, k_max: int = K_MAX,
                  max_branches: int = 32, draft: bool = True, early_stop: bool = True, draft_lag: int = 0,
-                 remaining: int = 0) -> None:
+                 remaining: int = 0, prompt_read: bool = False) -> None:
         self.model = model  # the machine's timings outlive one reply: the engine passes the same model each time
         self.k = k
         self.adaptive = adaptive
@@ -60,12 +60,17 @@ class AutoPlanner:
         self._trees: list[Plan] | None = None
         self.draft_lag = draft_lag  # tokens the draft model has not seen (it decodes them before it drafts)
         self.remaining = remaining  # tokens the reply may still emit (0: not known)
+        # The draft model reads every prompt on cores (or a device) of its own: each reply starts with it in step,
+        # so a probe of a drafting mode that would first make it catch up waits for the next reply's start.
+        self.prompt_read = prompt_read
         self._probe: list[Plan] = self._first_probes()
         # A model that has measured this machine before starts on its best plan, not on ar.
         self.plan = Plan("ar")
         if 1 in model.verify and not self._probe:  # from the modes run here (others: later, by probe or gain)
             best = max((p for p in self.candidates() if p.mode == "ar" or model.mode_ran(p.mode)), key=model.rate)
             self.plan = best if best == self.plan or self._worth(best, model.rate(self.plan)) else self.plan
+            if prompt_read and self.draft:  # a probe that fell due during an earlier reply runs now, at no catch-up
+                self._plan_probe(*self._best_by_mode())
 
     def _first_probes(self) -> list[Plan]:
         """What is still unmeasured: ar's verify, a few sd rounds; a narrow tree only if it could pay."""
@@ -176,11 +181,7 @@ class AutoPlanner:
         if self.held < HOLD_ROUNDS:
             return self.plan
         m = self.model
-        rate = {p: m.rate(p) for p in self.candidates()}  # once each: a decision weighs dozens of plans
-        best_by_mode: dict[str, Plan] = {}
-        for p, r in rate.items():
-            if p.mode not in best_by_mode or r > rate[best_by_mode[p.mode]]:
-                best_by_mode[p.mode] = p
+        best_by_mode, rate = self._best_by_mode()
         self.rates = {str(p): rate[p] for p in best_by_mode.values()}
         best = max(best_by_mode.values(), key=rate.__getitem__)
         current = rate.get(self.plan, 0.0)
@@ -194,14 +195,27 @@ class AutoPlanner:
         self._plan_probe(best_by_mode, rate)
         return self.plan
 
+    def _best_by_mode(self) -> tuple[dict[str, Plan], dict[Plan, float]]:
+        """Every candidate's predicted rate, and the best plan of each mode."""
+        rate = {p: self.model.rate(p) for p in self.candidates()}  # once each: a decision weighs dozens of plans
+        best_by_mode: dict[str, Plan] = {}
+        for p, r in rate.items():
+            if p.mode not in best_by_mode or r > rate[best_by_mode[p.mode]]:
+                best_by_mode[p.mode] = p
+        return best_by_mode, rate
+
     def _plan_probe(self, best_by_mode: dict[str, Plan], rate: dict[Plan, float]) -> None:
-        """Re-measure the most promising other mode when it is predicted close and its gap has passed."""
+        """Re-measure the most promising other mode when it is predicted close and its gap has passed (where the
+        draft reads each prompt ahead, a probe with a catch-up waits for the next reply's start)."""
         m = self.model
         current = rate[self.plan] if self.plan in rate else m.rate(self.plan)
         for mode, plan in sorted(best_by_mode.items(), key=lambda kv: -rate[kv[1]]):
             if mode == self.plan.mode or rate[plan] <= PROBE_IF_WITHIN * current:
                 continue
-            if self.catchup(plan) > PROBE_CATCHUP_SHARE * (self.remaining or HORIZON_TOKENS) / current:
+            catchup = self.catchup(plan)
+            if catchup and self.prompt_read:
+                continue  # the next reply starts with the draft model in step: probe then
+            if catchup > PROBE_CATCHUP_SHARE * (self.remaining or HORIZON_TOKENS) / current:
                 continue  # the draft model would first decode more than the rest of the reply can pay back
             gap = m.probe_gap.get(mode, FIRST_PROBE_GAP)
             if m.rounds - m.last_run.get(mode, 0) >= gap:
