@@ -12,7 +12,7 @@ import pytest
 
 from engine.core.backend import Model
 from engine.core.context import Context, ContextParams
-from engine.core.outputs import chain_spec
+from engine.core.outputs import GREEDY, chain_spec
 from engine.core.sampling import Dist, SamplingParams, to_dist, top_ids
 from tests.tiny_models import TinyPair
 
@@ -91,7 +91,8 @@ def test_backend_chain_agrees_with_the_host_path(ctx: Context) -> None:
     positions = range(len(prompt))
     outs = list(range(len(prompt) - 6, len(prompt)))
     sampled = SamplingParams(temperature=0.8)
-    for params, top_count in ((SamplingParams(), 0), (SamplingParams(), 6), (sampled, 6)):
+    assert chain_spec(SamplingParams(), ctx.n_vocab, top_count=1).kind == GREEDY  # plain sd's draft: the id alone
+    for params, top_count in ((SamplingParams(), 0), (SamplingParams(), 1), (SamplingParams(), 6), (sampled, 6)):
         ctx.set_sampling(None)
         ctx.clear()
         host = ctx.decode_out(prompt, positions, 0, outs)

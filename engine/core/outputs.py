@@ -69,10 +69,11 @@ def choose_path(prefer: str, params: SamplingParams, on_gpu: bool) -> str:
 
 
 def chain_spec(params: SamplingParams, n_vocab: int, *, top_count: int = 0) -> ChainSpec:
-    """The chain for ``params``: greedy (the target's argmax), the ``top_count`` best ids (a greedy
-    draft: the tree needs candidates), or the truncation of sampled rounds (top-k capped at the vocabulary)."""
+    """The chain for ``params``: greedy (the target's argmax, and plain sd's draft, which keeps one id), the
+    ``top_count`` best ids (a greedy draft whose tree needs candidates), or the truncation of sampled rounds
+    (top-k capped at the vocabulary). A greedy chain returns the token id alone: no candidates to read and order."""
     if params.greedy:
-        return ChainSpec(TOP, top_k=min(top_count, n_vocab)) if top_count > 0 else ChainSpec(GREEDY)
+        return ChainSpec(TOP, top_k=min(top_count, n_vocab)) if top_count > 1 else ChainSpec(GREEDY)
     return ChainSpec(TRUNC, min(params.top_k, n_vocab), params.temperature, params.top_p, params.min_p)
 
 
@@ -179,9 +180,12 @@ class Outputs:
         return int(self.top(r, 1)[0])
 
     def top(self, r: int, count: int) -> IdRow:
-        """The ``count`` best ids, best first, ties to the lowest id (backend: among the chain's candidates)."""
+        """The ``count`` best ids, best first, ties to the lowest id (backend: among the chain's candidates; a greedy
+        chain knows the best id alone)."""
         if self.spec is None:
             return top_ids(self.row(r), count)
+        if self.spec.kind == GREEDY:
+            return np.array([self.argmax(r)], dtype=np.int64)[:count]
         ids, logits = self._candidates(r)
         live = np.isfinite(logits)
         return order_candidates(ids[live], logits[live], count)

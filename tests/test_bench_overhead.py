@@ -1,0 +1,28 @@
+"""Scenario O's measurement on the tiny models: the decodes each mode runs on the generating thread per round."""
+
+from __future__ import annotations
+
+import argparse
+
+from engine.tools import bench
+from engine.tools.bench_overhead import measure, verdicts
+from engine.tools.tinymodel import TinyPair
+
+
+def test_the_floor_counts_the_decodes_a_round_runs_on_the_generating_thread(tiny: TinyPair) -> None:
+    parser = argparse.ArgumentParser()
+    bench.register(parser.add_subparsers(dest="cmd"))
+    args = parser.parse_args(["bench", "--scenarios", "O", "--modes", "ar,sd,ssd,auto", "--paths", "host",
+                              "--max-tokens", "12", "--repeats", "1", "--o-prompts", "1"])
+    floor, table = measure(tiny.target, tiny.draft_related, args)
+    row = {(t["setting"], t["mode"]): t for t in table}
+    for setting in ("greedy", "sampled"):
+        assert row[(setting, "ar")]["decodes_per_round"] == 1.0  # one token, one decode
+        sd = row[(setting, "sd")]
+        # K = 4: the draft syncs (one decode), drafts three more one at a time (fewer after an end token), and
+        # the target verifies the lot in one
+        assert 2.0 <= sd["decodes_per_round"] <= 5.0
+        assert row[(setting, "ssd")]["decodes_per_round"] == 1.0  # the draft decodes on its own thread
+        assert row[(setting, "auto")]["decodes_per_round"] is None  # a mix: not counted
+        assert sd["floor_ms_per_round"] == sd["decodes_per_round"] * floor["host_ms"]
+    assert any("decodes a round on this thread" in line for line in verdicts(table, args.k))
