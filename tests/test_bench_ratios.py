@@ -32,6 +32,9 @@ def test_auto_is_compared_with_the_best_fixed_mode_of_each_prompt() -> None:
     (s,) = summary(list(entries.values()))
     assert math.isclose(s["auto_vs_best"]["geomean"], math.sqrt(0.95))
     assert math.isclose(s["auto_vs_best"]["lowest"], 0.95)
+    # the same ratio for each fixed mode: ar is 10/12 of sd on p1 and 10/20 of lookup on p2
+    assert math.isclose(s["fixed_vs_best"]["ar"], math.sqrt(10 / 12 * 0.5))
+    assert math.isclose(s["fixed_vs_best"]["lookup"], math.sqrt(9 / 12)) and "ssd" not in s["fixed_vs_best"]
 
 
 def test_the_ratios_print_again_from_a_saved_result(tmp_path: Path) -> None:
@@ -40,6 +43,7 @@ def test_the_ratios_print_again_from_a_saved_result(tmp_path: Path) -> None:
     out = subprocess.run([sys.executable, "-m", "engine.tools.bench_ratios", str(saved)], capture_output=True,
                          text=True, check=True).stdout
     assert "auto / best fixed: geometric mean 0.97, lowest 0.95" in out
+    assert "each fixed mode / best fixed, geometric mean: ar 0.65, sd 0.63, lookup 0.87" in out
     bad = subprocess.run([sys.executable, "-m", "engine.tools.bench_ratios", str(tmp_path / "none.json")],
                          capture_output=True, text=True)
     assert bad.returncode == 2 and bad.stderr.startswith("error: cannot read")
