@@ -41,6 +41,7 @@ log = logging.getLogger(__name__)
 CONFIG_FIELDS = ("n_ctx", "threads", "draft_threads", "gpu_layers", "draft_gpu_layers", "max_branches", "flash_attn")
 DRAFT_FREE_MODES = ("ar", "lookup", "auto")  # modes that run on a target alone
 MODEL_DRAFT_MODES = ("sd", "ssd", "auto")  # modes that may draft with the draft model
+INLINE_DRAFT_MODES = ("sd",)  # modes whose draft decodes run on the generating thread (counted as the loop's)
 GENERATION_FIELDS = ("mode", "max_tokens", "k", "fanout", "geometric", "backup", "miss_limit", "early_stop",
                      "adaptive", "budget")
 
@@ -240,7 +241,7 @@ class Engine:
             planner = AutoPlanner(self._cost_model, k, adaptive=params.adaptive,
                                   max_branches=self.drafter.max_branches, early_stop=params.early_stop,
                                   draft_lag=lag, remaining=params.max_tokens,
-                                  prompt_read=self._reads_ahead(params))
+                                  prompt_read=self.reads_ahead(params))
             auto_opts = SSDOptions(k=k, backup=NGRAM, early_stop=params.early_stop)  # misses: the pool if it pays
             return AutoMode(steps, planner, auto_opts, lookup, greedy)
         opts = SSDOptions(k=k, fanout=params.fanout, geometric=params.geometric, backup=params.backup,
@@ -316,16 +317,16 @@ class Engine:
             finally:
                 self._lock.release()
             recorder.finish(start, self._decode_times(),
-                            draft_on_this_thread=params.mode == "sd" and self.drafter is not None)
+                            draft_on_this_thread=params.mode in INLINE_DRAFT_MODES and self.drafter is not None)
 
     def _read_ahead(self, prompt: Sequence[int], params: GenerationParams) -> PromptRead | None:
         """The draft reads the prompt while the target does, where it has cores or a device of its own (no
         split of the cores: the two never share a core) and the mode may draft with it."""
-        if self.drafter is None or not self._reads_ahead(params):
+        if self.drafter is None or not self.reads_ahead(params):
             return None
         return PromptRead(self.drafter, prompt)
 
-    def _reads_ahead(self, params: GenerationParams) -> bool:
+    def reads_ahead(self, params: GenerationParams) -> bool:
         """Whether the draft model reads the prompt on its own thread (:meth:`_read_ahead`)."""
         return self.drafter is not None and params.mode in MODEL_DRAFT_MODES and self.threads.split is None
 

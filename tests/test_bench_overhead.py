@@ -19,8 +19,10 @@ def test_the_floor_counts_the_decodes_a_round_runs_on_the_generating_thread(tiny
     for setting in ("greedy", "sampled"):
         assert row[(setting, "ar")]["decodes_per_round"] == 1.0  # one token, one decode
         sd = row[(setting, "sd")]
-        # K = 4: the draft syncs (one decode), drafts three more one at a time (fewer after an end token), and
-        # the target verifies the lot in one
+        # A round: the draft syncs (one decode, its first token's row), decodes each further token it drafts
+        # (three for K = 4, fewer after an end token), and the target verifies the lot in one decode
+        for run in sd["runs"]:
+            assert run["loop_decodes"] == run["drafted"] + run["rounds"]
         assert 2.0 <= sd["decodes_per_round"] <= 5.0
         assert row[(setting, "ssd")]["decodes_per_round"] == 1.0  # the draft decodes on its own thread
         assert row[(setting, "auto")]["decodes_per_round"] is None  # a mix: not counted

@@ -103,7 +103,11 @@ def test_backend_chain_agrees_with_the_host_path(ctx: Context) -> None:
         assert out.backend
         for r, (best, top, dist) in enumerate(want):
             assert out.argmax(r) == best
-            if top_count:
+            if top_count == 1:  # a greedy chain: the best id alone
+                assert out.top(r, 1).tolist() == top[:1]
+                with pytest.raises(RuntimeError, match="best id alone"):
+                    out.top(r, 6)
+            elif top_count:
                 assert out.top(r, 6).tolist() == top[: len(out.top(r, 6))]
             if not params.greedy:
                 got = out.dist(r, sampled)

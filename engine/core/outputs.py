@@ -185,6 +185,8 @@ class Outputs:
         if self.spec is None:
             return top_ids(self.row(r), count)
         if self.spec.kind == GREEDY:
+            if count > 1:
+                raise RuntimeError("the attached greedy chain keeps the best id alone")
             return np.array([self.argmax(r)], dtype=np.int64)[:count]
         ids, logits = self._candidates(r)
         live = np.isfinite(logits)

@@ -69,7 +69,7 @@ class AutoPlanner:
         if 1 in model.verify and not self._probe:  # from the modes run here (others: later, by probe or gain)
             best = max((p for p in self.candidates() if p.mode == "ar" or model.mode_ran(p.mode)), key=model.rate)
             self.plan = best if best == self.plan or self._worth(best, model.rate(self.plan)) else self.plan
-            if prompt_read and self.draft:  # a probe that fell due during an earlier reply runs now, at no catch-up
+            if prompt_read and self.draft:  # any probe due runs now (one of a drafting mode may have waited for this)
                 self._plan_probe(*self._best_by_mode())
 
     def _first_probes(self) -> list[Plan]:

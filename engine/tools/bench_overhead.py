@@ -34,13 +34,12 @@ from engine.core.options import MODES
 from engine.core.outputs import BACKEND, HOST
 from engine.core.paths import user_data_dir
 from engine.core.sampling import SamplingParams
-from engine.engine import Engine, EngineConfig, GenerationParams
+from engine.engine import INLINE_DRAFT_MODES, Engine, EngineConfig, GenerationParams
 from engine.models import offline
 
 from .synthmodel import TINY, cached_tokenizer, write_llama
 
 SETTINGS = {"greedy": SamplingParams(), "sampled": SamplingParams(temperature=0.8)}  # sampled: the defaults
-DRAFT_INLINE = ("sd",)  # the modes whose draft decodes run on the generating thread (ssd's run on the draft thread)
 COUNTED = ("ar", "sd", "ssd", "lookup")  # the modes whose decodes on the generating thread are known (auto mixes)
 TARGETS = {"ar_greedy_x": 1.10, "ar_sampled_x": 1.25, "host_round_greedy_ms": 0.5, "host_round_sampled_ms": 1.0}
 
@@ -110,8 +109,10 @@ def _run(eng: Engine, prompt: list[int], mode: str, sampling: SamplingParams, ar
     before = _decodes(eng, mode)
     s = eng.generate(prompt, params).run().stats
     loop = max(s.seconds - s.ttft_s, 1e-9)
-    prompt_reads = 2 if mode in DRAFT_INLINE else 1  # the prompt (shorter than a batch): one decode per model
-    return {"tokens": max(s.new_tokens - 1, 0), "loop_s": loop, "rounds": s.rounds,
+    # The prompt (shorter than a batch): one decode by the target, and one by an inline draft that read it ahead
+    # on a thread of its own (without the read-ahead, the first round's sync reads it with the first token).
+    prompt_reads = 1 + (mode in INLINE_DRAFT_MODES and eng.reads_ahead(params))
+    return {"tokens": max(s.new_tokens - 1, 0), "loop_s": loop, "rounds": s.rounds, "drafted": s.drafted,
             "loop_decodes": _decodes(eng, mode) - before - prompt_reads if mode in COUNTED else None,
             "host_s": (s.python_share or 0.0) * loop, "loop_cpu_s": s.loop_cpu_s or 0.0,
             "host_cpu_s": s.host_cpu_s or 0.0,
@@ -122,7 +123,7 @@ def _run(eng: Engine, prompt: list[int], mode: str, sampling: SamplingParams, ar
 def _decodes(eng: Engine, mode: str) -> int:
     """Decodes so far by the models whose decodes ``mode`` runs on the generating thread."""
     n = eng.target_ctx.n_decodes
-    return n + eng.drafter.ctx.n_decodes if mode in DRAFT_INLINE and eng.drafter is not None else n
+    return n + eng.drafter.ctx.n_decodes if mode in INLINE_DRAFT_MODES and eng.drafter is not None else n
 
 
 def measure(target: Path, draft: Path, args: argparse.Namespace) -> tuple[dict[str, float], list[dict[str, Any]]]:
