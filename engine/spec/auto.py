@@ -67,10 +67,11 @@ class AutoPlanner:
         # A model that has measured this machine before starts on its best plan, not on ar.
         self.plan = Plan("ar")
         if 1 in model.verify and not self._probe:  # from the modes run here (others: later, by probe or gain)
-            best = max((p for p in self.candidates() if p.mode == "ar" or model.mode_ran(p.mode)), key=model.rate)
-            self.plan = best if best == self.plan or self._worth(best, model.rate(self.plan)) else self.plan
+            best_by_mode, rate = self._best_by_mode()
+            best = max((p for p in rate if p.mode == "ar" or model.mode_ran(p.mode)), key=rate.__getitem__)
+            self.plan = best if best == self.plan or self._worth(best, rate[self.plan]) else self.plan
             if prompt_read and self.draft:  # any probe due runs now (one of a drafting mode may have waited for this)
-                self._plan_probe(*self._best_by_mode())
+                self._plan_probe(best_by_mode, rate)
 
     def _first_probes(self) -> list[Plan]:
         """What is still unmeasured: ar's verify, a few sd rounds; a narrow tree only if it could pay."""

@@ -58,16 +58,21 @@ def _best_fixed(tps: dict[str, float]) -> str | None:
     return max(fixed, key=tps.__getitem__) if fixed else None
 
 
+def _vs_best(tps: dict[str, float]) -> dict[str, float]:
+    """Each mode's tok/s over the best fixed mode's (empty when no fixed mode decoded a token)."""
+    best = _best_fixed(tps)
+    return {m: t / tps[best] for m, t in tps.items()} if best and tps[best] > 0 else {}
+
+
 def _auto_vs_best(tps: dict[str, float]) -> float | None:
     """auto's tok/s over the best fixed mode's (None without auto, or when no fixed mode decoded a token)."""
-    best = _best_fixed(tps)
-    return tps["auto"] / tps[best] if "auto" in tps and best and tps[best] > 0 else None
+    return _vs_best(tps).get("auto")
 
 
 def _fixed_vs_best(tps: dict[str, float]) -> dict[str, float]:
     """Each fixed mode's tok/s over the best fixed mode's (empty when no fixed mode decoded a token)."""
-    best = _best_fixed(tps)
-    return {m: tps[m] / tps[best] for m in FIXED if m in tps} if best and tps[best] > 0 else {}
+    ratios = _vs_best(tps)
+    return {m: ratios[m] for m in FIXED if m in ratios}
 
 
 def _rate(runs: list[dict[str, Any]]) -> float:
