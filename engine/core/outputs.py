@@ -36,10 +36,19 @@ from .sampling import (
     top_ids,
 )
 
-# llama_get_logits_ith returning the row's address as a plain int (the binding builds a pointer object per call)
-_logits_ith = ctypes.CFUNCTYPE(ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int32)(
-    ctypes.cast(ll.llama_get_logits_ith, ctypes.c_void_p).value or 0)
-_views: dict[int, FloatRow] = {}  # row address -> its numpy view (a view is only an address and a length)
+
+def _by_address(fn: Any, result: Any = ctypes.c_void_p) -> Any:
+    """``fn`` of the binding called straight through its C address, returning a plain int (the binding's wrapper
+    builds a pointer object per call: microseconds, several times a row)."""
+    return ctypes.CFUNCTYPE(result, ctypes.c_void_p, ctypes.c_int32)(ctypes.cast(fn, ctypes.c_void_p).value or 0)
+
+
+_logits_ith = _by_address(ll.llama_get_logits_ith)
+_candidates_ith = _by_address(ll.llama_get_sampled_candidates_ith)
+_candidates_count_ith = _by_address(ll.llama_get_sampled_candidates_count_ith, ctypes.c_uint32)
+_sampled_logits_ith = _by_address(ll.llama_get_sampled_logits_ith)
+_VIEWS_KEPT = 256
+_views: dict[tuple[int, int, str], npt.NDArray[Any]] = {}  # (address, length, dtype) -> its numpy view
 
 HOST, BACKEND, AUTO = "host", "backend", "auto"  # which path samples (GenerationStats.sampling_path)
 PATHS = (AUTO, HOST, BACKEND)
@@ -124,14 +133,20 @@ def _build(spec: ChainSpec) -> Any:
 
 
 def row_view(addr: int, n: int) -> FloatRow:
-    """A numpy view of the ``n`` floats at ``addr``; the views of the few addresses a context's rows live at
-    are kept (making one costs tens of µs right after a decode, when its code is out of the cache)."""
-    view = _views.get(addr)
-    if view is None or len(view) != n:
-        if len(_views) >= 256:
+    """A numpy view of the ``n`` floats at ``addr``; the views of the few addresses a context's rows (and
+    sampled candidates) live at are kept: making one costs tens of µs right after a decode, when its code is
+    out of the cache."""
+    return _view(addr, n, ctypes.c_float)
+
+
+def _view(addr: int, n: int, ctype: Any) -> npt.NDArray[Any]:
+    key = (addr, n, ctype.__name__)
+    view = _views.get(key)
+    if view is None:
+        if len(_views) >= _VIEWS_KEPT:
             _views.clear()
-        view = np.ctypeslib.as_array(ctypes.cast(addr, ctypes.POINTER(ctypes.c_float)), shape=(n,))
-        _views[addr] = view
+        view = np.ctypeslib.as_array(ctypes.cast(addr, ctypes.POINTER(ctype)), shape=(n,))
+        _views[key] = view
     return view
 
 
@@ -213,12 +228,9 @@ class Outputs:
     def _candidates(self, r: int) -> tuple[npt.NDArray[np.int32], FloatRow]:
         self._live()
         i = self._idx[r]
-        n = int(ll.llama_get_sampled_candidates_count_ith(self._ctx, i))
-        ids_p = ll.llama_get_sampled_candidates_ith(self._ctx, i)
-        lg_p = ll.llama_get_sampled_logits_ith(self._ctx, i)
-        if n <= 0 or not ids_p or not lg_p:
+        n = _candidates_count_ith(self._ctx, i)
+        ids_at = _candidates_ith(self._ctx, i)
+        logits_at = _sampled_logits_ith(self._ctx, i)
+        if n <= 0 or not ids_at or not logits_at:
             raise DecodeError(f"llama.cpp returned no sampled candidates for batch index {i}")
-        ids_c = ctypes.cast(ids_p, ctypes.POINTER(ctypes.c_int32))
-        ids: npt.NDArray[np.int32] = np.ctypeslib.as_array(ids_c, shape=(n,))
-        logits: FloatRow = np.ctypeslib.as_array(lg_p, shape=(n,))
-        return ids, logits
+        return _view(ids_at, n, ctypes.c_int32), row_view(logits_at, n)

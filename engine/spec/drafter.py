@@ -88,10 +88,13 @@ class Drafter:
         tokens: list[int] = []
         qs: list[Dist] = []
         tops: list[IdRow] = []
-        argmax_only = self.params.greedy and self.top_count == 1  # plain sd: no tree wants the best ids
+        alone = self.top_count == 1  # plain sd: no tree wants the best ids
         for i in range(k):
-            if argmax_only:
+            if alone and self.params.greedy:
                 tok = out.argmax(0)
+            elif alone:
+                qs.append(out.dist(0, self.params))
+                tok = sample(qs[-1], self.rng)
             else:
                 tok, q, top = self.read(out, 0)
                 tops.append(top)
