@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import codecs
 import contextlib
+import functools
 import logging
 import threading
 import time
-from collections.abc import Generator, Sequence
+from collections.abc import Callable, Generator, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -214,8 +215,10 @@ class Engine:
         self._active = Generation(events, stats, tokens, halt)
         return self._active
 
-    def _make_mode(self, params: GenerationParams, budget: int) -> Mode:
-        """The reply's mode; ``budget``: fixed-mode ssd's tree (:meth:`_tree_budget`)."""
+    def _make_mode(self, params: GenerationParams, budget: int, reading: PromptRead | None = None,
+                   ready: Callable[[], None] | None = None) -> Mode:
+        """The reply's mode; ``budget``: fixed-mode ssd's tree (:meth:`_tree_budget`). auto may start while the
+        draft still reads the prompt (``reading``): its drafter waits for the read (``ready``) at its first use."""
         if params.mode == "ar":
             return ARMode(Steps(self.target, None))
         k = params.k
@@ -227,21 +230,19 @@ class Engine:
         if self.drafter is None:  # auto on a target alone: ar, and the pool's drafts when they pay
             planner = AutoPlanner(self._cost_model, k, draft=False)
             return AutoMode(Steps(self.target, None, self.threads), planner, SSDOptions(k=k), lookup, greedy)
-        seed = params.sampling.seed
-        self.drafter.configure(params.sampling, np.random.default_rng([seed, 1]),
-                               top_count=1 if params.mode == "sd" else max(params.fanout + 2, 6))  # sd: argmax
         self.drafter.pool_draft = lambda committed, n: lookup.propose(committed, n, greedy=greedy,
                                                                                  shadow=False)
         if params.mode == "sd":
             return SDMode(Steps(self.target, InlineDrafts(self.drafter)), k)  # the draft runs on this thread
-        drafts = SplitDrafts(self.drafter) if params.mode == "auto" else DraftWorker(self.drafter)
+        drafts = SplitDrafts(self.drafter, ready) if params.mode == "auto" else DraftWorker(self.drafter)
         steps = Steps(self.target, drafts, self.threads)
         if params.mode == "auto":
-            lag = self.drafter.lag(self.target.committed)  # read before the draft thread starts
+            # read before the draft thread starts (during a prompt read: what the read will have left)
+            lag = reading.lag(self.target.committed) if reading else self.drafter.lag(self.target.committed)
             planner = AutoPlanner(self._cost_model, k, adaptive=params.adaptive,
                                   max_branches=self.drafter.max_branches, early_stop=params.early_stop,
                                   draft_lag=lag, remaining=params.max_tokens,
-                                  prompt_read=self.reads_ahead(params))
+                                  prompt_read=self.reads_ahead(params), draft_busy=reading.busy if reading else None)
             auto_opts = SSDOptions(k=k, backup=NGRAM, early_stop=params.early_stop)  # misses: the pool if it pays
             return AutoMode(steps, planner, auto_opts, lookup, greedy)
         opts = SSDOptions(k=k, fanout=params.fanout, geometric=params.geometric, backup=params.backup,
@@ -265,6 +266,7 @@ class Engine:
         mode: Mode | None = None
         observer: RoundObserver | None = None
         start = self._decode_times()
+        self._configure_drafter(params)  # before its prompt read: the read's thread owns the drafter
         ahead = self._read_ahead(prompt, params)
         try:
             first = self.target.start(prompt, params.sampling, rng)
@@ -290,13 +292,13 @@ class Engine:
                     stats.finish_reason = "context"
                     return
                 if mode is None:  # after the first token is out: the draft may still be reading the prompt
-                    if ahead is not None:
-                        t_join = time.perf_counter()
-                        ahead.join()
-                        recorder.draft_free(self._decode_times(), time.perf_counter() - t_join)
-                        ahead = None
+                    # auto's rounds on ar need no draft: it waits for the read at its first drafting round
+                    reading = ahead if params.mode == "auto" else None
+                    if ahead is not None and reading is None:
+                        self._join_read(ahead, recorder)
                     budget = self._tree_budget(params) if params.mode == "ssd" else 0  # only fixed ssd builds one
-                    mode = self._make_mode(params, budget)
+                    mode = self._make_mode(params, budget, reading,
+                                           functools.partial(self._join_read, reading, recorder) if reading else None)
                     observer = self._observer(params, budget)
                 rr = mode.step()
                 n_round += 1
@@ -318,6 +320,20 @@ class Engine:
                 self._lock.release()
             recorder.finish(start, self._decode_times(),
                             draft_on_this_thread=params.mode in INLINE_DRAFT_MODES and self.drafter is not None)
+
+    def _configure_drafter(self, params: GenerationParams) -> None:
+        """The draft's sampler for this reply (a mode that may draft with it): its settings, random numbers and
+        the best ids kept per row (plain sd: the drafted token alone)."""
+        if self.drafter is None or params.mode not in MODEL_DRAFT_MODES:
+            return
+        self.drafter.configure(params.sampling, np.random.default_rng([params.sampling.seed, 1]),
+                               top_count=1 if params.mode == "sd" else max(params.fanout + 2, 6))
+
+    def _join_read(self, ahead: PromptRead, recorder: StatsRecorder) -> None:
+        """Wait for the draft's prompt read; the wait is the loop's (as a wait for a draft is)."""
+        t0 = time.perf_counter()
+        ahead.join()
+        recorder.draft_free(self._decode_times(), time.perf_counter() - t0)
 
     def _read_ahead(self, prompt: Sequence[int], params: GenerationParams) -> PromptRead | None:
         """The draft reads the prompt while the target does, where it has cores or a device of its own (no

@@ -70,6 +70,28 @@ def test_tree_rounds_run_on_the_draft_thread_and_sequential_rounds_on_the_caller
     assert (me, 2) in maker.threads and ("ssd-draft", 2) not in maker.threads  # all cores only on the caller's
 
 
+def test_the_drafter_is_awaited_before_its_first_use_and_only_then() -> None:
+    # auto may start while the draft still reads the prompt on a thread of its own: the first request (and the
+    # thread count set at the end) waits for that read; a pause of an idle draft thread does not.
+    maker = ThreadRecorder()
+    waits: list[int] = []
+    drafts = SplitDrafts(maker, ready=lambda: waits.append(len(maker.served)))
+    try:
+        drafts.idle()  # an ar round after the reply's start
+        assert waits == []
+        drafts.request(request(budget=0, draft_threads=1))
+        drafts.reply()
+        drafts.request(request(budget=2, draft_threads=1))
+        drafts.reply()
+        assert waits == [0]  # once, before the first draft was served
+    finally:
+        drafts.close()
+    quiet = SplitDrafts(ThreadRecorder(), ready=lambda: waits.append(-1))
+    quiet.close()
+    quiet.set_threads(1)  # the end of a reply that never drafted: the read is waited for before the drafter is touched
+    assert waits == [0, -1]
+
+
 class TreeWatch(ThreadRecorder):
     """A ThreadRecorder that says whether a tree is being built right now."""
 

@@ -442,3 +442,22 @@ def test_an_sd_row_without_an_alternative_says_nothing_of_the_drafts_best_altern
     kept = Draft([5, 6], None, JIT, top=[np.array([5, 7]), np.array([6, 9])], serve_s=0.04)
     planner.learn(plan, RoundResult([5, 9], "sd", JIT, 2, 1, verify_s=0.1, draft=kept))
     assert model.top1.value == 1.0  # the best alternative after the rejected 6 was the target's 9
+
+
+def test_while_the_draft_reads_the_prompt_a_round_that_would_draft_runs_ar_and_the_plan_waits() -> None:
+    reading = [True]
+    fresh = AutoPlanner(CostModel(), k=4, draft_busy=lambda: reading[0])
+    plans = [fresh.next_plan() for _ in range(3)]  # ar's probe needs no draft; sd's two wait for the read
+    assert plans == [Plan("ar")] * 3 and fresh.why.startswith("ar while the draft model reads the prompt")
+    reading[0] = False
+    assert [fresh.next_plan() for _ in range(2)] == [Plan("sd", 4)] * 2  # the read is done: the probe runs
+    w = world(verify=lambda width: 0.1 * (1 + 0.1 * (width - 1)), draft_token_s=0.005, accepted=lambda k: k)
+    settled = AutoPlanner(CostModel(), k=4)
+    drive(settled, w, rounds=40)
+    assert settled.plan.mode in ("sd", "ssd")
+    reading[0] = True
+    nxt = AutoPlanner(settled.model, k=4, prompt_read=True, draft_busy=lambda: reading[0])
+    assert nxt.plan.mode in ("sd", "ssd")  # it starts on the plan it settled on ...
+    assert [nxt.next_plan() for _ in range(3)] == [Plan("ar")] * 3  # ... once the draft has read the prompt
+    reading[0] = False
+    assert nxt.next_plan() == nxt.plan

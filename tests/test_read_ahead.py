@@ -2,12 +2,17 @@
 
 from __future__ import annotations
 
+import threading
+
 import numpy as np
 import pytest
 
 from engine import Engine, EngineConfig, GenerationParams
 from engine.core.options import cpu_cores
+from engine.spec.auto import AutoPlanner
+from engine.spec.drafter import PromptRead
 from engine.spec.exactness import first_difference
+from tests.test_planner import drive, world
 from tests.tiny_models import TinyPair
 
 needs_two_cores = pytest.mark.skipif(cpu_cores() < 2, reason="the target and the draft need a core each")
@@ -47,3 +52,35 @@ def test_greedy_replies_with_the_draft_reading_ahead_match_ar(tiny: TinyPair) ->
                 eng.generate(other, GenerationParams(mode="sd", max_tokens=2)).run()  # the draft now holds another
                 got = eng.generate(prompt, GenerationParams(mode=mode, max_tokens=30)).run()
                 assert got.tokens == ref.tokens, f"{mode}: diverges at {first_difference(got.tokens, ref.tokens)}"
+
+
+@needs_two_cores
+def test_auto_on_ar_does_not_wait_for_the_drafts_prompt_read(tiny: TinyPair, monkeypatch: pytest.MonkeyPatch) -> None:
+    # Where the draft has a core of its own and auto plans ar (drafting does not pay here), the reply's rounds run
+    # while the draft still reads the prompt; the read is waited for at the first round that drafts (or the end).
+    with Engine(EngineConfig(str(tiny.target), str(tiny.draft_related), n_ctx=1024, threads=1,
+                             draft_threads=1)) as eng:
+        slow_and_wrong = world(verify=lambda width: 0.002 * (1 + 0.3 * (width - 1)), draft_token_s=0.05,
+                               accepted=lambda k: 0)
+        drive(AutoPlanner(eng._cost_model, k=4), slow_and_wrong, rounds=40)  # what auto learnt of this machine
+        prompt = _prompt(7, eng.target_model.n_vocab)
+        ref = eng.generate(prompt, GenerationParams(mode="ar", max_tokens=24)).run()
+        released = threading.Event()
+        released_in_time: list[bool] = []
+        read = PromptRead._read
+
+        def held_read(self: PromptRead) -> None:  # the read ends only once the reply has emitted tokens
+            released_in_time.append(released.wait(timeout=10))
+            read(self)
+
+        monkeypatch.setattr(PromptRead, "_read", held_read)
+        gen = eng.generate(prompt, GenerationParams(mode="auto", max_tokens=24))
+        got = []
+        for ev in gen:
+            got.append(ev.token)
+            if len(got) == 6:
+                released.set()
+        assert released_in_time == [True]  # six tokens came while the draft was still reading
+        assert got == ref.tokens
+        assert set(gen.stats.rounds_by_mode) <= {"ar", "lookup"}
+        assert eng.drafter is not None and eng.drafter.lag(prompt) == 0  # the read was done before the reply ended

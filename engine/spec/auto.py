@@ -14,8 +14,9 @@ from __future__ import annotations
 
 import logging
 import math
+from collections.abc import Callable
 
-from .costmodel import LOOKUP_GAIN, CostModel, MeasuredRate, Plan
+from .costmodel import AR, LOOKUP_GAIN, CostModel, MeasuredRate, Plan
 from .fanout import allocate
 from .lookup import Lookup
 from .ssd import SSDOptions
@@ -43,7 +44,7 @@ class AutoPlanner:
 
     def __init__(self, model: CostModel, k: int, *, adaptive: bool = True, k_max: int = K_MAX,
                  max_branches: int = 32, draft: bool = True, early_stop: bool = True, draft_lag: int = 0,
-                 remaining: int = 0, prompt_read: bool = False) -> None:
+                 remaining: int = 0, prompt_read: bool = False, draft_busy: Callable[[], bool] | None = None) -> None:
         self.model = model  # the machine's timings outlive one reply: the engine passes the same model each time
         self.k = k
         self.adaptive = adaptive
@@ -63,6 +64,9 @@ class AutoPlanner:
         # The draft model reads every prompt on cores (or a device) of its own: each reply starts with it in step,
         # so a probe of a drafting mode that would first make it catch up waits for the next reply's start.
         self.prompt_read = prompt_read
+        # Whether the draft model is still reading this reply's prompt on its own thread: a round that would draft
+        # runs ar meanwhile (the target would only wait), and the plan or probe runs once the read is done.
+        self.draft_busy = draft_busy
         self._probe: list[Plan] = self._first_probes()
         # A model that has measured this machine before starts on its best plan, not on ar.
         self.plan = Plan("ar")
@@ -160,13 +164,27 @@ class AutoPlanner:
         return self._probing is not None
 
     def next_plan(self) -> Plan:
-        """The plan for the next round (a probe, the held plan, or a better one)."""
-        plan = self._choose()
-        self.held += 1
+        """The plan for the next round (a probe, the held plan, or a better one; ar while the draft is busy)."""
+        busy = self.draft_busy is not None and self.draft_busy()
+        if busy and self._probe and self._probe[0].mode in DRAFT_MODES:
+            plan = self._meanwhile()
+        else:
+            plan = self._choose()
+            if busy and plan.mode in DRAFT_MODES:
+                plan = self._meanwhile()
+            else:
+                self.held += 1
         self.rounds += 1
         self.model.rounds += 1
         self.model.last_run[plan.mode] = self.model.rounds
         return plan
+
+    def _meanwhile(self) -> Plan:
+        """ar for a round that cannot draft yet (the draft model still reads the prompt): the probe or plan due
+        stays due."""
+        self._probing = None
+        self.why = f"ar while the draft model reads the prompt, then {self._probe[0] if self._probe else self.plan}"
+        return AR
 
     def _choose(self) -> Plan:
         self._probing = None

@@ -175,7 +175,8 @@ class PromptRead:
     """The draft model reads the prompt on a thread of its own while the target prefills it.
 
     For a draft on cores (or a device) of its own: its first round then drafts at once instead of first
-    catching up on the whole prompt. The drafter belongs to that thread until :meth:`join`.
+    catching up on the whole prompt. The drafter belongs to that thread until :meth:`join`; a reply whose
+    rounds need no draft yet (auto on ar) joins it at its first drafting round, not before its first round.
     """
 
     def __init__(self, drafter: Drafter, prompt: Sequence[int]) -> None:
@@ -191,6 +192,14 @@ class PromptRead:
             self._drafter.kv.sync_out(self._prompt)
         except Exception as e:  # the first round catches up instead
             self._error = e
+
+    def busy(self) -> bool:
+        """Whether the read still runs (the drafter is not free yet)."""
+        return self._thread.is_alive()
+
+    def lag(self, committed: Sequence[int]) -> int:
+        """Tokens of ``committed`` the draft will not have seen once the read is done (the reply so far)."""
+        return len(committed) - len(self._prompt)
 
     def join(self) -> None:
         """Wait until the drafter is free again (a failed read leaves its KV to be rebuilt by the first round)."""

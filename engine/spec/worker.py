@@ -159,13 +159,20 @@ class SplitDrafts:
     """auto's draft source: rounds that build a tree on the draft thread (they overlap the target's verify), the
     others — sequential sd rounds, drafted with every core — on the caller's thread, like plain sd."""
 
-    def __init__(self, drafter: DraftMaker) -> None:
+    def __init__(self, drafter: DraftMaker, ready: Callable[[], None] | None = None) -> None:
         self.worker = DraftWorker(drafter)
         self.inline = InlineDrafts(drafter)
         self._via: DraftWorker | InlineDrafts = self.worker
         self._trees: tuple[TreeStats, ...] = ()
+        self._ready = ready  # waits until the drafter is free (its prompt read done), before its first use
+
+    def _await_drafter(self) -> None:
+        ready, self._ready = self._ready, None
+        if ready is not None:
+            ready()
 
     def request(self, req: DraftRequest) -> None:
+        self._await_drafter()
         if req.budget:
             self._via = self.worker
         else:
@@ -189,4 +196,5 @@ class SplitDrafts:
         self.inline.close()
 
     def set_threads(self, n: int) -> None:
+        self._await_drafter()
         self.worker.set_threads(n)
