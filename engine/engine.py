@@ -266,9 +266,10 @@ class Engine:
         mode: Mode | None = None
         observer: RoundObserver | None = None
         start = self._decode_times()
-        self._configure_drafter(params)  # before its prompt read: the read's thread owns the drafter
-        ahead = self._read_ahead(prompt, params)
+        ahead: PromptRead | None = None
         try:
+            self._configure_drafter(params)  # before its prompt read: the read's thread owns the drafter
+            ahead = self._read_ahead(prompt, params)
             first = self.target.start(prompt, params.sampling, rng)
             recorder.first_token(self._decode_times())
             pending: list[tuple[int, bool]] = [(first, False)]
