@@ -8,7 +8,7 @@ import functools
 import logging
 import threading
 import time
-from collections.abc import Callable, Generator, Sequence
+from collections.abc import Generator, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -216,9 +216,10 @@ class Engine:
         return self._active
 
     def _make_mode(self, params: GenerationParams, budget: int, reading: PromptRead | None = None,
-                   ready: Callable[[], None] | None = None) -> Mode:
+                   recorder: StatsRecorder | None = None) -> Mode:
         """The reply's mode; ``budget``: fixed-mode ssd's tree (:meth:`_tree_budget`). auto may start while the
-        draft still reads the prompt (``reading``): its drafter waits for the read (``ready``) at its first use."""
+        draft still reads the prompt (``reading``): its drafter waits for the read at its first use, and the wait
+        goes to ``recorder``."""
         if params.mode == "ar":
             return ARMode(Steps(self.target, None))
         k = params.k
@@ -234,10 +235,12 @@ class Engine:
                                                                                  shadow=False)
         if params.mode == "sd":
             return SDMode(Steps(self.target, InlineDrafts(self.drafter)), k)  # the draft runs on this thread
+        ready = functools.partial(self._join_read, reading, recorder) if reading and recorder else None
         drafts = SplitDrafts(self.drafter, ready) if params.mode == "auto" else DraftWorker(self.drafter)
         steps = Steps(self.target, drafts, self.threads)
         if params.mode == "auto":
-            # read before the draft thread starts (during a prompt read: what the read will have left)
+            # read before the draft thread starts (during a prompt read: what the read will have left; a read that
+            # fails leaves the whole context to the first drafting round, which then catches up, unpriced)
             lag = reading.lag(self.target.committed) if reading else self.drafter.lag(self.target.committed)
             planner = AutoPlanner(self._cost_model, k, adaptive=params.adaptive,
                                   max_branches=self.drafter.max_branches, early_stop=params.early_stop,
@@ -297,9 +300,9 @@ class Engine:
                     reading = ahead if params.mode == "auto" else None
                     if ahead is not None and reading is None:
                         self._join_read(ahead, recorder)
+                        ahead = None
                     budget = self._tree_budget(params) if params.mode == "ssd" else 0  # only fixed ssd builds one
-                    mode = self._make_mode(params, budget, reading,
-                                           functools.partial(self._join_read, reading, recorder) if reading else None)
+                    mode = self._make_mode(params, budget, reading, recorder)
                     observer = self._observer(params, budget)
                 rr = mode.step()
                 n_round += 1
@@ -309,10 +312,12 @@ class Engine:
                 pending = [(t, i < rr.accepted) for i, t in enumerate(rr.tokens)]
         finally:
             try:
-                if ahead is not None:
-                    ahead.join()  # the draft context is never left to a thread
-                if mode is not None:
-                    mode.close()  # joins the draft thread
+                try:
+                    if ahead is not None:
+                        self._join_read(ahead, recorder)  # the draft context is never left to a thread
+                finally:
+                    if mode is not None:
+                        mode.close()  # joins the draft thread
                 if observer is not None:
                     observer.finish()  # before the next generation can read the cost model
                 if self._memory is not None:

@@ -448,7 +448,8 @@ def test_while_the_draft_reads_the_prompt_a_round_that_would_draft_runs_ar_and_t
     reading = [True]
     fresh = AutoPlanner(CostModel(), k=4, draft_busy=lambda: reading[0])
     plans = [fresh.next_plan() for _ in range(3)]  # ar's probe needs no draft; sd's two wait for the read
-    assert plans == [Plan("ar")] * 3 and fresh.why.startswith("ar while the draft model reads the prompt")
+    assert plans == [Plan("ar")] * 3 and fresh.why == "ar while the draft model reads the prompt (probe sd(K=4))"
+    assert fresh.rounds == 1 and fresh.held == 1  # only the probe's round counts as the reply's plans
     reading[0] = False
     assert [fresh.next_plan() for _ in range(2)] == [Plan("sd", 4)] * 2  # the read is done: the probe runs
     w = world(verify=lambda width: 0.1 * (1 + 0.1 * (width - 1)), draft_token_s=0.005, accepted=lambda k: k)
@@ -457,7 +458,9 @@ def test_while_the_draft_reads_the_prompt_a_round_that_would_draft_runs_ar_and_t
     assert settled.plan.mode in ("sd", "ssd")
     reading[0] = True
     nxt = AutoPlanner(settled.model, k=4, prompt_read=True, draft_busy=lambda: reading[0])
+    nxt._probe = []  # (whatever probe its start scheduled)
     assert nxt.plan.mode in ("sd", "ssd")  # it starts on the plan it settled on ...
     assert [nxt.next_plan() for _ in range(3)] == [Plan("ar")] * 3  # ... once the draft has read the prompt
+    assert nxt.held == 0
     reading[0] = False
     assert nxt.next_plan() == nxt.plan

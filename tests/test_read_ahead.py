@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+from typing import Any
 
 import numpy as np
 import pytest
@@ -10,7 +11,8 @@ import pytest
 from engine import Engine, EngineConfig, GenerationParams
 from engine.core.options import cpu_cores
 from engine.spec.auto import AutoPlanner
-from engine.spec.drafter import PromptRead
+from engine.spec.drafter import Drafter, PromptRead
+from engine.spec.types import Draft
 from engine.spec.exactness import first_difference
 from tests.test_planner import drive, world
 from tests.tiny_models import TinyPair
@@ -84,3 +86,39 @@ def test_auto_on_ar_does_not_wait_for_the_drafts_prompt_read(tiny: TinyPair, mon
         assert got == ref.tokens
         assert set(gen.stats.rounds_by_mode) <= {"ar", "lookup"}
         assert eng.drafter is not None and eng.drafter.lag(prompt) == 0  # the read was done before the reply ended
+
+
+@needs_two_cores
+def test_auto_drafts_only_once_the_drafts_prompt_read_is_done(tiny: TinyPair, monkeypatch: pytest.MonkeyPatch) -> None:
+    # A machine where drafting pays: the reply's first rounds run ar while the draft reads, then it drafts, and the
+    # drafter is never served while the read still runs.
+    with Engine(EngineConfig(str(tiny.target), str(tiny.draft_related), n_ctx=1024, threads=1,
+                             draft_threads=1)) as eng:
+        cheap_and_right = world(verify=lambda width: 0.02 * (1 + 0.02 * (width - 1)), draft_token_s=0.0005,
+                                accepted=lambda k: k)
+        drive(AutoPlanner(eng._cost_model, k=4), cheap_and_right, rounds=40)
+        prompt = _prompt(8, eng.target_model.n_vocab)
+        released = threading.Event()
+        read, serve = PromptRead._read, Drafter.serve
+        served_while_reading: list[bool] = []
+
+        def held_read(self: PromptRead) -> None:
+            released.wait(timeout=10)
+            read(self)
+
+        def watched_serve(self: Drafter, *args: Any) -> Draft:
+            served_while_reading.append(any(t.name == "draft-prompt" for t in threading.enumerate()))
+            return serve(self, *args)
+
+        monkeypatch.setattr(PromptRead, "_read", held_read)
+        monkeypatch.setattr(Drafter, "serve", watched_serve)
+        gen = eng.generate(prompt, GenerationParams(mode="auto", max_tokens=24))
+        got = []
+        for ev in gen:
+            got.append(ev.token)
+            if len(got) == 3:
+                released.set()
+        assert served_while_reading and not any(served_while_reading)
+        assert gen.stats.rounds_by_mode.get("ar", 0) >= 2  # the rounds before the read was done
+        monkeypatch.undo()
+        assert got == eng.generate(prompt, GenerationParams(mode="ar", max_tokens=24)).run().tokens

@@ -61,8 +61,9 @@ class AutoPlanner:
         self._trees: list[Plan] | None = None
         self.draft_lag = draft_lag  # tokens the draft model has not seen (it decodes them before it drafts)
         self.remaining = remaining  # tokens the reply may still emit (0: not known)
-        # The draft model reads every prompt on cores (or a device) of its own: each reply starts with it in step,
-        # so a probe of a drafting mode that would first make it catch up waits for the next reply's start.
+        # The draft model reads every prompt on cores (or a device) of its own: each reply starts with it in step
+        # (once its read is done), so a probe of a drafting mode that would first make it catch up waits for the
+        # next reply's start.
         self.prompt_read = prompt_read
         # Whether the draft model is still reading this reply's prompt on its own thread: a round that would draft
         # runs ar meanwhile (the target would only wait), and the plan or probe runs once the read is done.
@@ -167,23 +168,23 @@ class AutoPlanner:
         """The plan for the next round (a probe, the held plan, or a better one; ar while the draft is busy)."""
         busy = self.draft_busy is not None and self.draft_busy()
         if busy and self._probe and self._probe[0].mode in DRAFT_MODES:
-            plan = self._meanwhile()
+            plan = self._ar_while_reading(f"probe {self._probe[0]}")
         else:
             plan = self._choose()
             if busy and plan.mode in DRAFT_MODES:
-                plan = self._meanwhile()
+                plan = self._ar_while_reading(self.why)
             else:
                 self.held += 1
-        self.rounds += 1
+                self.rounds += 1  # rounds of the reply's plans and probes (the first probes end within 8 of them)
         self.model.rounds += 1
         self.model.last_run[plan.mode] = self.model.rounds
         return plan
 
-    def _meanwhile(self) -> Plan:
-        """ar for a round that cannot draft yet (the draft model still reads the prompt): the probe or plan due
-        stays due."""
+    def _ar_while_reading(self, due: str) -> Plan:
+        """ar for a round that would draft while the draft model still reads the prompt (the target would only
+        wait); what is ``due`` (a probe, or the plan) stays due."""
         self._probing = None
-        self.why = f"ar while the draft model reads the prompt, then {self._probe[0] if self._probe else self.plan}"
+        self.why = f"ar while the draft model reads the prompt ({due})"
         return AR
 
     def _choose(self) -> Plan:

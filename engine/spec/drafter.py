@@ -88,11 +88,11 @@ class Drafter:
         tokens: list[int] = []
         qs: list[Dist] = []
         tops: list[IdRow] = []
-        alone = self.top_count == 1  # plain sd: no tree wants the best ids
+        sd_only = self.top_count == 1  # plain sd: no tree wants the best ids
         for i in range(k):
-            if alone and self.params.greedy:
+            if sd_only and self.params.greedy:
                 tok = out.argmax(0)
-            elif alone:
+            elif sd_only:
                 qs.append(out.dist(0, self.params))
                 tok = sample(qs[-1], self.rng)
             else:
