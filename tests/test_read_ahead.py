@@ -12,8 +12,8 @@ from engine import Engine, EngineConfig, GenerationParams
 from engine.core.options import cpu_cores
 from engine.spec.auto import AutoPlanner
 from engine.spec.drafter import Drafter, PromptRead
-from engine.spec.types import Draft
 from engine.spec.exactness import first_difference
+from engine.spec.types import Draft
 from tests.test_planner import drive, world
 from tests.tiny_models import TinyPair
 
