@@ -7,6 +7,7 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -419,12 +420,19 @@ def test_cli_serve_answers_then_stops_on_ctrl_c(tiny: TinyPair) -> None:
                 break
         url = line.split()[1]
         assert url.startswith("http://127.0.0.1:") and "mode ar" in line
-        oai = openai.OpenAI(base_url=url, api_key="x", max_retries=0)
-        reply = oai.chat.completions.create(model="target", messages=[{"role": "user", "content": "Hi"}],
-                                            max_tokens=3, temperature=0)
+        rest: list[str] = []  # drained: a server blocked writing to a full pipe would never exit
+        drain = threading.Thread(target=lambda: rest.extend(proc.stderr or ()), daemon=True)
+        drain.start()
+        with openai.OpenAI(base_url=url, api_key="x", max_retries=0) as oai:
+            reply = oai.chat.completions.create(model="target", messages=[{"role": "user", "content": "Hi"}],
+                                                max_tokens=3, temperature=0)
         assert reply.choices[0].finish_reason == "length"
         proc.send_signal(signal.SIGINT)
-        assert proc.wait(timeout=60) == 0
+        try:
+            code = proc.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            pytest.fail("the server did not stop within 60 s of Ctrl+C; its stderr: " + "".join(rest)[-2000:])
+        assert code == 0, "".join(rest)[-2000:]
     finally:
         if proc.poll() is None:
             proc.kill()
