@@ -409,8 +409,14 @@ def run_cli(*argv: str) -> subprocess.CompletedProcess[str]:
                           timeout=120, check=False)
 
 
+# ``python -m engine`` with Ctrl+C handled even where this test runs with SIGINT ignored (a background job of a
+# non-interactive shell: its children inherit the ignored signal, and Python then installs no handler for it)
+_WITH_CTRL_C = ("import runpy, signal, sys; signal.signal(signal.SIGINT, signal.default_int_handler); "
+                "sys.argv[0] = 'engine'; runpy.run_module('engine', run_name='__main__', alter_sys=True)")
+
+
 def test_cli_serve_answers_then_stops_on_ctrl_c(tiny: TinyPair) -> None:
-    argv = [sys.executable, "-m", "engine", "serve", "--target", str(tiny.target), "--port", "0", "--ctx", "512"]
+    argv = [sys.executable, "-c", _WITH_CTRL_C, "serve", "--target", str(tiny.target), "--port", "0", "--ctx", "512"]
     proc = subprocess.Popen(argv, stderr=subprocess.PIPE, text=True)
     try:
         assert proc.stderr is not None
