@@ -10,6 +10,7 @@ import pytest
 
 from engine import Engine, EngineConfig, GenerationParams
 from engine.core.options import cpu_cores
+from engine.generation import Generation
 from engine.spec.auto import AutoPlanner
 from engine.spec.drafter import Drafter, PromptRead
 from engine.spec.exactness import first_difference
@@ -56,6 +57,28 @@ def test_greedy_replies_with_the_draft_reading_ahead_match_ar(tiny: TinyPair) ->
                 assert got.tokens == ref.tokens, f"{mode}: diverges at {first_difference(got.tokens, ref.tokens)}"
 
 
+def _reply_while_the_read_is_held(eng: Engine, prompt: list[int], monkeypatch: pytest.MonkeyPatch,
+                                  release_after: int) -> tuple[Generation, list[int], list[bool]]:
+    """An auto reply whose draft prompt read ends only once the reply has emitted ``release_after`` tokens (or after
+    10 s); its stats, its tokens, and whether the read was released in time."""
+    released = threading.Event()
+    released_in_time: list[bool] = []
+    read = PromptRead._read
+
+    def held_read(self: PromptRead) -> None:
+        released_in_time.append(released.wait(timeout=10))
+        read(self)
+
+    monkeypatch.setattr(PromptRead, "_read", held_read)
+    gen = eng.generate(prompt, GenerationParams(mode="auto", max_tokens=24))
+    got = []
+    for ev in gen:
+        got.append(ev.token)
+        if len(got) == release_after:
+            released.set()
+    return gen, got, released_in_time
+
+
 @needs_two_cores
 def test_auto_on_ar_does_not_wait_for_the_drafts_prompt_read(tiny: TinyPair, monkeypatch: pytest.MonkeyPatch) -> None:
     # Where the draft has a core of its own and auto plans ar (drafting does not pay here), the reply's rounds run
@@ -67,21 +90,7 @@ def test_auto_on_ar_does_not_wait_for_the_drafts_prompt_read(tiny: TinyPair, mon
         drive(AutoPlanner(eng._cost_model, k=4), slow_and_wrong, rounds=40)  # what auto learnt of this machine
         prompt = _prompt(7, eng.target_model.n_vocab)
         ref = eng.generate(prompt, GenerationParams(mode="ar", max_tokens=24)).run()
-        released = threading.Event()
-        released_in_time: list[bool] = []
-        read = PromptRead._read
-
-        def held_read(self: PromptRead) -> None:  # the read ends only once the reply has emitted tokens
-            released_in_time.append(released.wait(timeout=10))
-            read(self)
-
-        monkeypatch.setattr(PromptRead, "_read", held_read)
-        gen = eng.generate(prompt, GenerationParams(mode="auto", max_tokens=24))
-        got = []
-        for ev in gen:
-            got.append(ev.token)
-            if len(got) == 6:
-                released.set()
+        gen, got, released_in_time = _reply_while_the_read_is_held(eng, prompt, monkeypatch, release_after=6)
         assert released_in_time == [True]  # six tokens came while the draft was still reading
         assert got == ref.tokens
         assert set(gen.stats.rounds_by_mode) <= {"ar", "lookup"}
@@ -98,26 +107,15 @@ def test_auto_drafts_only_once_the_drafts_prompt_read_is_done(tiny: TinyPair, mo
                                 accepted=lambda k: k)
         drive(AutoPlanner(eng._cost_model, k=4), cheap_and_right, rounds=40)
         prompt = _prompt(8, eng.target_model.n_vocab)
-        released = threading.Event()
-        read, serve = PromptRead._read, Drafter.serve
+        serve = Drafter.serve
         served_while_reading: list[bool] = []
-
-        def held_read(self: PromptRead) -> None:
-            released.wait(timeout=10)
-            read(self)
 
         def watched_serve(self: Drafter, *args: Any) -> Draft:
             served_while_reading.append(any(t.name == "draft-prompt" for t in threading.enumerate()))
             return serve(self, *args)
 
-        monkeypatch.setattr(PromptRead, "_read", held_read)
         monkeypatch.setattr(Drafter, "serve", watched_serve)
-        gen = eng.generate(prompt, GenerationParams(mode="auto", max_tokens=24))
-        got = []
-        for ev in gen:
-            got.append(ev.token)
-            if len(got) == 3:
-                released.set()
+        gen, got, _ = _reply_while_the_read_is_held(eng, prompt, monkeypatch, release_after=3)
         assert served_while_reading and not any(served_while_reading)
         assert gen.stats.rounds_by_mode.get("ar", 0) >= 2  # the rounds before the read was done
         monkeypatch.undo()
