@@ -11,7 +11,7 @@ from engine.spec.costmodel import CostModel, Plan
 from engine.spec.lookup import Lookup, NgramPool
 from engine.spec.ssd import SSDOptions
 from engine.spec.steps import Steps
-from engine.spec.types import CACHE, JIT, ROUND_SYNC, Draft, RoundResult, TreeStats
+from engine.spec.types import CACHE, JIT, NGRAM, ROUND_SYNC, Draft, RoundResult, TreeStats
 from tests.spec_fakes import TRUTH, FakeDrafts, FakeTarget, Script
 
 World = Callable[[Plan], RoundResult]
@@ -464,3 +464,39 @@ def test_while_the_draft_reads_the_prompt_a_round_that_would_draft_runs_ar_and_t
     assert nxt.held == 0
     reading[0] = False
     assert nxt.next_plan() == nxt.plan
+
+
+def test_ar_rounds_beside_the_drafts_prompt_read_do_not_set_ars_pace() -> None:
+    # B-q4, edit-types: ar's verify took 80 ms beside the read and 50 ms after it; the slow figure made an ssd probe
+    # look as fast as ar, and auto ran ssd for the rest of the reply at 0.74x fixed ar.
+    reading = [True]
+    slow = [True]
+    w = world(verify=lambda width: (0.08 if slow[0] else 0.05) * (1 + 0.3 * (width - 1)), draft_token_s=0.2,
+              accepted=lambda k: 0)
+    model = CostModel()
+    planner = AutoPlanner(model, k=4, draft_busy=lambda: reading[0])
+    drive(planner, w, rounds=1)
+    assert model.t_verify(1) == 0.08  # the first figure of all: better than none
+    reading[0] = slow[0] = False
+    drive(planner, w, rounds=30)
+    settled, tally = model.t_verify(1), model.tallies[Plan("ar")].seconds
+    assert settled < 0.06
+    reading[0] = slow[0] = True
+    assert set(drive(planner, w, rounds=8)) == {Plan("ar")}
+    assert model.t_verify(1) == settled and model.tallies[Plan("ar")].seconds == tally
+    reading[0] = False
+    assert drive(planner, w, rounds=1) == [Plan("ar")]
+    assert model.t_verify(1) > settled  # after the read a slow round counts
+
+
+def test_a_pool_round_beside_the_drafts_prompt_read_teaches_acceptance_but_not_time() -> None:
+    model = CostModel()
+    model.add_verify(3, 0.06)
+    lookup = Lookup(model, NgramPool())
+    d = Draft([5, 6], None, NGRAM)
+    d.orders = [3, 3]
+    lookup.learn(RoundResult([5, 6, 9], "lookup", NGRAM, 2, 2, verify_s=0.1, draft=d), timed=False)
+    assert model.t_verify(3) == 0.06 and not model.tallies
+    assert model.lookup_acceptance(3) > 0.55  # the chain's two accepted tokens still count
+    lookup.learn(RoundResult([5, 6, 9], "lookup", NGRAM, 2, 2, verify_s=0.1, draft=d))
+    assert model.t_verify(3) > 0.06 and Plan("lookup") in model.tallies

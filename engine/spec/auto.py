@@ -68,6 +68,9 @@ class AutoPlanner:
         # Whether the draft model is still reading this reply's prompt on its own thread: a round that would draft
         # runs ar meanwhile (the target would only wait), and the plan or probe runs once the read is done.
         self.draft_busy = draft_busy
+        # Whether the latest plan was chosen while that read ran: the round shares the machine with it (B-q4 on a
+        # 2-core VM: ar's verify took 80 ms beside the read, 50 ms after it), so its time is not what ar costs.
+        self.beside_read = False
         self._probe: list[Plan] = self._first_probes()
         # A model that has measured this machine before starts on its best plan, not on ar.
         self.plan = Plan("ar")
@@ -166,7 +169,7 @@ class AutoPlanner:
 
     def next_plan(self) -> Plan:
         """The plan for the next round (a probe, the held plan, or a better one; ar while the draft is busy)."""
-        busy = self.draft_busy is not None and self.draft_busy()
+        busy = self.beside_read = self.draft_busy is not None and self.draft_busy()
         if busy and self._probe and self._probe[0].mode in DRAFT_MODES:
             plan = self._ar_while_reading(f"probe {self._probe[0]}")
         else:
@@ -243,6 +246,12 @@ class AutoPlanner:
                 self._probe = [plan] * 2
             return
 
+    def timed(self, width: int) -> bool:
+        """Whether the latest round's verify time (``width`` tokens) is to teach the cost model: not beside the
+        draft's prompt read, where the width has a figure already (a reply's pace would be read off the read)."""
+        e = self.model.verify.get(width)
+        return not self.beside_read or e is None or e.value is None
+
     def predicted(self, plan: Plan) -> tuple[float, float]:
         """(tokens, seconds) the component figures predict for one round of ``plan``."""
         m = self.model
@@ -250,8 +259,11 @@ class AutoPlanner:
         return tokens, m.round_time(plan)
 
     def learn(self, plan: Plan, rr: RoundResult) -> None:
-        """Fold one round's timings and outcome into the cost model."""
+        """Fold one round's timings and outcome into the cost model (an ar round beside the draft's prompt read
+        only where ar's time is not measured yet: :meth:`timed`)."""
         m = self.model
+        if plan.mode == "ar" and not self.timed(1):
+            return
         table = m.verify_split if m.split and plan.mode == "ssd" else m.verify
         per_token, catchup = _draft_token_time(rr)
         if rr.drafted + 1 in table and (plan.mode == "ar" or m.draft_token.value is not None):
@@ -406,7 +418,7 @@ class AutoMode:
         why = f"lookup: a {len(draft.tokens)}-token pool match, predicted {rate:.1f} > {plan_rate:.1f} tok/s"
         self._idle_drafts()
         rr = self.steps.lookup(draft, why=why, rates=self._rates())
-        self.lookup.learn(rr)
+        self.lookup.learn(rr, timed=self.planner.timed(rr.drafted + 1))
         self.last_accepted = -1  # the tree (if any) assumed the plan's draft
         return rr
 

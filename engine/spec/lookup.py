@@ -258,18 +258,19 @@ class Lookup:
         kept as a shadow, is scored with that round; scoring it again as a shadow would count it twice."""
         self._shadows = []
 
-    def learn(self, rr: RoundResult) -> None:
-        """Fold a lookup round into the cost model: measured against predicted, verify time by width,
-        acceptance by n-gram order and depth."""
+    def learn(self, rr: RoundResult, *, timed: bool = True) -> None:
+        """Fold a lookup round into the cost model: measured against predicted, verify time by width (unless not
+        ``timed``: auto's round beside the draft's prompt read), acceptance by n-gram order and depth."""
         if rr.drafted:
             self.drop_shadows()  # the round verified a draft: scored below
         m = self.model
         d = rr.draft
         orders = d.orders[: rr.drafted] if d is not None else []
-        if rr.drafted + 1 in m.verify:  # a prediction from measured figures, not from the defaults
-            m.observe(Plan("lookup") if rr.drafted else Plan("ar"), len(rr.tokens), rr.verify_s + rr.wait_s,
-                      m.lookup_expected(orders)[-1], m.t_verify(rr.drafted + 1))
-        m.add_verify(rr.drafted + 1, rr.verify_s)
+        if timed:
+            if rr.drafted + 1 in m.verify:  # a prediction from measured figures, not from the defaults
+                m.observe(Plan("lookup") if rr.drafted else Plan("ar"), len(rr.tokens), rr.verify_s + rr.wait_s,
+                          m.lookup_expected(orders)[-1], m.t_verify(rr.drafted + 1))
+            m.add_verify(rr.drafted + 1, rr.verify_s)
         if d is not None and d.source == NGRAM and rr.drafted:
             m.learn_lookup(orders, rr.accepted)
 
