@@ -56,6 +56,24 @@ def test_collisions_read_as_nothing_and_memory_stays_constant() -> None:
     assert wrong <= 2  # a 32-bit fingerprint lets through about one collision in 4 billion
 
 
+def test_remembered_predictions_are_the_ones_the_pool_would_make_now() -> None:
+    # A small vocabulary and a small table: tokens are overwritten, slots collide and the table is cleared, while
+    # each draft reads predictions remembered from earlier ones (a write to any slot they read must drop them).
+    rng = np.random.default_rng(11)
+    seq = rng.integers(0, 12, size=3000).tolist()
+    pool, fresh = NgramPool(bits=8), NgramPool(bits=8)
+    pool.feed(seq[:40]), fresh.feed(seq[:40])
+    worked, asked = 0, 0
+    for end in range(41, len(seq)):
+        pool.feed(seq[:end], start=end - 1), fresh.feed(seq[:end], start=end - 1)
+        fresh._forget()  # every prediction worked out from the table as it is
+        before = pool._worked
+        assert pool.draft(seq[:end], max_len=16) == fresh.draft(seq[:end], max_len=16)
+        worked += pool._worked - before if pool._worked >= before else pool._worked
+        asked += fresh._worked
+    assert worked < 0.8 * asked  # (without the memo every prediction asked is worked out)
+
+
 def test_a_new_conversation_starts_the_pool_afresh_and_a_next_turn_extends_it() -> None:
     look = Lookup(CostModel())
     look.start([1, 2, 3, 4, 2, 3])

@@ -36,6 +36,7 @@ from .types import NGRAM, Draft, RoundResult
 ORDERS = (1, 2, 3, 4)  # n-gram sizes indexed; the longest that hits predicts
 POOL_BITS = 19  # 512 Ki entries: 2 MiB of table, whatever the conversation's length
 MAX_DRAFT = 16  # the longest lookup draft
+MEMO_MOST = 1 << 14  # predictions worked out between two clearings of the pool's memo
 
 _MASK = (1 << 64) - 1
 _MUL = 0x9E3779B97F4A7C15  # 2^64 / golden ratio: spreads the hash over the index bits
@@ -70,10 +71,21 @@ class NgramPool:
         self._next = self.next.data  # scalar reads and writes as Python ints (numpy's cost ~3x more)
         self._print = self.print.data
         self.used = 0
+        # Predictions by window (its last orders[0] tokens), each dropped when a slot it read is written: a round's
+        # chain mostly walks windows an earlier chain walked, and a prediction costs a few hashes per order.
+        self._memo: dict[tuple[int, ...], tuple[int, int] | None] = {}
+        self._readers: dict[int, list[tuple[int, ...]]] = {}  # slot -> the windows whose prediction read it
+        self._worked = 0  # predictions worked out since the memo was cleared (bounds both tables)
 
     def reset(self) -> None:
         self.next.fill(-1)
         self.used = 0
+        self._forget()
+
+    def _forget(self) -> None:
+        self._memo.clear()
+        self._readers.clear()
+        self._worked = 0
 
     def _hashes(self, tokens: Sequence[int], end: int) -> list[int]:
         """The hashes of the n-grams ending before ``tokens[end]``, by order: [order 1, order 2, ...]."""
@@ -102,6 +114,10 @@ class NgramPool:
                     self._put(*self._slot(hashes[n - 1]), token)
 
     def _put(self, idx: int, fp: int, token: int) -> None:
+        readers = self._readers.pop(idx, None)
+        if readers is not None:
+            for window in readers:
+                self._memo.pop(window, None)
         if self._next[idx] < 0:
             self.used += 1
         self._next[idx] = token
@@ -110,6 +126,7 @@ class NgramPool:
             self.reset()
 
     def _feed_vector(self, arr: np.ndarray, start: int) -> None:
+        self._forget()  # it writes slots by the thousand
         parts: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
         with np.errstate(over="ignore"):
             h = np.full(len(arr), _SEED, dtype=np.uint64)  # h[i]: the hash of the n tokens before position i
@@ -136,10 +153,24 @@ class NgramPool:
 
     def predict(self, window: Sequence[int]) -> tuple[int, int] | None:
         """The next token after ``window`` and the order that predicted it, or None."""
+        key = tuple(window[-self.orders[0] :])
+        memo = self._memo
+        if key in memo:
+            return memo[key]
+        if self._worked >= MEMO_MOST:
+            self._forget()
+        self._worked += 1
+        hit = memo[key] = self._predict(key)
+        return hit
+
+    def _predict(self, window: tuple[int, ...]) -> tuple[int, int] | None:
+        """:meth:`predict` worked out: each slot it reads notes the window (a write there drops the prediction)."""
         hashes = self._hashes(window, len(window))
+        readers = self._readers
         for n in self.orders:  # longest first
             if n <= len(hashes):
                 idx, fp = self._slot(hashes[n - 1])
+                readers.setdefault(idx, []).append(window)
                 tok = self._next[idx]
                 if tok >= 0 and self._print[idx] == fp:
                     return tok, n
