@@ -62,10 +62,12 @@ def test_remembered_predictions_are_the_ones_the_pool_would_make_now() -> None:
     rng = np.random.default_rng(11)
     seq = rng.integers(0, 12, size=3000).tolist()
     pool, fresh = NgramPool(bits=8), NgramPool(bits=8)
-    pool.feed(seq[:40]), fresh.feed(seq[:40])
+    for p in (pool, fresh):
+        p.feed(seq[:40])
     worked, asked = 0, 0
     for end in range(41, len(seq)):
-        pool.feed(seq[:end], start=end - 1), fresh.feed(seq[:end], start=end - 1)
+        for p in (pool, fresh):
+            p.feed(seq[:end], start=end - 1)
         fresh._forget()  # every prediction worked out from the table as it is
         before = pool._worked
         assert pool.draft(seq[:end], max_len=16) == fresh.draft(seq[:end], max_len=16)
