@@ -69,3 +69,15 @@ def test_fixed_ssd_sizes_its_tree_from_what_earlier_replies_measured(tiny: TinyP
             assert isinstance(mode, SSDMode) and mode.opts.tree_budget == fitted  # the tree its rounds build
         finally:
             mode.close()
+
+
+def test_a_real_tree_times_its_glue_decode_apart_from_its_levels(tiny: TinyPair) -> None:
+    with Engine(EngineConfig(str(tiny.target), str(tiny.draft_related), n_ctx=1024)) as eng:
+        drafter = eng.drafter
+        assert drafter is not None
+        prompt = [eng.target_model.bos, *range(20, 60)]
+        draft = drafter.draft_sequential(prompt, 2)
+        stats = drafter.build_tree(prompt, draft, depth=3, budget=4, fanout=lambda n, b: [2, 1, 1][: n + 1],
+                                   interrupt=lambda: False)
+        assert stats.levels == 3 and stats.branches == 4
+        assert 0 < stats.glue_s and 0 < stats.level_s and stats.glue_s + stats.level_s <= stats.seconds

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 import numpy as np
+import pytest
 
 from engine.spec.auto import HOLD_ROUNDS, AutoMode, AutoPlanner, fitted_budget, tree_budgets
 from engine.spec.costmodel import CostModel, Plan
@@ -28,7 +29,8 @@ def world(verify: Callable[[int], float], draft_token_s: float, accepted: Callab
         n = accepted(k)
         ssd_hit = plan.mode == "ssd" and hit
         draft = Draft([5] * k, None, CACHE if ssd_hit else JIT, serve_s=draft_token_s * k)
-        trees = (TreeStats(levels=k, branches=plan.budget, seconds=level_s * (k + 1)),) if plan.mode == "ssd" else ()
+        tree = TreeStats(levels=k, branches=plan.budget, seconds=level_s * (k + 1), glue_s=level_s, level_s=level_s * k)
+        trees = (tree,) if plan.mode == "ssd" else ()
         wait = 0.0 if ssd_hit else draft_token_s * k
         return RoundResult([5] * n + [9], plan.mode, draft.source, k, n, ssd_hit if plan.mode == "ssd" else None,
                            verify_s=verify(k + 1), wait_s=wait, trees=trees, draft=draft)
@@ -500,3 +502,35 @@ def test_a_pool_round_beside_the_drafts_prompt_read_teaches_acceptance_but_not_t
     assert model.lookup_acceptance(3) > 0.55  # the chain's two accepted tokens still count
     lookup.learn(RoundResult([5, 6, 9], "lookup", NGRAM, 2, 2, verify_s=0.1, draft=d))
     assert model.t_verify(3) > 0.06 and Plan("lookup") in model.tallies
+
+
+def test_a_trees_levels_are_priced_apart_from_its_glue_decode() -> None:
+    """A CPU draft's 4-wide level costs five of its single-token decodes (B-q4): a K = 1 tree of 4 branches takes
+    the glue decode and one such level, not two of their average."""
+    m = CostModel()
+    planner = AutoPlanner(m, k=4)
+    glue, wide, narrow = 0.02, 0.10, 0.02
+    trees = (TreeStats(levels=1, branches=4, seconds=glue + wide + 0.001, glue_s=glue, level_s=wide),
+             TreeStats(levels=4, branches=1, seconds=glue + 4 * narrow + 0.001, glue_s=glue, level_s=4 * narrow))
+    for _ in range(6):
+        draft = Draft([5], None, CACHE, serve_s=0.0)
+        planner.learn(Plan("ssd", 1, 4), RoundResult([5, 9], "ssd", CACHE, 1, 1, True, verify_s=0.08, trees=trees,
+                                                      draft=draft))
+    assert m.tree_time(1, 4) == pytest.approx(glue + wide)
+    assert m.tree_time(4, 1) == pytest.approx(glue + 4 * narrow)
+    assert m.tree_time(2, 4) == pytest.approx(glue + 2 * wide)
+
+
+def test_an_unmeasured_level_width_scales_as_the_targets_verify_does() -> None:
+    """Before a tree of that width ran, a level of W branches costs the nearest measured level scaled by the
+    target's verify between the widths: a CPU (a 2-wide verify at 2.1x one token) prices a 4-branch level near its
+    real 5x, not at the 1.9x a flat 0.3-per-branch rule gave; an accelerator's flat verify keeps it cheap."""
+    cpu, gpu = CostModel(), CostModel()
+    for m, verify in ((cpu, {1: 0.040, 2: 0.084, 5: 0.187}), (gpu, {1: 0.010, 2: 0.0102, 5: 0.011})):
+        m.draft_token.add(0.02)
+        for w, t in verify.items():
+            m.add_verify(w, t)
+    assert cpu.t_level(4) > 3.5 * 0.02 and cpu.t_level(2) == pytest.approx(0.02 * 0.084 / 0.040)
+    assert gpu.t_level(4) < 1.2 * 0.02
+    cpu.add_level(4, 0.105)  # measured: the nearest width anchors the others
+    assert cpu.t_level(4) == 0.105 and cpu.t_level(5) == pytest.approx(0.105 * 0.187 / cpu.t_verify(4))

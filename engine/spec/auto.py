@@ -286,8 +286,7 @@ class AutoPlanner:
         if d.catchup_tokens and not split:
             m.catchup_token.add(d.catchup_s / d.catchup_tokens)
         for ts in rr.trees:
-            if ts.levels and ts.branches:
-                m.add_level(ts.branches, ts.seconds / (ts.levels + 1))
+            m.add_tree(ts.branches, ts.levels, ts.glue_s, ts.level_s)
         if plan.mode == "ssd":
             if rr.hit is not None:  # not the forced first miss
                 m.hit.add(1.0 if rr.hit else 0.0)

@@ -152,7 +152,8 @@ class CostModel:
     verify_split: dict[int, Ema] = field(default_factory=dict)  # the same with ssd's split threads
     draft_token: Ema = field(default_factory=lambda: Ema(clip=TIMING_CLIP))  # seconds per sequential draft token
     catchup_token: Ema = field(default_factory=lambda: Ema(clip=TIMING_CLIP))  # per token the draft catches up on
-    level: dict[int, Ema] = field(default_factory=dict)  # seconds per tree level by width
+    level: dict[int, Ema] = field(default_factory=dict)  # seconds per tree level by width (written via add_level)
+    tree_glue: Ema = field(default_factory=lambda: Ema(clip=TIMING_CLIP))  # a tree's first row: one draft token
     acceptance: Acceptance = field(default_factory=Acceptance)  # per draft position (see Acceptance)
     hit: Ema = field(default_factory=lambda: Ema(0.2))
     split: bool = False  # ssd rounds run with split threads
@@ -169,9 +170,9 @@ class CostModel:
 
     # Derived figures a round's decisions ask for dozens of times, kept until what they derive from changes:
     # t_verify by (width, split) and the measured widths by table (until add_verify), each mode's delivered
-    # rate (until observe), t_level by width (until add_level, or the draft's token time moves), a tree's hit
-    # probability by (K, budget) (until the ratios it is made of move), a pool token's acceptance by (order,
-    # depth) (until learn_lookup).
+    # rate (until observe), t_level by width (until add_level or add_verify, or the draft's token time moves), a
+    # tree's hit probability by (K, budget) (until the ratios it is made of move), a pool token's acceptance by
+    # (order, depth) (until learn_lookup).
     _verify_at: dict[tuple[int, bool], float] = field(default_factory=dict, repr=False, compare=False)
     _known: dict[bool, list[tuple[int, float]]] = field(default_factory=dict, repr=False, compare=False)
     _delivered: dict[str, float] = field(default_factory=dict, repr=False, compare=False)
@@ -186,11 +187,21 @@ class CostModel:
         new_width = e.value is None
         e.add(seconds)
         self._verify_at.clear()  # the split table's estimate may derive from the other one
+        self._level_at.clear()  # the unmeasured level widths scale as the verify widths do
         known = self._known.get(split)
         if new_width or known is None:
             self._known.pop(split, None)
         else:  # the same widths: only this one's figure moves (a round's usual case)
             known[bisect.bisect_left(known, (width,))] = (width, e.get(0.0))
+
+    def add_tree(self, branches: int, levels: int, glue_s: float, level_s: float) -> None:
+        """One tree's build: its glue decode (one token, beside the target's verify) and ``levels`` levels of
+        ``branches`` tokens each. Apart, because a level's width costs what one token does not: on a CPU draft
+        a 4-wide level took 5x the glue (B-q4), and a figure that averaged the two priced small-K trees at half."""
+        if levels <= 0 or branches <= 0:
+            return
+        self.tree_glue.add(glue_s)
+        self.add_level(branches, level_s / levels)
 
     def add_level(self, width: int, seconds: float) -> None:
         self.level.setdefault(width, Ema(clip=TIMING_CLIP)).add(seconds)
@@ -240,16 +251,16 @@ class CostModel:
         return t
 
     def _estimate_level(self, width: int) -> float:
+        """A level's seconds at ``width`` branches: measured, else the nearest measured width's (the draft's
+        single token before any) scaled as the target's verify scales between the two widths on this machine. A
+        CPU batches a few tokens at a few times one token's cost (B-q4: the draft's 2-wide level took 3.7x its
+        single token, the target's 2-wide verify 2.1x), an accelerator at about one token's."""
         e = self.level.get(width)
         if e is not None and e.value is not None:
             return e.value
-        td = self.draft_token.get(0.02)
         known = [(w, x.get(0.0)) for w, x in self.level.items() if x.value is not None]
-        if known:
-            w0, t0 = min(known, key=lambda wt: abs(wt[0] - width))
-            per = max(0.0, (t0 - td) / max(1, w0 - 1)) if w0 > 1 else 0.3 * td
-            return td + per * (width - 1)
-        return td * (1 + 0.3 * (width - 1))
+        w0, t0 = min(known, key=lambda wt: abs(wt[0] - width)) if known else (1, self.draft_token.get(0.02))
+        return t0 * self.t_verify(width) / self.t_verify(w0)
 
     def catchup_time(self, tokens: float) -> float:
         """Seconds the draft model takes to decode ``tokens`` it has not seen (the prompt, or what ar rounds
@@ -261,7 +272,8 @@ class CostModel:
         return (1 - a ** (k + 1)) / (1 - a)
 
     def tree_time(self, k: int, budget: int) -> float:
-        return self.draft_token.get(0.02) + k * self.t_level(budget)
+        """Seconds a tree of ``budget`` branches and ``k`` levels takes: its glue decode, then the levels."""
+        return self.tree_glue.get(self.draft_token.get(0.02)) + k * self.t_level(budget)
 
     def round_time(self, plan: Plan) -> float:
         if plan.mode == "ar":

@@ -87,7 +87,9 @@ class SpeculationTree:
         if interrupt():
             return stats
         # Glue row L: the draft's view after the whole draft.
+        t_glue = time.perf_counter()
         tops.append(self.kv.decode_one(toks[-1]).top(0, top_count))
+        stats.glue_s = time.perf_counter() - t_glue
         ends_eog = self.is_eog(toks[-1])
         counts = fanout(n_draft, min(budget, self.max_branches))
         branches: list[Branch] = []
@@ -107,6 +109,7 @@ class SpeculationTree:
                 sid += 1
         stats.branches = len(branches)
         live = [b for b in branches if not self.is_eog(b.token)]
+        t_levels = time.perf_counter()
         for lvl in range(depth):
             if not live or interrupt():
                 break
@@ -124,5 +127,7 @@ class SpeculationTree:
                     b.q.append(q)
             live = [b for b in live if not self.is_eog(b.tokens[-1])]
             stats.levels = lvl + 1
-        stats.seconds = time.perf_counter() - t0
+        done = time.perf_counter()
+        stats.level_s = done - t_levels
+        stats.seconds = done - t0
         return stats

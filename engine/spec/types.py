@@ -54,9 +54,15 @@ class Verdict:
 
 @dataclass(slots=True)
 class TreeStats:
+    """One speculation tree's build: its levels (decodes one token deeper on every branch), branches, and
+    seconds in all, of them ``glue_s`` on the one-token decode of the draft's last token (the tree's first row)
+    and ``level_s`` on the levels."""
+
     levels: int = 0
     branches: int = 0
     seconds: float = 0.0
+    glue_s: float = 0.0
+    level_s: float = 0.0
 
 
 PlanRates = tuple[tuple[str, float], ...]  # (mode, predicted tok/s of its best plan), best first
