@@ -26,6 +26,7 @@ log = logging.getLogger(__name__)
 
 VERSION = 4  # 2: catch-up time and next_guess apart (1 kept inflated draft times); 3: pool acceptance by depth too;
 # 4: tree levels timed apart from the glue decode (3 kept their average)
+
 # the cost model's single figures
 EMAS = ("draft_token", "catchup_token", "tree_glue", "acceptance", "hit", "top1", "next_guess")
 DIR_ENV = "SSD_CHAT_AUTO_MEMORY_DIR"  # where the files go instead of <cache>/auto (tests, portable installs)
