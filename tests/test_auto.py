@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 from engine.spec.costmodel import CostModel, Plan
 
 
@@ -77,6 +79,18 @@ def test_an_unmeasured_plan_is_not_trusted_far_above_what_its_mode_delivered() -
     assert m.rate(untried) <= 12.5 + 1e-9
     assert m.rate(tried) == m.raw_rate(tried) * m.correction(tried)  # a measured plan keeps its own figure
     assert m.rate(Plan("sd", 4)) == m.raw_rate(Plan("sd", 4))  # no sd plan measured: nothing to cap by
+
+
+def test_one_tree_too_wide_does_not_hold_every_other_tree_below_what_sd_delivered() -> None:
+    """B, a user's first ssd reply: a 5-branch tree that did not fit ran at 9 tok/s, sd at 13; an untried tree
+    of one branch (whose miss is an sd round) may still be trusted up to 1.25x sd's rate."""
+    m = model_with({1: 0.1, 2: 0.11, 5: 0.14}, draft_token=0.01, acceptance=0.8, hit=0.9)
+    wide, narrow = Plan("ssd", 4, 5), Plan("ssd", 4, 1)
+    for _ in range(3):
+        m.observe(wide, tokens=4, seconds=0.8, pred_tokens=4, pred_seconds=0.8)  # 5 tok/s
+        m.observe(Plan("sd", 4), tokens=4, seconds=0.4, pred_tokens=4, pred_seconds=0.4)  # 10 tok/s
+    assert m.raw_rate(narrow) * m.correction(narrow) > 12.5
+    assert m.rate(narrow) == pytest.approx(12.5)  # not 1.25 x the wide tree's 5
 
 
 def test_acceptance_is_per_draft_position_so_expected_tokens_match_the_rounds() -> None:

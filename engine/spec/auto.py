@@ -268,7 +268,11 @@ class AutoPlanner:
         per_token, catchup = _draft_token_time(rr)
         if rr.drafted + 1 in table and (plan.mode == "ar" or m.draft_token.value is not None):
             pred_tokens, pred_seconds = self.predicted(plan)  # from measured figures, not the defaults
-            m.observe(plan, len(rr.tokens), rr.wait_s + rr.verify_s - catchup, pred_tokens, pred_seconds)
+            tokens: float = len(rr.tokens)
+            if plan.mode == "ssd":  # without the luck of the round's outcome (see _ssd_tally_figures)
+                tokens, pred_seconds = _ssd_tally_figures(m, plan, rr)
+            m.observe(plan, tokens, rr.wait_s + rr.verify_s - catchup, pred_tokens, pred_seconds,
+                      rr.hit if plan.mode == "ssd" else None)
         if plan.mode == "ar":
             m.add_verify(1, rr.verify_s)
             return
@@ -321,6 +325,17 @@ def fitted_budget(model: CostModel, k: int, most: int, *, early_stop: bool) -> i
     sizes = sorted({*tree_budgets(k, most), most})
     fits = [b for b in sizes if model.fits_window(k, b, early_stop)] or sizes[:1]
     return max(fits, key=lambda b: (model.rate(Plan("ssd", k, b)), -b))
+
+
+def _ssd_tally_figures(model: CostModel, plan: Plan, rr: RoundResult) -> tuple[float, float]:
+    """What an ssd round's tally compares: the tokens its draft was expected to emit (fewer where early stop
+    served a shallower branch) and the seconds predicted for the outcome it had (hit or miss). Whether a round
+    hits and how many of its tokens are accepted is luck that the acceptance figures and the plan's own count
+    of hits (:meth:`CostModel.calibrated_hit`, over a longer memory) learn; in the round times, with a memory
+    of ten rounds, it swung the plan's figure by a fifth. Fixed ssd leaves its tree after three misses in a
+    row, so the plan's tally always ended on them (B greedy code-csv: the plan corrected to 0.80 while its
+    rounds ran above its raw prediction, and auto wandered off to sd and longer K)."""
+    return model.expected_tokens(rr.drafted), model.outcome_time(plan, hit=bool(rr.hit))
 
 
 def _draft_token_time(rr: RoundResult) -> tuple[float | None, float]:

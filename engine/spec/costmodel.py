@@ -23,6 +23,8 @@ LOOKUP_GAIN = 1.05  # a pool draft must promise this much more than the step it 
 TALLY_ROUNDS = 3  # rounds of a plan (or its mode) before their tally corrects its prediction
 UNTRIED_CAP = 1.25  # an unmeasured plan is trusted at most this far above what its mode's plans delivered
 CATCHUP_SHARE = 0.25  # a catch-up token (one batch) against a sequential draft token, before data
+HIT_DECAY = 0.97  # an ssd plan's hits against its predicted hits: about thirty rounds of memory
+HIT_PRIOR = 1.0  # ... starting from this many predicted hits seen
 GUESS_ALPHA = 0.1  # the draft's top-1 and next-guess averages (a tree's hit probability): about ten rounds of memory
 
 
@@ -96,12 +98,16 @@ class Ratio:
 class Tally:
     """What the rounds of one plan really emitted and took, against what the model predicted for them
     (decayed sums, so the figure follows the machine). Round times are clipped to 2.5x the prediction:
-    one round slowed by another process does not condemn a plan."""
+    one round slowed by another process does not condemn a plan. ssd's rounds also count their cache hits
+    against the hits predicted, over a longer memory: a hit is luck that a few rounds cannot judge."""
+
+    FIELDS = ("n", "tokens", "seconds", "pred_tokens", "pred_seconds", "hits", "pred_hits")  # what is kept on disk
 
     def __init__(self, decay: float = 0.9) -> None:
         self.decay = decay
         self.n = 0
         self.tokens = self.seconds = self.pred_tokens = self.pred_seconds = 0.0
+        self.hits = self.pred_hits = 0.0
 
     def add(self, tokens: float, seconds: float, pred_tokens: float, pred_seconds: float) -> None:
         d = self.decay
@@ -110,6 +116,11 @@ class Tally:
         self.seconds = d * self.seconds + min(seconds, 2.5 * pred_seconds)
         self.pred_tokens = d * self.pred_tokens + pred_tokens
         self.pred_seconds = d * self.pred_seconds + pred_seconds
+
+    def add_hit(self, hit: bool, predicted: float) -> None:
+        """One ssd round's outcome: whether it hit, and the probability the model gave it."""
+        self.hits = HIT_DECAY * self.hits + float(hit)
+        self.pred_hits = HIT_DECAY * self.pred_hits + predicted
 
     def factor(self, *, tokens: bool) -> float:
         """Measured rate / predicted rate, kept within [0.25, 4]; without ``tokens``, only the round times
@@ -121,6 +132,10 @@ class Tally:
         if tokens:
             f *= self.tokens / self.pred_tokens
         return min(4.0, max(0.25, f))
+
+    def hit_factor(self) -> float:
+        """Hits seen / hits predicted, with HIT_PRIOR predicted hits seen as a prior (1 without rounds)."""
+        return (self.hits + HIT_PRIOR) / (self.pred_hits + HIT_PRIOR)
 
 
 def _enough(t: Tally | None) -> TypeGuard[Tally]:
@@ -278,14 +293,28 @@ class CostModel:
     def round_time(self, plan: Plan) -> float:
         if plan.mode == "ar":
             return self.t_verify(1)
-        drafting = plan.k * self.draft_token.get(0.02)
         if plan.mode == "sd":
-            return drafting + self.t_verify(plan.k + 1)
+            return plan.k * self.draft_token.get(0.02) + self.t_verify(plan.k + 1)
+        p = self.calibrated_hit(plan)
+        return p * self.outcome_time(plan, hit=True) + (1 - p) * self.outcome_time(plan, hit=False)
+
+    def calibrated_hit(self, plan: Plan) -> float:
+        """:meth:`hit_prob` corrected by the hits this ssd plan's rounds (else its mode's) really had. The
+        figures it is built from count a tree's candidates as independent guesses, which flatters a wide tree
+        whose draft guesses the same wrong way (a 27-branch tree that never hit was predicted at 0.56)."""
+        own = self.tallies.get(plan)
+        t = own if _enough(own) else self.mode_tallies.get(plan.mode)
         p = self.hit_prob(plan.k, plan.budget)
+        return min(1.0, p * t.hit_factor()) if _enough(t) else p
+
+    def outcome_time(self, plan: Plan, *, hit: bool) -> float:
+        """Seconds one ssd round takes with a given outcome: on a hit the verify (or the tree, where it is the
+        longer), on a miss the draft's own tokens and then the verify. What this misses in practice, the plan's
+        tally corrects."""
         verify = self.t_verify(plan.k + 1, self.split)
-        miss_time = drafting + verify
-        hit_time = max(verify, self.tree_time(plan.k, plan.budget))
-        return p * hit_time + (1 - p) * miss_time  # what this misses in practice, the plan's tally corrects
+        if hit:
+            return max(verify, self.tree_time(plan.k, plan.budget))
+        return plan.k * self.draft_token.get(0.02) + verify
 
     def hit_prob(self, k: int, budget: int) -> float:
         """P(the next outcome has a branch): outcome k' has P ∝ a^k'(1-a) (a^K at K); a branch covers it
@@ -333,12 +362,16 @@ class CostModel:
 
     def rate(self, plan: Plan) -> float:
         """Predicted tokens per second, corrected by what rounds of the plan really did on this machine; a plan
-        not measured itself is predicted at most UNTRIED_CAP x the best rate a plan of its mode has delivered."""
+        not measured itself is predicted at most UNTRIED_CAP x the best rate a plan of its mode has delivered
+        (for ssd, whose round on a miss is an sd round, at least what sd delivered: one tree too wide for this
+        machine, run by a user's first ssd reply at 9 tok/s, held every other tree in B below sd's 13)."""
         own = self.tallies.get(plan)  # looked up once: a decision rates dozens of plans
         rate = self.raw_rate(plan) * self._correction(plan, own)
         if _enough(own):  # measured(plan)
             return rate
         delivered = self.delivered(plan.mode)
+        if plan.mode == "ssd":
+            delivered = max(delivered, self.delivered("sd"))
         return min(rate, UNTRIED_CAP * delivered) if delivered else rate
 
     def delivered(self, mode: str) -> float:
@@ -350,10 +383,16 @@ class CostModel:
                                                default=0.0)
         return rate
 
-    def observe(self, plan: Plan, tokens: int, seconds: float, pred_tokens: float, pred_seconds: float) -> None:
-        """One round of ``plan``: what it emitted and took, and what was predicted for it."""
-        self.tallies.setdefault(plan, Tally()).add(tokens, seconds, pred_tokens, pred_seconds)
-        self.mode_tallies.setdefault(plan.mode, Tally()).add(tokens, seconds, pred_tokens, pred_seconds)
+    def observe(self, plan: Plan, tokens: float, seconds: float, pred_tokens: float, pred_seconds: float,
+                hit: bool | None = None) -> None:
+        """One round of ``plan``: what it emitted and took, and what was predicted for it; for an ssd round
+        that could hit, whether it did (against :meth:`hit_prob`, before this round teaches it)."""
+        tallies = (self.tallies.setdefault(plan, Tally()), self.mode_tallies.setdefault(plan.mode, Tally()))
+        predicted = self.hit_prob(plan.k, plan.budget) if hit is not None else 0.0
+        for t in tallies:
+            t.add(tokens, seconds, pred_tokens, pred_seconds)
+            if hit is not None:
+                t.add_hit(hit, predicted)
         self._delivered.clear()
 
     def fits_window(self, k: int, budget: int, early_stop: bool = False) -> bool:

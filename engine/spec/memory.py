@@ -24,8 +24,9 @@ from .costmodel import TIMING_CLIP, CostModel, Ema, Plan, Ratio, Tally, lookup_p
 
 log = logging.getLogger(__name__)
 
-VERSION = 4  # 2: catch-up time and next_guess apart (1 kept inflated draft times); 3: pool acceptance by depth too;
-# 4: tree levels timed apart from the glue decode (3 kept their average)
+VERSION = 5  # 2: catch-up time and next_guess apart (1 kept inflated draft times); 3: pool acceptance by depth too;
+# 4: tree levels timed apart from the glue decode (3 kept their average); 5: ssd tallies without the outcome's luck,
+# and their hits (4 kept round times that swung with the hits)
 
 # the cost model's single figures
 EMAS = ("draft_token", "catchup_token", "tree_glue", "acceptance", "hit", "top1", "next_guess")
@@ -74,7 +75,6 @@ def _plan(key: str) -> Plan:
 
 
 def dump(m: CostModel) -> dict[str, Any]:
-    tally = ("n", "tokens", "seconds", "pred_tokens", "pred_seconds")
     return {
         "version": VERSION,
         "verify": {str(w): _ema(e) for w, e in m.verify.items()},
@@ -82,8 +82,8 @@ def dump(m: CostModel) -> dict[str, Any]:
         "level": {str(w): _ema(e) for w, e in m.level.items()},
         **{name: _ema(getattr(m, name)) for name in EMAS},
         "lookup_accept": {f"{o}:{d}": [r.hits, r.seen] for (o, d), r in m.lookup_accept.items()},
-        "tallies": {_plan_key(p): [getattr(t, f) for f in tally] for p, t in m.tallies.items()},
-        "mode_tallies": {mode: [getattr(t, f) for f in tally] for mode, t in m.mode_tallies.items()},
+        "tallies": {_plan_key(p): [getattr(t, f) for f in Tally.FIELDS] for p, t in m.tallies.items()},
+        "mode_tallies": {mode: [getattr(t, f) for f in Tally.FIELDS] for mode, t in m.mode_tallies.items()},
         "probe_gap": m.probe_gap, "rounds": m.rounds, "last_run": m.last_run,
     }
 
@@ -115,8 +115,11 @@ def restore(data: dict[str, Any], split: bool) -> CostModel:
 
 def _tally(vals: list[Any]) -> Tally:
     t = Tally()
+    if len(vals) != len(Tally.FIELDS):
+        raise ValueError(f"a tally of {len(vals)} figures, expected {len(Tally.FIELDS)}")
     t.n = int(vals[0])
-    t.tokens, t.seconds, t.pred_tokens, t.pred_seconds = (float(v) for v in vals[1:5])
+    for name, v in zip(Tally.FIELDS[1:], vals[1:], strict=True):
+        setattr(t, name, float(v))
     return t
 
 
