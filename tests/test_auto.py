@@ -83,7 +83,8 @@ def test_an_unmeasured_plan_is_not_trusted_far_above_what_its_mode_delivered() -
 
 def test_one_tree_too_wide_does_not_hold_every_other_tree_below_what_sd_delivered() -> None:
     """B, a user's first ssd reply: a 5-branch tree that did not fit ran at 9 tok/s, sd at 13; an untried tree
-    of one branch (whose miss is an sd round) may still be trusted up to 1.25x sd's rate."""
+    of one branch (whose miss is an sd round where the draft has a core of its own) may still be trusted up to
+    1.25x sd's rate."""
     m = model_with({1: 0.1, 2: 0.11, 5: 0.14}, draft_token=0.01, acceptance=0.8, hit=0.9)
     wide, narrow = Plan("ssd", 4, 5), Plan("ssd", 4, 1)
     for _ in range(3):
@@ -91,6 +92,8 @@ def test_one_tree_too_wide_does_not_hold_every_other_tree_below_what_sd_delivere
         m.observe(Plan("sd", 4), tokens=4, seconds=0.4, pred_tokens=4, pred_seconds=0.4)  # 10 tok/s
     assert m.raw_rate(narrow) * m.correction(narrow) > 12.5
     assert m.rate(narrow) == pytest.approx(12.5)  # not 1.25 x the wide tree's 5
+    m.split = True  # ssd's verify on fewer cores (A: ssd ran 0.43x ar, sd 0.62x): its own plans' rate caps it
+    assert m.rate(narrow) == pytest.approx(6.25)
 
 
 def test_acceptance_is_per_draft_position_so_expected_tokens_match_the_rounds() -> None:
