@@ -96,7 +96,8 @@ class Ratio:
 
 
 class Tally:
-    """What the rounds of one plan really emitted and took, against what the model predicted for them
+    """What the rounds of one plan really took and emitted (for ssd: the tokens its drafts were expected to
+    emit, see :func:`engine.spec.auto._ssd_tally_figures`), against what the model predicted for them
     (decayed sums, so the figure follows the machine). Round times are clipped to 2.5x the prediction:
     one round slowed by another process does not condemn a plan. ssd's rounds also count their cache hits
     against the hits predicted, over a longer memory: a hit is luck that a few rounds cannot judge."""
@@ -363,7 +364,8 @@ class CostModel:
     def rate(self, plan: Plan) -> float:
         """Predicted tokens per second, corrected by what rounds of the plan really did on this machine; a plan
         not measured itself is predicted at most UNTRIED_CAP x the best rate a plan of its mode has delivered
-        (for ssd where its verify runs as sd's does, a miss being an sd round, at least what sd delivered: one tree
+        (for ssd where its verify runs as sd's does, a miss being an sd round, at least what sd delivered, and so
+        from sd's first measured plan on, before any tree is: one tree
         too wide for this machine, run by a user's first ssd reply at 9 tok/s, held every other tree in B below
         sd's 13; with split threads, ssd's verify runs on fewer cores and a miss costs more than an sd round)."""
         own = self.tallies.get(plan)  # looked up once: a decision rates dozens of plans
@@ -376,7 +378,8 @@ class CostModel:
         return min(rate, UNTRIED_CAP * delivered) if delivered else rate
 
     def delivered(self, mode: str) -> float:
-        """The best tokens per second the measured plans of ``mode`` really ran at (0 when none is measured)."""
+        """The best tokens per second the measured plans of ``mode`` ran at, by their tallies (ssd's count the
+        tokens its drafts were expected to emit); 0 when none is measured."""
         rate = self._delivered.get(mode)
         if rate is None:
             rate = self._delivered[mode] = max((t.tokens / t.seconds for p, t in self.tallies.items()
@@ -386,8 +389,8 @@ class CostModel:
 
     def observe(self, plan: Plan, tokens: float, seconds: float, pred_tokens: float, pred_seconds: float,
                 hit: bool | None = None) -> None:
-        """One round of ``plan``: what it emitted and took, and what was predicted for it; for an ssd round
-        that could hit, whether it did (against :meth:`hit_prob`, before this round teaches it)."""
+        """One round of ``plan``: what it took and emitted (ssd: expected), and what was predicted for it; for
+        an ssd round that could hit, whether it did (against :meth:`hit_prob`, before this round teaches it)."""
         tallies = (self.tallies.setdefault(plan, Tally()), self.mode_tallies.setdefault(plan.mode, Tally()))
         predicted = self.hit_prob(plan.k, plan.budget) if hit is not None else 0.0
         for t in tallies:

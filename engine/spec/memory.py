@@ -115,11 +115,8 @@ def restore(data: dict[str, Any], split: bool) -> CostModel:
 
 def _tally(vals: list[Any]) -> Tally:
     t = Tally()
-    if len(vals) != len(Tally.FIELDS):
-        raise ValueError(f"a tally of {len(vals)} figures, expected {len(Tally.FIELDS)}")
-    t.n = int(vals[0])
-    for name, v in zip(Tally.FIELDS[1:], vals[1:], strict=True):
-        setattr(t, name, float(v))
+    for name, v in zip(Tally.FIELDS, vals, strict=True):  # a tally of another length raises ValueError
+        setattr(t, name, int(v) if name == "n" else float(v))
     return t
 
 
