@@ -365,9 +365,9 @@ class CostModel:
         """Predicted tokens per second, corrected by what rounds of the plan really did on this machine; a plan
         not measured itself is predicted at most UNTRIED_CAP x the best rate a plan of its mode has delivered
         (for ssd where its verify runs as sd's does, a miss being an sd round, at least what sd delivered, and so
-        from sd's first measured plan on, before any tree is: one tree
-        too wide for this machine, run by a user's first ssd reply at 9 tok/s, held every other tree in B below
-        sd's 13; with split threads, ssd's verify runs on fewer cores and a miss costs more than an sd round)."""
+        from sd's first measured plan on, before any tree is: one tree too wide for this machine, run by a user's
+        first ssd reply at 9 tok/s, held every other tree in B below sd's 13; with split threads, ssd's verify runs
+        on fewer cores and a miss costs more than an sd round)."""
         own = self.tallies.get(plan)  # looked up once: a decision rates dozens of plans
         rate = self.raw_rate(plan) * self._correction(plan, own)
         if _enough(own):  # measured(plan)
