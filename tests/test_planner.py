@@ -10,7 +10,6 @@ import pytest
 from engine.spec.auto import HOLD_ROUNDS, AutoMode, AutoPlanner, fitted_budget, tree_budgets
 from engine.spec.costmodel import CostModel, Plan
 from engine.spec.lookup import Lookup, NgramPool
-from engine.spec.observer import RoundObserver
 from engine.spec.ssd import SSDOptions
 from engine.spec.steps import Steps
 from engine.spec.types import CACHE, JIT, NGRAM, ROUND_SYNC, Draft, RoundResult, TreeStats
@@ -462,27 +461,6 @@ def test_a_run_of_misses_does_not_condemn_an_ssd_plan_whose_rounds_take_what_the
     assert tally.factor(tokens=True) == pytest.approx(1.0, abs=0.03)  # each round took its outcome's time (was 1.15)
     hits = tally.hits / tally.pred_hits  # more hits than the figures gave (0.4 of the rounds): the plan expects them
     assert hits > 1.0 and m.calibrated_hit(plan) > m.hit_prob(4, 1)
-
-
-def test_fixed_ssds_sd_rounds_on_split_threads_teach_acceptance_but_not_sds_times() -> None:
-    """Where ssd splits the cores (A, C), fixed ssd's sd rounds run on its split threads: a draft token there took
-    25 ms against sd's 17, and filed as sd's they made auto predict sd below ssd (C code-csv)."""
-    def sd_round() -> RoundResult:
-        draft = Draft([5] * 4, None, JIT, serve_s=4 * 0.025)
-        return RoundResult([5, 5, 5, 9], "sd", JIT, 4, 3, None, verify_s=0.22, wait_s=4 * 0.025, draft=draft)
-
-    for mode, split in (("ssd", True), ("sd", True), ("ssd", False)):
-        m = CostModel(split=split)
-        m.add_verify(1, 0.06)
-        observer = RoundObserver(m, 4, 1, draft=True, mode=mode)
-        for _ in range(3):
-            observer.round(sd_round())
-        observer.finish()
-        assert m.acceptance.value is not None  # the draft's acceptance is the same on any threads
-        if mode == "ssd" and split:
-            assert m.draft_token.value is None and 5 not in m.verify and not m.tallies
-        else:
-            assert m.draft_token.value == pytest.approx(0.025) and m.verify[5].value == pytest.approx(0.22)
 
 
 def test_an_sd_row_without_an_alternative_says_nothing_of_the_drafts_best_alternative() -> None:

@@ -20,14 +20,10 @@ class RoundObserver:
     Rounds are only collected while the reply runs (no work inside a round) and folded in by :meth:`finish`,
     before the next generation can read the model."""
 
-    def __init__(self, model: CostModel, k: int, budget: int, *, draft: bool, mode: str) -> None:
+    def __init__(self, model: CostModel, k: int, budget: int, *, draft: bool) -> None:
         self._learner = AutoPlanner(model, k, adaptive=False, draft=draft)
         self._plans = {"ar": Plan("ar"), "sd": Plan("sd", k), "ssd": Plan("ssd", k, budget)}
         self._rounds: list[RoundResult] = []
-        # Fixed ssd's sd rounds (while its cache keeps missing) run on ssd's split threads where the machine splits
-        # its cores: their draft and verify times are not sd's (C: the draft's token read 26.6 ms after one such
-        # reply against 15-21 ms in sd's own rounds, and sd was predicted below ssd). Only their acceptance counts.
-        self._split_sd = mode == "ssd" and model.split
 
     def round(self, rr: RoundResult) -> None:
         self._rounds.append(rr)
@@ -35,10 +31,6 @@ class RoundObserver:
     def finish(self) -> None:
         model = self._learner.model
         for rr in self._rounds:
-            if self._split_sd and rr.mode == "sd":
-                if rr.drafted:
-                    model.acceptance.add_round(rr.accepted, rr.drafted)
-                continue
             plan = self._plans.get(rr.mode)
             if plan is not None and (plan.mode == "ar" or rr.draft is not None):
                 self._learner.learn(plan, rr)
