@@ -258,15 +258,17 @@ class AutoPlanner:
         tokens = 1.0 if plan.mode == "ar" else m.expected_tokens(plan.k)
         return tokens, m.round_time(plan)
 
-    def learn(self, plan: Plan, rr: RoundResult) -> None:
+    def learn(self, plan: Plan, rr: RoundResult, *, split_threads: bool = False) -> None:
         """Fold one round's timings and outcome into the cost model (an ar round beside the draft's prompt read
-        only where ar's time is not measured yet: :meth:`timed`)."""
+        only where ar's time is not measured yet: :meth:`timed`). ``split_threads``: an sd round that ran on ssd's
+        split threads (fixed ssd's, while its cache keeps missing): its times are ssd's, not the plan's."""
         m = self.model
         if plan.mode == "ar" and not self.timed(1):
             return
-        table = m.verify_split if m.split and plan.mode == "ssd" else m.verify
+        split = m.split and (plan.mode == "ssd" or split_threads)
+        table = m.verify_split if split else m.verify
         per_token, catchup = _draft_token_time(rr)
-        if rr.drafted + 1 in table and (plan.mode == "ar" or m.draft_token.value is not None):
+        if rr.drafted + 1 in table and (plan.mode == "ar" or m.draft_token.value is not None) and not split_threads:
             pred_tokens, pred_seconds = self.predicted(plan)  # from measured figures, not the defaults
             tokens: float = len(rr.tokens)
             if plan.mode == "ssd":  # without the luck of the round's outcome (see _ssd_tally_figures)
@@ -279,14 +281,13 @@ class AutoPlanner:
         d = rr.draft
         assert d is not None, "a speculative round reports its draft"
         n = rr.drafted
-        split = m.split and plan.mode == "ssd"
         m.add_verify(n + 1, rr.verify_s, split)
         if d.source == NGRAM:  # ssd's backup drafted from the pool: its figures, not the draft model's
             m.learn_lookup(d.orders, rr.accepted)
         elif n:
             m.acceptance.add_round(rr.accepted, n)
-        if d.source == JIT and per_token is not None and not split:
-            m.draft_token.add(per_token)
+        if d.source == JIT and per_token is not None:
+            (m.draft_token_split if split else m.draft_token).add(per_token)
         if d.catchup_tokens and not split:
             m.catchup_token.add(d.catchup_s / d.catchup_tokens)
         for ts in rr.trees:

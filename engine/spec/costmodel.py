@@ -167,6 +167,9 @@ class CostModel:
     verify: dict[int, Ema] = field(default_factory=dict)  # seconds by width (written via add_verify: _verify_at)
     verify_split: dict[int, Ema] = field(default_factory=dict)  # the same with ssd's split threads
     draft_token: Ema = field(default_factory=lambda: Ema(clip=TIMING_CLIP))  # seconds per sequential draft token
+    # ... on ssd's split threads (its misses' drafts where the machine splits its cores: C's draft took 20-25 ms a
+    # token there against 15-21 ms on sd's threads); until measured, as on sd's
+    draft_token_split: Ema = field(default_factory=lambda: Ema(clip=TIMING_CLIP))
     catchup_token: Ema = field(default_factory=lambda: Ema(clip=TIMING_CLIP))  # per token the draft catches up on
     level: dict[int, Ema] = field(default_factory=dict)  # seconds per tree level by width (written via add_level)
     tree_glue: Ema = field(default_factory=lambda: Ema(clip=TIMING_CLIP))  # a tree's first row: one draft token
@@ -315,7 +318,12 @@ class CostModel:
         verify = self.t_verify(plan.k + 1, self.split)
         if hit:
             return max(verify, self.tree_time(plan.k, plan.budget))
-        return plan.k * self.draft_token.get(0.02) + verify
+        return plan.k * self.ssd_draft_token() + verify
+
+    def ssd_draft_token(self) -> float:
+        """Seconds per token of ssd's own drafts (its misses): on its split threads where it has them."""
+        sd = self.draft_token.get(0.02)
+        return self.draft_token_split.get(sd) if self.split else sd
 
     def hit_prob(self, k: int, budget: int) -> float:
         """P(the next outcome has a branch): outcome k' has P ∝ a^k'(1-a) (a^K at K); a branch covers it

@@ -24,12 +24,12 @@ from .costmodel import TIMING_CLIP, CostModel, Ema, Plan, Ratio, Tally, lookup_p
 
 log = logging.getLogger(__name__)
 
-VERSION = 5  # 2: catch-up time and next_guess apart (1 kept inflated draft times); 3: pool acceptance by depth too;
+VERSION = 6  # 2: catch-up time and next_guess apart (1 kept inflated draft times); 3: pool acceptance by depth too;
 # 4: tree levels timed apart from the glue decode (3 kept their average); 5: ssd tallies without the outcome's luck,
-# and their hits (4 kept round times that swung with the hits)
+# and their hits (4 kept round times that swung with the hits); 6: the draft's token on ssd's split threads apart
 
 # the cost model's single figures
-EMAS = ("draft_token", "catchup_token", "tree_glue", "acceptance", "hit", "top1", "next_guess")
+EMAS = ("draft_token", "draft_token_split", "catchup_token", "tree_glue", "acceptance", "hit", "top1", "next_guess")
 DIR_ENV = "SSD_CHAT_AUTO_MEMORY_DIR"  # where the files go instead of <cache>/auto (tests, portable installs)
 
 
