@@ -10,6 +10,7 @@ import pytest
 from engine.spec.auto import HOLD_ROUNDS, AutoMode, AutoPlanner, fitted_budget, tree_budgets
 from engine.spec.costmodel import CostModel, Plan
 from engine.spec.lookup import Lookup, NgramPool
+from engine.spec.observer import RoundObserver
 from engine.spec.ssd import SSDOptions
 from engine.spec.steps import Steps
 from engine.spec.types import CACHE, JIT, NGRAM, ROUND_SYNC, Draft, RoundResult, TreeStats
@@ -461,6 +462,28 @@ def test_a_run_of_misses_does_not_condemn_an_ssd_plan_whose_rounds_take_what_the
     assert tally.factor(tokens=True) == pytest.approx(1.0, abs=0.03)  # each round took its outcome's time (was 1.15)
     hits = tally.hits / tally.pred_hits  # more hits than the figures gave (0.4 of the rounds): the plan expects them
     assert hits > 1.0 and m.calibrated_hit(plan) > m.hit_prob(4, 1)
+
+
+def test_fixed_ssds_sd_rounds_on_split_threads_are_timed_as_ssds() -> None:
+    """Where ssd splits the cores (A, C), fixed ssd's sd rounds run on its split threads: a draft token took 25 ms
+    there against sd's 17 (C). Their times go to ssd's split figures, which price ssd's misses; sd's stay sd's."""
+    def sd_round(token_s: float, verify_s: float) -> RoundResult:
+        draft = Draft([5] * 4, None, JIT, serve_s=4 * token_s)
+        return RoundResult([5, 5, 5, 9], "sd", JIT, 4, 3, None, verify_s=verify_s, wait_s=4 * token_s, draft=draft)
+
+    m = CostModel(split=True)
+    m.add_verify(1, 0.06)
+    for mode, token_s, verify_s in (("sd", 0.017, 0.12), ("ssd", 0.025, 0.22)):
+        observer = RoundObserver(m, 4, 1, draft=True, mode=mode)
+        for _ in range(3):
+            observer.round(sd_round(token_s, verify_s))
+        observer.finish()
+    assert m.draft_token.value == pytest.approx(0.017) and m.verify[5].value == pytest.approx(0.12)
+    assert m.draft_token_split.value == pytest.approx(0.025) and m.verify_split[5].value == pytest.approx(0.22)
+    assert m.ssd_draft_token() == pytest.approx(0.025)
+    assert m.outcome_time(Plan("ssd", 4, 1), hit=False) == pytest.approx(4 * 0.025 + 0.22)
+    assert m.round_time(Plan("sd", 4)) == pytest.approx(4 * 0.017 + 0.12)
+    assert m.tallies.keys() == {Plan("sd", 4)}  # the split rounds correct no plan: their times are not sd's
 
 
 def test_an_sd_row_without_an_alternative_says_nothing_of_the_drafts_best_alternative() -> None:
