@@ -271,10 +271,11 @@ class AutoPlanner:
         if rr.drafted + 1 in table and (plan.mode == "ar" or m.draft_token.value is not None) and not split_threads:
             pred_tokens, pred_seconds = self.predicted(plan)  # from measured figures, not the defaults
             tokens: float = len(rr.tokens)
+            hit = None
             if plan.mode == "ssd":  # without the luck of the round's outcome (see _ssd_tally_figures)
                 tokens, pred_seconds = _ssd_tally_figures(m, plan, rr)
-            m.observe(plan, tokens, rr.wait_s + rr.verify_s - catchup, pred_tokens, pred_seconds,
-                      rr.hit if plan.mode == "ssd" else None)
+                hit = rr.hit
+            m.observe(plan, tokens, rr.wait_s + rr.verify_s - catchup, pred_tokens, pred_seconds, hit)
         if plan.mode == "ar":
             m.add_verify(1, rr.verify_s)
             return

@@ -306,10 +306,9 @@ class CostModel:
         """:meth:`hit_prob` corrected by the hits this ssd plan's rounds (else its mode's) really had. The
         figures it is built from count a tree's candidates as independent guesses, which flatters a wide tree
         whose draft guesses the same wrong way (a 27-branch tree that never hit was predicted at 0.56)."""
-        own = self.tallies.get(plan)
-        t = own if _enough(own) else self.mode_tallies.get(plan.mode)
+        t = self._corrector(plan, self.tallies.get(plan))
         p = self.hit_prob(plan.k, plan.budget)
-        return min(1.0, p * t.hit_factor()) if _enough(t) else p
+        return p if t is None else min(1.0, p * t.hit_factor())
 
     def outcome_time(self, plan: Plan, *, hit: bool) -> float:
         """Seconds one ssd round takes with a given outcome: on a hit the verify (or the tree, where it is the
@@ -364,10 +363,16 @@ class CostModel:
         return self._correction(plan, self.tallies.get(plan))
 
     def _correction(self, plan: Plan, own: Tally | None) -> float:
-        t = own if _enough(own) else self.mode_tallies.get(plan.mode)
+        t = self._corrector(plan, own)
         # ssd's tokens per round also depend on how deep the served branches are (early stop), which only its
         # tally sees; sd's and lookup's follow from the acceptance figures alone.
-        return t.factor(tokens=plan.mode == "ssd") if _enough(t) else 1.0
+        return 1.0 if t is None else t.factor(tokens=plan.mode == "ssd")
+
+    def _corrector(self, plan: Plan, own: Tally | None) -> Tally | None:
+        """The tally that corrects ``plan``'s prediction: its own (``own``) once it holds enough rounds, else its
+        mode's once that does; None before either."""
+        t = own if _enough(own) else self.mode_tallies.get(plan.mode)
+        return t if _enough(t) else None
 
     def rate(self, plan: Plan) -> float:
         """Predicted tokens per second, corrected by what rounds of the plan really did on this machine; a plan
