@@ -32,6 +32,18 @@ def test_a_draft_chains_predictions_until_the_pool_has_nothing() -> None:
     assert pool.draft([40, 41], max_len=8) == ([], [])
 
 
+def test_a_chain_ends_where_its_tokens_are_too_unlikely_to_all_be_accepted() -> None:
+    pool = NgramPool(orders=(2,))
+    pool.feed([1, 2, *range(10, 30), 3])
+    tokens, _ = pool.draft([0, 10, 11], max_len=16, acceptance=lambda order, depth: 0.2)
+    assert tokens == [12, 13, 14, 15, 16]  # 0.2 ** 5 = 3.2e-4 is the first reach below REACH_FLOOR (1e-3)
+    assert len(pool.draft([0, 10, 11], max_len=16, acceptance=lambda order, depth: 0.9)[0]) == 16
+    model = CostModel()
+    for _ in range(30):
+        model.learn_lookup([2, 2], 0)  # the pool's bigrams never accepted
+    assert len(Lookup(model, pool).candidate([0, 10, 11])[0]) < 16
+
+
 def test_vector_and_token_by_token_feeding_agree() -> None:
     rng = np.random.default_rng(3)
     seq = rng.integers(0, 50, size=400).tolist()

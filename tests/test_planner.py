@@ -7,7 +7,7 @@ from collections.abc import Callable
 import numpy as np
 import pytest
 
-from engine.spec.auto import HOLD_ROUNDS, AutoMode, AutoPlanner, fitted_budget, tree_budgets
+from engine.spec.auto import FAR_HOLD_ROUNDS, HOLD_ROUNDS, AutoMode, AutoPlanner, fitted_budget, tree_budgets
 from engine.spec.costmodel import CostModel, Plan
 from engine.spec.lookup import Lookup, NgramPool
 from engine.spec.observer import RoundObserver
@@ -358,6 +358,37 @@ def test_ar_starts_drafting_on_an_unmeasured_plan_only_for_a_clear_gain() -> Non
         planner = AutoPlanner(FixedRates(rates, seen), k=4, adaptive=False)
         planner.plan, planner.held = ar, HOLD_ROUNDS
         assert planner.next_plan() == expected, (rates, seen)
+
+
+def decisions(planner: AutoPlanner, rounds: int) -> list[int]:
+    """The rounds (of ``rounds``) at which the planner weighed its candidates."""
+    out = []
+    for i in range(rounds):
+        before = dict(planner.rates)
+        planner.rates = {}
+        planner.next_plan()
+        if planner.rates:
+            out.append(i)
+        else:
+            planner.rates = before
+    return out
+
+
+def test_ar_far_ahead_of_every_drafting_mode_is_re_decided_less_often_until_one_comes_close() -> None:
+    ar, sd = Plan("ar"), Plan("sd", 4)
+    rates = {ar: 10.0, sd: 7.0}  # sd below PROBE_IF_WITHIN of ar: no probe or switch can be due
+    planner = AutoPlanner(FixedRates(rates, {ar, sd}), k=4, adaptive=False, max_branches=1)
+    planner.plan, planner.held = ar, HOLD_ROUNDS
+    far = decisions(planner, 3 * FAR_HOLD_ROUNDS + 1)
+    assert far == [0, FAR_HOLD_ROUNDS, 2 * FAR_HOLD_ROUNDS, 3 * FAR_HOLD_ROUNDS]
+    rates[sd] = 9.0  # close: decided as often as any plan (sd ran lately: no probe is due)
+    planner.model.last_run["sd"] = planner.model.rounds
+    planner.held = FAR_HOLD_ROUNDS
+    near = decisions(planner, 2 * HOLD_ROUNDS + 1)
+    assert near == [0, HOLD_ROUNDS, 2 * HOLD_ROUNDS]
+    rates[ar], rates[sd] = 5.0, 10.0  # ar far behind sd: sd's K and tree are still weighed every HOLD_ROUNDS
+    planner.plan, planner.held = sd, HOLD_ROUNDS
+    assert decisions(planner, HOLD_ROUNDS + 1) == [0, HOLD_ROUNDS]
 
 
 def test_a_reply_starts_on_an_unmeasured_drafting_plan_only_for_a_clear_gain() -> None:

@@ -28,6 +28,10 @@ log = logging.getLogger(__name__)
 
 K_MAX = 8  # the longest draft auto considers when it adapts K
 HOLD_ROUNDS = 4  # rounds a plan is kept before re-deciding
+# ... and ar, while every drafting mode is predicted below PROBE_IF_WITHIN of it: no probe or switch is then due, and
+# ar's rounds move the others' figures only as they move its own (A on a 2-core CPU: a decision weighs ~50 plans,
+# 0.3 ms beside a 40 ms round, every fourth round, for a plan that stays ar)
+FAR_HOLD_ROUNDS = 16
 FIRST_PROBE_GAP = 32  # rounds before another mode is re-measured; doubles after each probe that loses
 MAX_PROBE_GAP = 1024
 SWITCH_GAIN = 1.05  # a new plan must promise this much more
@@ -55,6 +59,7 @@ class AutoPlanner:
         self.why = ""  # why the latest plan was chosen (reported with its round)
         self.rates: dict[str, float] = {}  # predicted tok/s of the best plan per mode, at the latest decision
         self.held = 0
+        self.hold = HOLD_ROUNDS  # rounds the current plan is held before the next decision
         self.rounds = 0
         self._covered: str | None = None  # the outcome the last round's tree covered (REJECTED, ALL_ACCEPTED)
         self._probing: Plan | None = None
@@ -198,10 +203,10 @@ class AutoPlanner:
             self.why = f"probe {plan}"
             if not self._probe:
                 self._probe = self._first_probes() if self.rounds < 8 else []
-                self.held = HOLD_ROUNDS  # decide right after the probes
+                self.held = self.hold  # decide right after the probes
             return plan
         self.why = f"plan {self.plan}"
-        if self.held < HOLD_ROUNDS:
+        if self.held < self.hold:
             return self.plan
         m = self.model
         best_by_mode, rate = self._best_by_mode()
@@ -216,7 +221,15 @@ class AutoPlanner:
             self.plan = best
         self.held = 0
         self._plan_probe(best_by_mode, rate)
+        self.hold = FAR_HOLD_ROUNDS if self._far_ahead(best_by_mode, rate) else HOLD_ROUNDS
         return self.plan
+
+    def _far_ahead(self, best_by_mode: dict[str, Plan], rate: dict[Plan, float]) -> bool:
+        """Whether the plan is ar, no probe is due, and every other mode is predicted below PROBE_IF_WITHIN of it."""
+        if self.plan != AR or self._probe:
+            return False
+        current = rate[AR]
+        return all(rate[p] <= PROBE_IF_WITHIN * current for mode, p in best_by_mode.items() if mode != "ar")
 
     def _best_by_mode(self) -> tuple[dict[str, Plan], dict[Plan, float]]:
         """Every candidate's predicted rate, and the best plan of each mode."""

@@ -2,9 +2,10 @@
 
 In the spirit of llama.cpp's ngram-mod: a fixed-size table, indexed by a hash of the last ``n``
 tokens, holds the token that followed them most recently. A draft chains lookups (predict the next
-token, shift the window, look up again) until the pool has nothing or the length limit is reached,
-so drafts have variable length. Memory is constant (the table never grows; it is cleared when half
-full), and no model runs: a draft costs microseconds. Here several n-gram orders share one table
+token, shift the window, look up again) until the pool has nothing, the length limit is reached or
+the chain is too unlikely to be accepted that far, so drafts have variable length. Memory is
+constant (the table never grows; it is cleared when half full), and no model runs: a draft costs
+microseconds. Here several n-gram orders share one table
 (distinct hash seeds) and the longest order that hits predicts; every entry keeps a fingerprint of
 its n-gram, so a hash collision reads as "nothing" rather than as a wrong draft.
 
@@ -21,7 +22,7 @@ paying for a single probe.
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import NamedTuple
 
 import numpy as np
@@ -37,6 +38,10 @@ ORDERS = (1, 2, 3, 4)  # n-gram sizes indexed; the longest that hits predicts
 POOL_BITS = 19  # 512 Ki entries: 2 MiB of table, whatever the conversation's length
 MAX_DRAFT = 16  # the longest lookup draft
 MEMO_MOST = 1 << 14  # predictions worked out between two clearings of the pool's memo
+# A chain stops once its tokens all being accepted is less likely than this (the pool's acceptance figures): a
+# later token would add under a thousandth of a token to a round, and its lookups, its acceptance and the draft
+# length that pays were worked out for every token of every round (A: 16 tokens a round, at order 1's 0.2)
+REACH_FLOOR = 1e-3
 
 _MASK = (1 << 64) - 1
 _MUL = 0x9E3779B97F4A7C15  # 2^64 / golden ratio: spreads the hash over the index bits
@@ -144,7 +149,7 @@ class NgramPool:
         fp = np.concatenate([f for _, _, f in parts])
         order = np.argsort(pos, kind="stable")  # position by position: the scalar order
         idx, fp, pos = idx[order], fp[order], pos[order]
-        self.used += int(np.count_nonzero(self.next[np.unique(idx)] < 0))
+        self.used += _distinct(idx[self.next[idx] < 0])
         self.next[idx] = arr[pos].astype(np.int32)  # the last write to a slot wins, as in the scalar path
         self.print[idx] = fp
         if self.used * 2 > self.size:
@@ -176,18 +181,34 @@ class NgramPool:
                     return tok, n
         return None
 
-    def draft(self, context: Sequence[int], max_len: int) -> tuple[list[int], list[int]]:
-        """Chain up to ``max_len`` predictions after ``context``: the tokens and the order of each."""
+    def draft(self, context: Sequence[int], max_len: int,
+              acceptance: Callable[[int, int], float] | None = None) -> tuple[list[int], list[int]]:
+        """Chain up to ``max_len`` predictions after ``context``: the tokens and the order of each. With
+        ``acceptance`` (by order and chain place), the chain ends at the first token whose reach (the chance
+        that it and all before it are accepted) falls below REACH_FLOOR."""
         chain = list(context[len(context) - self.orders[0] :])  # the window, then each prediction appended
         start = len(chain)
         orders: list[int] = []
+        reach = 1.0
         while len(orders) < max_len:
             hit = self.predict(chain)
             if hit is None:
                 break
             chain.append(hit[0])
             orders.append(hit[1])
+            if acceptance is not None:
+                reach *= acceptance(hit[1], len(orders) - 1)
+                if reach < REACH_FLOOR:
+                    break
         return chain[start:], orders
+
+
+def _distinct(values: np.ndarray) -> int:
+    """How many distinct values an int array holds (np.unique's first call imports numpy.ma: 60 ms of a reply)."""
+    if not len(values):
+        return 0
+    s = np.sort(values)
+    return 1 + int(np.count_nonzero(s[1:] != s[:-1]))
 
 
 class Lookup:
@@ -232,14 +253,14 @@ class Lookup:
             self._fed.extend(context[n:])
 
     def candidate(self, context: Sequence[int], max_len: int = MAX_DRAFT) -> tuple[list[int], list[int]]:
-        """The pool's full chain after ``context`` (fed first), before the cost cut."""
+        """The pool's chain after ``context`` (fed first) as far as it may be accepted, before the cost cut."""
         self.sync(context)
-        return self.pool.draft(context, max_len)
+        return self.pool.draft(context, max_len, self.model.lookup_acceptance)
 
     def choose(self, context: Sequence[int], max_len: int = MAX_DRAFT, *, greedy: bool = True,
                shadow: bool = True) -> tuple[Draft, float]:
         """The draft that maximises predicted tokens per second (empty when a plain ar step is better)
-        and that rate. With ``shadow``, the full chain is kept and scored against what the target emits
+        and that rate. With ``shadow``, the chain (before the cut) is kept and scored against what the target emits
         next (:meth:`score_shadows`), unless the round verifies a draft (then :meth:`learn` scores it);
         without, the caller scores the draft it verifies (ssd's backup)."""
         t0 = time.perf_counter()
