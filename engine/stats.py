@@ -42,7 +42,7 @@ class GenerationStats:
     target_decode_s: float = 0.0  # inside llama_decode on the target
     draft_decode_s: float = 0.0  # inside llama_decode on the draft (any thread)
     draft_wait_s: float = 0.0  # target thread waiting for a draft (sd: drafting itself)
-    python_share: float | None = None  # share of the decode loop spent outside llama.cpp on the target thread
+    python_share: float | None = None  # the target thread's loop outside llama.cpp and draft waits
     loop_cpu_s: float | None = None  # CPU time of the generating thread from the first token on
     host_cpu_s: float | None = None  # ... of it outside llama_decode (load-independent, unlike python_share)
     mode_switches: list[str] = field(default_factory=list)  # one entry per change of current_mode
@@ -77,6 +77,9 @@ class StatsRecorder:
         self._t0 = clock()
         self._verify_s = 0.0
         self._wait_s = 0.0
+        # ... of it for a draft made off this thread's Python: a lookup round's wait is the n-gram pool's draft,
+        # made here by Python (counted as the loop's, as any host work is)
+        self._model_wait_s = 0.0
         self._tree_s: list[float] = []
         self._spec_rounds = 0
         self._loop_t0 = 0.0
@@ -128,6 +131,8 @@ class StatsRecorder:
         self._tree_s.extend(t.seconds for t in rr.trees)
         self._verify_s += rr.verify_s
         self._wait_s += rr.wait_s
+        if rr.mode != "lookup":
+            self._model_wait_s += rr.wait_s
         self._rates()
 
     def _rates(self) -> None:
@@ -158,7 +163,7 @@ class StatsRecorder:
         if self._loop_t0 and s.rounds:
             loop, d = now - self._loop_t0, self._loop_dec
             inside = end.target - d.target + self._ahead_wait_s
-            inside += end.draft - d.draft if draft_on_this_thread else self._wait_s
+            inside += end.draft - d.draft if draft_on_this_thread else self._model_wait_s
             s.python_share = max(0.0, 1.0 - inside / loop) if loop > 0 else None
             if threading.get_ident() == self._loop_thread:  # a generation closed from another thread ends there
                 s.loop_cpu_s = self._cpu_clock() - self._loop_c0

@@ -420,13 +420,15 @@ def test_a_pool_round_off_a_drafting_plan_pays_for_what_the_plan_loses() -> None
         model.acceptance.add_round(4, 4)
         model.top1.add(1.0)
         model.next_guess.add(1.0)
+    model.add_verify(5, 0.3)
+    model.add_tree(5, 4, 0.02, 0.08)  # the tree (0.1 s) fits the verify: a hit costs the verify alone
     planner = AutoPlanner(model, k=4)
     ssd = Plan("ssd", 4, 5)
     assert planner.detour(Plan("ar"), 3.0, tree_pending=True) == 0.0  # ar loses nothing
     catchup = (5.0 - ROUND_SYNC) * 0.004  # beyond what the plan's own round syncs
     assert abs(planner.detour(Plan("sd", 4), 5.0, tree_pending=True) - catchup) < 1e-12
     assert abs(planner.detour(ssd, 5.0, tree_pending=False) - catchup) < 1e-12  # no tree built for this round
-    lost_hit = model.hit_prob(4, 5) * 4 * 0.02  # the next round drafts K tokens where it would have hit
+    lost_hit = model.calibrated_hit(ssd) * 4 * 0.02  # the next round drafts K tokens where it would have hit
     assert lost_hit > 0.05 and abs(planner.detour(ssd, 5.0, tree_pending=True) - (catchup + lost_hit)) < 1e-12
 
 
@@ -481,7 +483,7 @@ def test_a_run_of_misses_does_not_condemn_an_ssd_plan_whose_rounds_take_what_the
     for _ in range(20):
         m.top1.add(1.0)
         m.next_guess.add(1.0)
-    for hit in [True, False] * 6 + [False] * 3:
+    for hit in [None, *[True, False] * 6, False, False, False]:  # a plan's first round is a forced miss
         accepted = 4 if hit else 3
         draft = Draft([5] * 4, None, CACHE if hit else JIT, serve_s=0.0 if hit else 4 * 0.025)
         tree = TreeStats(levels=4, branches=1, seconds=0.125, glue_s=0.025, level_s=0.1)
@@ -493,6 +495,27 @@ def test_a_run_of_misses_does_not_condemn_an_ssd_plan_whose_rounds_take_what_the
     assert tally.factor(tokens=True) == pytest.approx(1.0, abs=0.03)  # each round took its outcome's time (was 1.15)
     hits = tally.hits / tally.pred_hits  # more hits than the figures gave (0.4 of the rounds): the plan expects them
     assert hits > 1.0 and m.calibrated_hit(plan) > m.hit_prob(4, 1)
+
+
+def test_the_first_round_after_a_change_of_tree_counts_its_hit_for_neither_plan() -> None:
+    """The round after a change of plan is served from the tree the previous plan's round built: its hit says
+    nothing about the new plan's tree."""
+    m = _measured(lambda width: 0.025 * width)
+    planner, old, new = AutoPlanner(m, k=4), Plan("ssd", 4, 1), Plan("ssd", 4, 5)
+
+    def ssd_round(hit: bool) -> RoundResult:
+        draft = Draft([5] * 4, None, CACHE if hit else JIT, serve_s=0.0 if hit else 0.1)
+        tree = TreeStats(levels=4, branches=1, seconds=0.125, glue_s=0.025, level_s=0.1)
+        return RoundResult([5] * 4 + [9], "ssd", draft.source, 4, 4, hit, verify_s=m.t_verify(5),
+                           wait_s=0.0 if hit else 0.1, trees=(tree,), draft=draft)
+
+    for _ in range(3):
+        planner.learn(old, ssd_round(False))
+    planner.learn(new, ssd_round(True))  # served by old's tree
+    assert m.tallies[new].n == 1 and m.tallies[new].hits == 0.0 and m.tallies[new].pred_hits == 0.0
+    assert m.tallies[old].hits == 0.0
+    planner.learn(new, ssd_round(True))  # served by its own
+    assert m.tallies[new].hits == 1.0
 
 
 def test_fixed_ssds_sd_rounds_on_split_threads_are_timed_as_ssds() -> None:

@@ -54,6 +54,18 @@ def test_rates_and_switches_from_round_events() -> None:
     assert stats.python_share == pytest.approx(1 - 0.9 / 1.5)
 
 
+def test_a_pool_draft_is_the_loops_own_host_work_not_a_wait_for_the_draft() -> None:
+    clock = Clock()
+    stats = GenerationStats(mode="lookup")
+    rec = StatsRecorder(stats, clock)
+    rec.first_token(DecodeTimes())
+    rec.round(RoundResult([1, 2], "lookup", "ngram", drafted=1, accepted=1, verify_s=0.09, wait_s=0.01))
+    clock.now += 0.1
+    rec.finish(DecodeTimes(), DecodeTimes(0.09, 0.0), draft_on_this_thread=False)
+    assert stats.python_share == pytest.approx(0.1)  # the pool's 10 ms are Python on this thread
+    assert stats.mean_draft_ms == pytest.approx(10.0)  # while the readout still shows the round's draft time
+
+
 def test_a_mode_that_never_changes_reports_no_switch() -> None:
     stats = GenerationStats(mode="ar")
     rec = StatsRecorder(stats, Clock())

@@ -62,6 +62,7 @@ class AutoPlanner:
         self.hold = HOLD_ROUNDS  # rounds the current plan is held before the next decision
         self.rounds = 0
         self._covered: str | None = None  # the outcome the last round's tree covered (REJECTED, ALL_ACCEPTED)
+        self._tree_of: Plan | None = None  # the ssd plan whose round built the tree the next round is served from
         self._probing: Plan | None = None
         self._trees: list[Plan] | None = None
         self.draft_lag = draft_lag  # tokens the draft model has not seen (it decodes them before it drafts)
@@ -153,13 +154,14 @@ class AutoPlanner:
     def detour(self, plan: Plan, tokens: float, *, tree_pending: bool) -> float:
         """Seconds that a round off ``plan`` (a pool draft expected to emit ``tokens``) costs the plan's next
         round: its draft model catches up on those tokens, and an ssd tree being built for this round's
-        outcome is lost (the next round misses where it would have hit)."""
+        outcome is lost (the next round misses where it would have hit: as the plan's own rounds are priced)."""
         if plan.mode not in DRAFT_MODES:
             return 0.0
         m = self.model
         cost = m.catchup_time(max(0.0, tokens - ROUND_SYNC))  # a round syncs ROUND_SYNC tokens anyway (catchup())
         if plan.mode == "ssd" and tree_pending:
-            cost += m.hit_prob(plan.k, plan.budget) * plan.k * m.draft_token.get(0.02)
+            lost = m.outcome_time(plan, hit=False) - m.outcome_time(plan, hit=True)
+            cost += m.calibrated_hit(plan) * max(0.0, lost)
         return cost
 
     def note(self, rr: RoundResult) -> None:
@@ -276,6 +278,7 @@ class AutoPlanner:
         only where ar's time is not measured yet: :meth:`timed`). ``split_threads``: an sd round that ran on ssd's
         split threads (fixed ssd's, while its cache keeps missing): its times are ssd's, not the plan's."""
         m = self.model
+        tree_of, self._tree_of = self._tree_of, plan if plan.mode == "ssd" else None
         if plan.mode == "ar" and not self.timed(1):
             return
         split = m.split and (plan.mode == "ssd" or split_threads)
@@ -287,7 +290,8 @@ class AutoPlanner:
             hit = None
             if plan.mode == "ssd":  # without the luck of the round's outcome (see _ssd_tally_figures)
                 tokens, pred_seconds = _ssd_tally_figures(m, plan, rr)
-                hit = rr.hit
+                # the plan's hits: not the first round after a change of plan (another plan's tree served it)
+                hit = rr.hit if tree_of == plan else None
             m.observe(plan, tokens, rr.wait_s + rr.verify_s - catchup, pred_tokens, pred_seconds, hit)
         if plan.mode == "ar":
             m.add_verify(1, rr.verify_s)
