@@ -357,7 +357,8 @@ class Engine:
         fixed ssd's tree, which its rounds are filed under (ar and sd run no ssd round)."""
         if params.mode not in ("ar", "sd", "ssd"):
             return None
-        return RoundObserver(self._cost_model, params.k, budget, draft=self.drafter is not None, mode=params.mode)
+        return RoundObserver(self._cost_model, params.k, budget, draft=self.drafter is not None, mode=params.mode,
+                             geometric=params.geometric)
 
     def _tree_budget(self, params: GenerationParams) -> int:
         """The tree fixed-mode ssd builds: the budget asked for, else fan-out x (K + 1) cut to the tree that pays

@@ -540,6 +540,32 @@ def test_fixed_ssds_sd_rounds_on_split_threads_are_timed_as_ssds() -> None:
     assert m.tallies.keys() == {Plan("sd", 4)}  # the split rounds correct no plan: their times are not sd's
 
 
+def test_fixed_ssds_even_tree_is_weighed_against_the_hits_an_even_tree_is_predicted() -> None:
+    """Fixed ssd spreads its branches evenly by default, auto geometrically: each round's hit is counted against
+    the prediction for the tree that ran, so the tally's hit factor (how far the figures are off) is one that
+    auto's trees of the same size can use."""
+    plan = Plan("ssd", 4, 10)
+
+    def ssd_round(hit: bool | None) -> RoundResult:
+        draft = Draft([5] * 4, None, CACHE if hit else JIT, serve_s=0.0 if hit else 0.1)
+        tree = TreeStats(levels=4, branches=10, seconds=0.125, glue_s=0.025, level_s=0.1)
+        return RoundResult([5] * 4 + [9], "ssd", draft.source, 4, 4, hit, verify_s=0.2, wait_s=0.0 if hit else 0.1,
+                           trees=(tree,), draft=draft)
+
+    predicted = {}
+    for geometric in (False, True):
+        m = _measured(lambda width: 0.025 * width)
+        observer = RoundObserver(m, 4, 10, draft=True, mode="ssd", geometric=geometric)
+        observer.round(ssd_round(None))  # the forced first miss
+        observer.finish()
+        expected = m.hit_prob(4, 10, geometric)
+        observer.round(ssd_round(True))
+        observer.finish()
+        assert m.tallies[plan].pred_hits == pytest.approx(expected)
+        predicted[geometric] = expected
+    assert predicted[False] != pytest.approx(predicted[True])  # the two spreads are predicted apart
+
+
 def test_an_sd_row_without_an_alternative_says_nothing_of_the_drafts_best_alternative() -> None:
     # Fixed sd keeps only the drafted token per row (top_count 1); auto's own sd rounds keep a few best ids.
     model = CostModel()

@@ -48,7 +48,8 @@ class AutoPlanner:
 
     def __init__(self, model: CostModel, k: int, *, adaptive: bool = True, k_max: int = K_MAX,
                  max_branches: int = 32, draft: bool = True, early_stop: bool = True, draft_lag: int = 0,
-                 remaining: int = 0, prompt_read: bool = False, draft_busy: Callable[[], bool] | None = None) -> None:
+                 remaining: int = 0, prompt_read: bool = False, draft_busy: Callable[[], bool] | None = None,
+                 geometric: bool = True) -> None:
         self.model = model  # the machine's timings outlive one reply: the engine passes the same model each time
         self.k = k
         self.adaptive = adaptive
@@ -56,6 +57,9 @@ class AutoPlanner:
         self.max_branches = max_branches
         self.draft = draft  # False: no draft model, only ar (AutoMode adds the pool's drafts)
         self.early_stop = early_stop
+        # How the trees of the ssd rounds it learns from spread their branches: auto's own geometrically; fixed
+        # ssd's as its option says (evenly by default), so its hits are weighed against what such a tree hits.
+        self.geometric = geometric
         self.why = ""  # why the latest plan was chosen (reported with its round)
         self.rates: dict[str, float] = {}  # predicted tok/s of the best plan per mode, at the latest decision
         self.held = 0
@@ -292,7 +296,7 @@ class AutoPlanner:
                 tokens, pred_seconds = _ssd_tally_figures(m, plan, rr)
                 # the plan's hits: not the first round after a change of plan (another plan's tree served it)
                 hit = rr.hit if tree_of == plan else None
-            m.observe(plan, tokens, rr.wait_s + rr.verify_s - catchup, pred_tokens, pred_seconds, hit)
+            m.observe(plan, tokens, rr.wait_s + rr.verify_s - catchup, pred_tokens, pred_seconds, hit, self.geometric)
         if plan.mode == "ar":
             m.add_verify(1, rr.verify_s)
             return
@@ -316,7 +320,7 @@ class AutoPlanner:
                 if self._covered is not None:  # the outcome had a branch: a hit means its best candidate was right
                     # after a rejection the draft's best alternative; after a full acceptance its next-token guess
                     (m.top1 if self._covered == REJECTED else m.next_guess).add(1.0 if rr.hit else 0.0)
-            counts = allocate(n, plan.budget, geometric_on=True, acceptance=m.acceptance.get(0.6))
+            counts = allocate(n, plan.budget, geometric_on=self.geometric, acceptance=m.acceptance.get(0.6))
             covered = n > 0 and counts[min(rr.accepted, n)] > 0
             self._covered = None if not covered else REJECTED if rr.accepted < n else ALL_ACCEPTED
         elif n and rr.accepted < n and rr.accepted < len(d.top):

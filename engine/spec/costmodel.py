@@ -197,7 +197,7 @@ class CostModel:
     _delivered: dict[str, float] = field(default_factory=dict, repr=False, compare=False)
     _level_at: dict[int, float] = field(default_factory=dict, repr=False, compare=False)
     _level_td: float | None = field(default=None, repr=False, compare=False)
-    _hit_at: dict[tuple[int, int], float] = field(default_factory=dict, repr=False, compare=False)
+    _hit_at: dict[tuple[int, int, bool], float] = field(default_factory=dict, repr=False, compare=False)
     _hit_from: tuple[float | None, ...] = field(default=(), repr=False, compare=False)
     _accept_at: dict[tuple[int, int], float] = field(default_factory=dict, repr=False, compare=False)
 
@@ -324,23 +324,24 @@ class CostModel:
         sd = self.draft_token.get(0.02)
         return self.draft_token_split.get(sd) if self.split else sd
 
-    def hit_prob(self, k: int, budget: int) -> float:
+    def hit_prob(self, k: int, budget: int, geometric: bool = True) -> float:
         """P(the next outcome has a branch): outcome k' has P ∝ a^k'(1-a) (a^K at K); a branch covers it
         when one of its F_k' candidates is the target's next token: after a rejection the draft's best
         alternative must be the target's correction (``top1``); after a full acceptance its next-token guess
-        (``next_guess``, before data as often right as a draft token is accepted)."""
+        (``next_guess``, before data as often right as a draft token is accepted). The branches are spread
+        as auto spreads them (geometric), or evenly (fixed ssd's default fan-out)."""
         source = (self.acceptance.value, self.top1.value, self.next_guess.value)
         if source != self._hit_from:
             self._hit_at.clear()
             self._hit_from = source
-        p = self._hit_at.get((k, budget))
+        p = self._hit_at.get((k, budget, geometric))
         if p is None:
-            p = self._hit_at[(k, budget)] = self._estimate_hit(k, budget)
+            p = self._hit_at[(k, budget, geometric)] = self._estimate_hit(k, budget, geometric)
         return p
 
-    def _estimate_hit(self, k: int, budget: int) -> float:
+    def _estimate_hit(self, k: int, budget: int, geometric: bool) -> float:
         a = min(max(self.acceptance.get(0.6), 0.0), 0.999)
-        counts = allocate(k, budget, geometric_on=True, acceptance=a)
+        counts = allocate(k, budget, geometric_on=geometric, acceptance=a)
         probs = [a**j * (1 - a) for j in range(k)] + [a**k]
         right = [self.top1.get(0.6)] * k + [self.next_guess.get(a)]
         return sum(p * (1 - (1 - r) ** f) for p, r, f in zip(probs, right, counts, strict=True) if f > 0)
@@ -401,11 +402,12 @@ class CostModel:
         return rate
 
     def observe(self, plan: Plan, tokens: float, seconds: float, pred_tokens: float, pred_seconds: float,
-                hit: bool | None = None) -> None:
+                hit: bool | None = None, geometric: bool = True) -> None:
         """One round of ``plan``: what it took and emitted (ssd: expected), and what was predicted for it; for
-        an ssd round that could hit, whether it did (against :meth:`hit_prob`, before this round teaches it)."""
+        an ssd round that could hit, whether it did (against :meth:`hit_prob` for the tree's spread of branches,
+        before this round teaches it: the tally keeps how far the figures are off, whatever the spread)."""
         tallies = (self.tallies.setdefault(plan, Tally()), self.mode_tallies.setdefault(plan.mode, Tally()))
-        predicted = self.hit_prob(plan.k, plan.budget) if hit is not None else 0.0
+        predicted = self.hit_prob(plan.k, plan.budget, geometric) if hit is not None else 0.0
         for t in tallies:
             t.add(tokens, seconds, pred_tokens, pred_seconds)
             if hit is not None:
