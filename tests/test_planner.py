@@ -528,7 +528,7 @@ def test_fixed_ssds_sd_rounds_on_split_threads_are_timed_as_ssds() -> None:
     m = CostModel(split=True)
     m.add_verify(1, 0.06)
     for mode, token_s, verify_s in (("sd", 0.017, 0.12), ("ssd", 0.025, 0.22)):
-        observer = RoundObserver(m, 4, 1, draft=True, mode=mode)
+        observer = RoundObserver(m, 4, 1, draft=True, mode=mode, geometric=False)
         for _ in range(3):
             observer.round(sd_round(token_s, verify_s))
         observer.finish()

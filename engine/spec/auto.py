@@ -235,7 +235,7 @@ class AutoPlanner:
         if self.plan != AR or self._probe:
             return False
         current = rate[AR]
-        return all(rate[p] <= PROBE_IF_WITHIN * current for mode, p in best_by_mode.items() if mode != "ar")
+        return not any(_worth_probing(rate[p], current) for mode, p in best_by_mode.items() if mode != "ar")
 
     def _best_by_mode(self) -> tuple[dict[str, Plan], dict[Plan, float]]:
         """Every candidate's predicted rate, and the best plan of each mode."""
@@ -252,7 +252,7 @@ class AutoPlanner:
         m = self.model
         current = rate[self.plan] if self.plan in rate else m.rate(self.plan)
         for mode, plan in sorted(best_by_mode.items(), key=lambda kv: -rate[kv[1]]):
-            if mode == self.plan.mode or rate[plan] <= PROBE_IF_WITHIN * current:
+            if mode == self.plan.mode or not _worth_probing(rate[plan], current):
                 continue
             catchup = self.catchup(plan)
             if catchup and self.prompt_read:
@@ -332,6 +332,11 @@ class AutoPlanner:
                 m.top1.add(1.0 if rr.next_token in cands else 0.0)
         if not math.isfinite(m.round_time(plan)):
             raise AssertionError("cost model produced a non-finite estimate")
+
+
+def _worth_probing(rate: float, current: float) -> bool:
+    """Whether another mode predicted at ``rate`` is close enough to the current plan's to be re-measured."""
+    return rate > PROBE_IF_WITHIN * current
 
 
 def tree_budgets(k: int, most: int) -> list[int]:

@@ -5,9 +5,9 @@ tokens, holds the token that followed them most recently. A draft chains lookups
 token, shift the window, look up again) until the pool has nothing, the length limit is reached or
 the chain is too unlikely to be accepted that far, so drafts have variable length. Memory is
 constant (the table never grows; it is cleared when half full), and no model runs: a draft costs
-microseconds. Here several n-gram orders share one table
-(distinct hash seeds) and the longest order that hits predicts; every entry keeps a fingerprint of
-its n-gram, so a hash collision reads as "nothing" rather than as a wrong draft.
+microseconds. Here several n-gram orders share one table (distinct hash seeds) and the longest
+order that hits predicts; every entry keeps a fingerprint of its n-gram, so a hash collision reads
+as "nothing" rather than as a wrong draft.
 
 :class:`Lookup` turns the pool into a speculator that never makes decoding slower: it learns how
 often a token predicted by each order is accepted at each place of its chain (a chain's first token is a

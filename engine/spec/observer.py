@@ -20,8 +20,7 @@ class RoundObserver:
     Rounds are only collected while the reply runs (no work inside a round) and folded in by :meth:`finish`,
     before the next generation can read the model."""
 
-    def __init__(self, model: CostModel, k: int, budget: int, *, draft: bool, mode: str,
-                 geometric: bool = False) -> None:
+    def __init__(self, model: CostModel, k: int, budget: int, *, draft: bool, mode: str, geometric: bool) -> None:
         self._learner = AutoPlanner(model, k, adaptive=False, draft=draft, geometric=geometric)
         self._plans = {"ar": Plan("ar"), "sd": Plan("sd", k), "ssd": Plan("ssd", k, budget)}
         self._rounds: list[RoundResult] = []
