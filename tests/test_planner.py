@@ -151,6 +151,27 @@ def test_noisy_rounds_do_not_throw_it_off_ssd() -> None:
     assert sum(p.mode == "ssd" for p in tail) >= 85, tail[-8:]
 
 
+def test_a_slow_spell_in_ar_slows_the_widths_it_does_not_run_as_much() -> None:
+    # B-q4, edit-types (Zen 4): three ar verifies of 73-109 ms after fifty of about 60 ms took ar from 16 to 11.6 tok/s
+    # while an ssd tree measured before the spell kept its 15.2; auto switched, and its ssd rounds (the machine still
+    # slow) ran at 0.77x fixed ar for the rest of the reply.
+    model = CostModel()
+    planner = AutoPlanner(model, k=4)
+    drive(planner, slow_target_world(), rounds=120)  # ar, sd and ssd measured on this machine; it settles on ssd
+    ssd = planner.plan
+    assert ssd.mode == "ssd"
+    for _ in range(10):  # then ar's rounds (a reply on ar: lookup rounds that draft nothing, ssd's figures kept)
+        planner.learn(Plan("ar"), slow_target_world()(Plan("ar")))
+    before = model.rate(ssd) / model.rate(Plan("ar"))
+    slow = world(verify=lambda width: 1.4 * (0.4 + 0.01 * (width - 1)), draft_token_s=0.05,
+                 accepted=lambda k: min(k, 3), hit=True, level_s=0.05)
+    for _ in range(4):  # the whole machine runs 1.4x slower; only ar's verify sees it
+        planner.learn(Plan("ar"), slow(Plan("ar")))
+    assert model.t_verify(1) > 1.2 * 0.4
+    assert model.t_verify(ssd.k + 1) > 1.2 * (0.4 + 0.01 * ssd.k)
+    assert model.rate(ssd) / model.rate(Plan("ar")) == pytest.approx(before, rel=0.1)
+
+
 def test_a_later_reply_starts_on_the_plan_it_settled_on() -> None:
     model = CostModel()
     drive(AutoPlanner(model, k=4), slow_target_world(), rounds=120)

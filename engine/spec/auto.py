@@ -288,7 +288,11 @@ class AutoPlanner:
         split = m.split and (plan.mode == "ssd" or split_threads)
         table = m.verify_split if split else m.verify
         per_token, catchup = _draft_token_time(rr)
-        if rr.drafted + 1 in table and (plan.mode == "ar" or m.draft_token.value is not None) and not split_threads:
+        measured = rr.drafted + 1 in table and (plan.mode == "ar" or m.draft_token.value is not None)
+        # The verify first: the round is weighed against a prediction at the pace it showed (a slow spell of the
+        # machine is not the plan's: counted in both, ar's figure fell twice as far as its verifies in B-q4).
+        m.add_verify(rr.drafted + 1, rr.verify_s, split)
+        if measured and not split_threads:
             pred_tokens, pred_seconds = self.predicted(plan)  # from measured figures, not the defaults
             tokens: float = len(rr.tokens)
             hit = None
@@ -298,12 +302,10 @@ class AutoPlanner:
                 hit = rr.hit if tree_of == plan else None
             m.observe(plan, tokens, rr.wait_s + rr.verify_s - catchup, pred_tokens, pred_seconds, hit, self.geometric)
         if plan.mode == "ar":
-            m.add_verify(1, rr.verify_s)
             return
         d = rr.draft
         assert d is not None, "a speculative round reports its draft"
         n = rr.drafted
-        m.add_verify(n + 1, rr.verify_s, split)
         if d.source == NGRAM:  # ssd's backup drafted from the pool: its figures, not the draft model's
             m.learn_lookup(d.orders, rr.accepted)
         elif n:

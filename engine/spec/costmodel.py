@@ -16,6 +16,13 @@ from .fanout import allocate
 
 WINDOW_MARGIN = 0.85  # the tree must fit in this share of one target verify (without early stop)
 TIMING_CLIP = 1.5  # a timing sample moves its average by at most this factor's share (noisy machines)
+# The target's verify time is its pace (how fast the machine runs now, PACE_ALPHA: two or three rounds of memory) times
+# each width's own figure relative to that pace (FIGURE_ALPHA: about twenty). On a shared VM the whole machine slows
+# and speeds up by a third within a reply (B-q4: ar's verify 44-109 ms), and only the widths that run see it; paced,
+# the widths that do not run move with them, so a slow spell in ar does not make a tree measured before it look fast.
+PACE_ALPHA = 0.4
+FIGURE_ALPHA = 0.05
+PACE_AFTER = 3  # a width's samples before its verifies move the pace (its figure is their mean until then)
 EARLY_STOP_MARGIN = 1.3  # with early stop a deeper tree is cut short and served shallower: allow more
 LOOKUP_PRIOR = {1: 0.25, 2: 0.4, 3: 0.55, 4: 0.65}  # acceptance of a pool token by n-gram order, before data
 LOOKUP_DEPTHS = 4  # a pool token's acceptance is learnt by its place in the chain: 0, 1, 2, and 3 or later
@@ -36,17 +43,21 @@ def lookup_prior(order: int) -> float:
 class Ema:
     """Exponential moving average that remembers whether it has data."""
 
-    def __init__(self, alpha: float = 0.25, init: float | None = None, clip: float | None = None) -> None:
+    def __init__(self, alpha: float = 0.25, init: float | None = None, clip: float | None = None,
+                 warm: bool = False) -> None:
         self.alpha = alpha
         self.value = init
         self.n = 0
         self.clip = clip  # timings: a sample counts as at most clip x (at least 1/clip x) the average
+        self.warm = warm  # the mean of the first samples, until 1/n falls below alpha (a slow average's start)
+        self._settled = 0 if init is not None else 2  # samples before the clip applies (an initial value is one)
 
     def add(self, x: float) -> None:
         self.n += 1
-        if self.clip is not None and self.value is not None and self.n > 2:
+        if self.clip is not None and self.value is not None and self.n > self._settled:
             x = min(max(x, self.value / self.clip), self.value * self.clip)  # one stalled round moves it little
-        self.value = x if self.value is None else (1 - self.alpha) * self.value + self.alpha * x
+        alpha = max(self.alpha, 1.0 / self.n) if self.warm else self.alpha
+        self.value = x if self.value is None else (1 - alpha) * self.value + alpha * x
 
     def get(self, default: float) -> float:
         return default if self.value is None else self.value
@@ -139,6 +150,11 @@ class Tally:
         return (self.hits + HIT_PRIOR) / (self.pred_hits + HIT_PRIOR)
 
 
+def verify_figure() -> Ema:
+    """One verify width's figure: seconds at pace 1 (:attr:`CostModel.pace`)."""
+    return Ema(FIGURE_ALPHA, clip=TIMING_CLIP, warm=True)
+
+
 def _enough(t: Tally | None) -> TypeGuard[Tally]:
     """Whether a tally holds enough rounds to correct a prediction."""
     return t is not None and t.n >= TALLY_ROUNDS
@@ -164,7 +180,9 @@ AR, LOOKUP = Plan("ar"), Plan("lookup")  # the two plans without a K
 class CostModel:
     """Live timings and rates; predictions for any plan."""
 
-    verify: dict[int, Ema] = field(default_factory=dict)  # seconds by width (written via add_verify: _verify_at)
+    # A verify's seconds: the pace times its width's figure (written via add_verify: _verify_at)
+    pace: Ema = field(default_factory=lambda: Ema(PACE_ALPHA, init=1.0, clip=TIMING_CLIP))
+    verify: dict[int, Ema] = field(default_factory=dict)  # by width (verify_figure)
     verify_split: dict[int, Ema] = field(default_factory=dict)  # the same with ssd's split threads
     draft_token: Ema = field(default_factory=lambda: Ema(clip=TIMING_CLIP))  # seconds per sequential draft token
     # ... on ssd's split threads (its misses' drafts where the machine splits its cores: C's draft took 20-25 ms a
@@ -202,9 +220,13 @@ class CostModel:
     _accept_at: dict[tuple[int, int], float] = field(default_factory=dict, repr=False, compare=False)
 
     def add_verify(self, width: int, seconds: float, split: bool = False) -> None:
-        e = (self.verify_split if split else self.verify).setdefault(width, Ema(clip=TIMING_CLIP))
+        """One verify of ``width`` tokens: a width with a figure of PACE_AFTER samples moves the pace first (the
+        pace it implies: its seconds over the figure), then the width's figure learns the seconds at that pace."""
+        e = (self.verify_split if split else self.verify).setdefault(width, verify_figure())
         new_width = e.value is None
-        e.add(seconds)
+        if e.value and e.n >= PACE_AFTER:
+            self.pace.add(seconds / e.value)
+        e.add(seconds / self.pace.get(1.0))
         self._verify_at.clear()  # the split table's estimate may derive from the other one
         self._level_at.clear()  # the unmeasured level widths scale as the verify widths do
         known = self._known.get(split)
@@ -227,9 +249,10 @@ class CostModel:
         self._level_at.clear()
 
     def t_verify(self, width: int, split: bool = False) -> float:
+        """Seconds a verify of ``width`` tokens takes now (at the machine's pace)."""
         t = self._verify_at.get((width, split))
         if t is None:
-            t = self._verify_at[(width, split)] = self._estimate_verify(width, split)
+            t = self._verify_at[(width, split)] = self._estimate_verify(width, split) * self.pace.get(1.0)
         return t
 
     def _known_verify(self, split: bool) -> list[tuple[int, float]]:
@@ -247,7 +270,7 @@ class CostModel:
         known = self._known_verify(split)
         if not known:
             if split and self.verify:  # not measured yet: assume fewer threads cost 50 % more
-                return 1.5 * self.t_verify(width)
+                return 1.5 * self._estimate_verify(width, False)
             return 0.05 * (1 + 0.3 * (width - 1))
         if len(known) == 1:
             w0, t0 = known[0]

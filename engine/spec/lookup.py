@@ -319,10 +319,11 @@ class Lookup:
         d = rr.draft
         orders = d.orders[: rr.drafted] if d is not None else []
         if timed:
-            if rr.drafted + 1 in m.verify:  # a prediction from measured figures, not from the defaults
+            measured = rr.drafted + 1 in m.verify  # a prediction from measured figures, not from the defaults
+            m.add_verify(rr.drafted + 1, rr.verify_s)  # first: the prediction is at the pace the round showed
+            if measured:
                 m.observe(Plan("lookup") if rr.drafted else Plan("ar"), len(rr.tokens), rr.verify_s + rr.wait_s,
                           m.lookup_expected(orders)[-1], m.t_verify(rr.drafted + 1))
-            m.add_verify(rr.drafted + 1, rr.verify_s)
         if d is not None and d.source == NGRAM and rr.drafted:
             m.learn_lookup(orders, rr.accepted)
 

@@ -20,16 +20,18 @@ from typing import Any
 
 from engine.core import cpu_check
 
-from .costmodel import TIMING_CLIP, CostModel, Ema, Plan, Ratio, Tally, lookup_prior
+from .costmodel import TIMING_CLIP, CostModel, Ema, Plan, Ratio, Tally, lookup_prior, verify_figure
 
 log = logging.getLogger(__name__)
 
-VERSION = 6  # 2: catch-up time and next_guess apart (1 kept inflated draft times); 3: pool acceptance by depth too;
+VERSION = 7  # 2: catch-up time and next_guess apart (1 kept inflated draft times); 3: pool acceptance by depth too;
 # 4: tree levels timed apart from the glue decode (3 kept their average); 5: ssd tallies without the outcome's luck,
-# and their hits (4 kept round times that swung with the hits); 6: the draft's token on ssd's split threads apart
+# and their hits (4 kept round times that swung with the hits); 6: the draft's token on ssd's split threads apart;
+# 7: the verify widths' figures relative to the machine's pace, and the pace
 
 # the cost model's single figures
-EMAS = ("draft_token", "draft_token_split", "catchup_token", "tree_glue", "acceptance", "hit", "top1", "next_guess")
+EMAS = ("pace", "draft_token", "draft_token_split", "catchup_token", "tree_glue", "acceptance", "hit", "top1",
+        "next_guess")
 DIR_ENV = "SSD_CHAT_AUTO_MEMORY_DIR"  # where the files go instead of <cache>/auto (tests, portable installs)
 
 
@@ -93,10 +95,12 @@ def restore(data: dict[str, Any], split: bool) -> CostModel:
     if data.get("version") != VERSION:
         raise ValueError(f"version {data.get('version')!r}, expected {VERSION}")
     m = CostModel(split=split)
-    for name in ("verify", "verify_split", "level"):
+    for name in ("verify", "verify_split"):
         table = getattr(m, name)
         for w, raw in data[name].items():
-            table[int(w)] = _set_ema(Ema(clip=TIMING_CLIP), raw)
+            table[int(w)] = _set_ema(verify_figure(), raw)
+    for w, raw in data["level"].items():
+        m.level[int(w)] = _set_ema(Ema(clip=TIMING_CLIP), raw)
     for name in EMAS:
         _set_ema(getattr(m, name), data[name])
     for key, (hits, seen) in data["lookup_accept"].items():
