@@ -155,6 +155,11 @@ def verify_figure() -> Ema:
     return Ema(FIGURE_ALPHA, clip=TIMING_CLIP, warm=True)
 
 
+def level_figure() -> Ema:
+    """One tree level width's figure: seconds per level."""
+    return Ema(clip=TIMING_CLIP)
+
+
 def _enough(t: Tally | None) -> TypeGuard[Tally]:
     """Whether a tally holds enough rounds to correct a prediction."""
     return t is not None and t.n >= TALLY_ROUNDS
@@ -245,7 +250,7 @@ class CostModel:
         self.add_level(branches, level_s / levels)
 
     def add_level(self, width: int, seconds: float) -> None:
-        self.level.setdefault(width, Ema(clip=TIMING_CLIP)).add(seconds)
+        self.level.setdefault(width, level_figure()).add(seconds)
         self._level_at.clear()
 
     def t_verify(self, width: int, split: bool = False) -> float:

@@ -20,7 +20,7 @@ from typing import Any
 
 from engine.core import cpu_check
 
-from .costmodel import TIMING_CLIP, CostModel, Ema, Plan, Ratio, Tally, lookup_prior, verify_figure
+from .costmodel import CostModel, Ema, Plan, Ratio, Tally, level_figure, lookup_prior, verify_figure
 
 log = logging.getLogger(__name__)
 
@@ -100,7 +100,7 @@ def restore(data: dict[str, Any], split: bool) -> CostModel:
         for w, raw in data[name].items():
             table[int(w)] = _set_ema(verify_figure(), raw)
     for w, raw in data["level"].items():
-        m.level[int(w)] = _set_ema(Ema(clip=TIMING_CLIP), raw)
+        m.level[int(w)] = _set_ema(level_figure(), raw)
     for name in EMAS:
         _set_ema(getattr(m, name), data[name])
     for key, (hits, seen) in data["lookup_accept"].items():
