@@ -13,6 +13,7 @@ full-vocabulary work is left to top-k 0, the one setting that asks for the whole
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Any
 
@@ -109,53 +110,116 @@ _max_down = np.maximum.reduce  # the ufunc itself: ndarray.max adds a Python fra
 
 
 def _top(row: FloatRow, count: int) -> tuple[IdRow, FloatRow]:
-    """The ``count`` best ids, best first with ties to the lowest id, and their logits.
+    """The ``count`` best ids, best first with ties to the lowest id, and their logits."""
+    return _Ranks(row, count).top(count)
 
-    The row is viewed as a grid of R rows by G columns (id = r * G + c). The count-th largest of the
-    G column maxima, t, is reached by ``count`` distinct ids, so every id of the top ``count`` is at or
-    above t, and lies in a column whose maximum is at or above t: one max-reduction of the row and a
-    few thousand candidates replace a sort of the vocabulary (~60 µs on 151,936 floats, against ~290 µs
-    for an argpartition of the row). The candidates come in increasing id order, so a stable sort by
-    logit leaves ties to the lowest id.
+
+class _Ranks:
+    """Selections of the best ids of one logits row for up to ``count`` ids: the best ``count`` ids, or every id at
+    or above a value.
+
+    The row is viewed as a grid of R rows by G columns (id = r * G + c), and its column maxima are taken once.
+    The count-th largest of the G column maxima, t, is reached by ``count`` distinct ids, so every id of the top
+    ``count`` is at or above t, and lies in a column whose maximum is at or above t: one max-reduction of the row
+    and a few thousand candidates replace a sort of the vocabulary (~60 µs on 151,936 floats, against ~290 µs for
+    an argpartition of the row). Candidates come in increasing id order, so a stable sort by logit leaves ties to
+    the lowest id. Short rows, or most of one asked for, are read whole.
     """
-    n = len(row)
-    count = min(count, n)
-    if count <= 0:
-        return np.empty(0, dtype=np.int64), row[:0]
-    if count == 1:
-        best = int(row.argmax())  # the first maximum: the lowest id
-        return np.array([best], dtype=np.int64), row[best : best + 1]
-    rows, cols = _layout(n, count) if n >= _GRID_MIN else (1, 0)
-    if cols < 4 * count:  # a short row, or most of it asked for: the ids at or above the count-th value
-        ids: IdRow = np.flatnonzero(row >= np.partition(row, n - count)[n - count]).astype(np.int64)
-        vals = row[ids]
-    else:
-        grid = _grid(row, rows, cols)
-        col_max = _max_down(grid, 0)
-        kth = col_max.copy()
-        kth.partition(cols - count)
-        t = kth[cols - count]
-        keep = (col_max >= t).nonzero()[0]
-        block = grid[:, keep]
+
+    def __init__(self, row: FloatRow, count: int) -> None:
+        n = len(row)
+        self.row = row
+        self.rows, self.cols = _layout(n, count) if n >= _GRID_MIN else (1, 0)
+        self.whole = self.cols < 4 * min(count, n)
+        if not self.whole:
+            self.grid = _grid(row, self.rows, self.cols)
+            self.col_max: FloatRow = _max_down(self.grid, 0)
+
+    def best(self) -> float:
+        """The row's largest logit."""
+        if self.whole:
+            return float(_max_down(self.row))
+        cut = self.rows * self.cols
+        best = float(_max_down(self.col_max))
+        return max(best, float(_max_down(self.row[cut:]))) if cut < len(self.row) else best
+
+    def above(self, t: float) -> tuple[IdRow, FloatRow]:
+        """Every id whose logit is at least ``t``, in increasing id order, and their logits."""
+        row = self.row
+        if self.whole:
+            ids: IdRow = (row >= t).nonzero()[0]
+            return ids, row[ids]
+        keep = (self.col_max >= t).nonzero()[0]
+        block = self.grid[:, keep]
         r, c = (block >= t).nonzero()
-        vals, ids = block[r, c], r * cols + keep[c]
-        if rows * cols < n:  # the ids past the grid: fewer than R, all above the grid's
-            tail = (row[rows * cols :] >= t).nonzero()[0] + rows * cols
+        vals, ids = block[r, c], r * self.cols + keep[c]
+        cut = self.rows * self.cols
+        if cut < len(row):  # the ids past the grid: fewer than R, all above the grid's
+            tail = (row[cut:] >= t).nonzero()[0] + cut
             ids, vals = np.concatenate((ids, tail)), np.concatenate((vals, row[tail]))
-    order = (-vals).argsort(kind="stable")[:count]
-    return ids[order], vals[order]
+        return ids, vals
+
+    def top(self, count: int) -> tuple[IdRow, FloatRow]:
+        """The ``count`` best ids, best first with ties to the lowest id, and their logits."""
+        row, n = self.row, len(self.row)
+        count = min(count, n)
+        if count <= 0:
+            return np.empty(0, dtype=np.int64), row[:0]
+        if count == 1:
+            best = int(row.argmax())  # the first maximum: the lowest id
+            return np.array([best], dtype=np.int64), row[best : best + 1]
+        if self.whole:  # the ids at or above the count-th value
+            ids, vals = self.above(float(np.partition(row, n - count)[n - count]))
+        else:
+            kth = self.col_max.copy()
+            kth.partition(self.cols - count)
+            ids, vals = self.above(float(kth[self.cols - count]))
+        order = (-vals).argsort(kind="stable")[:count]
+        return ids[order], vals[order]
+
+    def min_p_head(self, params: SamplingParams) -> tuple[Dist, IdRow] | None:
+        """:func:`to_dist` read off the ids min-p can keep (and those ids, best first), where they decide it.
+
+        min-p keeps an id only if its weight exp((v - v_best) / T) is at least ``min_p``: only ids whose logit is
+        within T * ln(1 / min_p) of the row's best. They are the first ids of top-k's order, found by one
+        comparison with a bound (a confident model's row has one to a few). The result is :func:`truncate`'s
+        float for float, unless there are more of them than top-k keeps, or top-p could cut before min-p does:
+        top-p's total runs over all of top-k's ids, and the ids read bound it from below only. Then: None.
+        """
+        if params.min_p <= 0.0:
+            return None
+        ids, vals = self.above(self.best() + params.temperature * math.log(params.min_p) - _MIN_P_SLACK)
+        if len(ids) > params.top_k:
+            return None
+        order = (-vals).argsort(kind="stable")
+        ids = ids[order]
+        logits = vals[order].astype(np.float64) / params.temperature
+        weights = np.exp(logits - logits[0])
+        w = weights.tolist()
+        keep = next((i for i in range(1, len(w)) if w[i] < params.min_p), len(w))
+        if params.top_p < 1.0 and keep > 1 and sum(w[: keep - 1]) >= params.top_p * float(weights.sum()) * _BOUND:
+            return None
+        kept = weights[:keep]
+        return Dist(ids[:keep].astype(np.int64), kept / kept.sum()), ids
+
+
+_MIN_P_SLACK = 1e-3  # logits below min-p's bound that are still read: float rounding cannot reach past it
+_BOUND = 1.0 - 1e-9  # top-p's sums over all of top-k's ids and over the ids read differ by rounding (~1e-16) only
 
 
 def to_dist(row: FloatRow, params: SamplingParams) -> Dist:
     """Apply temperature, then top-k, top-p and min-p to a logits row (best-first candidates).
 
-    With top-k (the common case) only the k best ids are touched. Top-k 0 (the whole vocabulary)
-    is exact too: min-p first narrows the set that top-p must order (the two keep prefixes of the
-    same order, so the result is the same), and the top-p set grows by partial selection.
+    With top-k (the common case) only the k best ids are touched, and where min-p decides, only the ids it keeps.
+    Top-k 0 (the whole vocabulary) is exact too: min-p first narrows the set that top-p must order (the two keep
+    prefixes of the same order, so the result is the same), and the top-p set grows by partial selection.
     """
-    n = len(row)
-    if 0 < params.top_k < n:
-        ids, vals = _top(row, params.top_k)
+    if 0 < params.top_k < len(row):
+        ranks = _Ranks(row, params.top_k)
+        head = ranks.min_p_head(params)
+        if head is not None:
+            return head[0]
+        ids, vals = ranks.top(params.top_k)
         return truncate(ids, vals.astype(np.float64) / params.temperature, params)
     return _whole_vocabulary(row, params)
 
@@ -163,7 +227,11 @@ def to_dist(row: FloatRow, params: SamplingParams) -> Dist:
 def dist_top(row: FloatRow, params: SamplingParams, count: int) -> tuple[Dist, IdRow]:
     """:func:`to_dist` and :func:`top_ids` ``count`` from one selection where top-k allows."""
     if 0 < params.top_k < len(row):
-        ids, vals = _top(row, max(params.top_k, count))
+        ranks = _Ranks(row, max(params.top_k, count))
+        head = ranks.min_p_head(params)
+        if head is not None and count <= len(head[1]):
+            return head[0], head[1][:count]
+        ids, vals = ranks.top(max(params.top_k, count))
         k = params.top_k
         return truncate(ids[:k], vals[:k].astype(np.float64) / params.temperature, params), ids[:count]
     return _whole_vocabulary(row, params), top_ids(row, count)
