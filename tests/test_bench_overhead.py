@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 
 from engine.tools import bench
-from engine.tools.bench_overhead import measure, verdicts
+from engine.tools.bench_overhead import _per_run, measure, verdicts
 from engine.tools.tinymodel import TinyPair
 
 
@@ -28,3 +28,8 @@ def test_the_floor_counts_the_decodes_a_round_runs_on_the_generating_thread(tiny
         assert row[(setting, "auto")]["decodes_per_round"] is None  # a mix: not counted
         assert sd["floor_ms_per_round"] == sd["decodes_per_round"] * floor["host_ms"]
     assert any("decodes a round on this thread" in line for line in verdicts(table, args.k))
+
+
+def test_a_stalled_run_moves_the_engines_figure_no_more_than_the_bare_loops() -> None:
+    runs = [{"loop_s": 0.2, "tokens": 100}, {"loop_s": 0.21, "tokens": 100}, {"loop_s": 0.9, "tokens": 100}]
+    assert _per_run(runs, "loop_s", "tokens") == 2.1  # the median, as the bare loop's floor; the mean read 4.37
