@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 
 from engine.tools import bench
-from engine.tools.bench_overhead import _per_run, measure, verdicts
+from engine.tools.bench_overhead import _per_run, _vs_bare, measure, verdicts
 from engine.tools.tinymodel import TinyPair
 
 
@@ -33,3 +33,9 @@ def test_the_floor_counts_the_decodes_a_round_runs_on_the_generating_thread(tiny
 def test_a_stalled_run_moves_the_engines_figure_no_more_than_the_bare_loops() -> None:
     runs = [{"loop_s": 0.2, "tokens": 100}, {"loop_s": 0.21, "tokens": 100}, {"loop_s": 0.9, "tokens": 100}]
     assert _per_run(runs, "loop_s", "tokens") == 2.1  # the median, as the bare loop's floor; the mean read 4.37
+
+
+def test_a_slow_phase_shared_by_a_run_and_its_bare_loop_leaves_their_ratio() -> None:
+    runs = [{"loop_s": 0.2, "tokens": 100, "bare_ms": 1.6}, {"loop_s": 0.4, "tokens": 100, "bare_ms": 3.2},
+            {"loop_s": 0.22, "tokens": 100, "bare_ms": 1.6}]
+    assert _vs_bare(runs, "loop_s", "bare_ms") == 1.25  # 1.25, 1.25, 1.375: the slow pair reads as the others
