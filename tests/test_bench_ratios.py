@@ -79,3 +79,14 @@ def test_a_pass_that_decoded_nothing_neither_shifts_the_passes_nor_breaks_the_me
     assert entry["auto_vs_best_by_pass"] == [None, 0.0]
     (s,) = summary([entry])
     assert s["auto_vs_best_by_pass"] == [None, {"geomean": 0.0, "lowest": 0.0}]
+
+
+def test_auto_is_also_compared_with_the_one_fixed_mode_best_over_the_row() -> None:
+    (s,) = summary(per_prompt(_groups()))
+    # geometric means of tok/s: ar 10, sd sqrt(96) = 9.8, lookup sqrt(180) = 13.4: lookup, on both prompts
+    assert s["best_mode"] == "lookup"
+    assert math.isclose(s["auto_vs_best_mode"]["geomean"], math.sqrt(11.4 / 9.0))
+    assert math.isclose(s["auto_vs_best_mode"]["lowest"], 1.0)
+    no_auto = [g for g in _groups() if g["mode"] != "auto"]
+    (s,) = summary(per_prompt(no_auto))
+    assert s["best_mode"] == "lookup" and s["auto_vs_best_mode"] is None
