@@ -44,6 +44,7 @@ def _by_address(fn: Any, result: Any = ctypes.c_void_p) -> Any:
 
 
 _logits_ith = _by_address(ll.llama_get_logits_ith)
+_sampled_token_ith = _by_address(ll.llama_get_sampled_token_ith, ctypes.c_int32)
 _candidates_ith = _by_address(ll.llama_get_sampled_candidates_ith)
 _candidates_count_ith = _by_address(ll.llama_get_sampled_candidates_count_ith, ctypes.c_uint32)
 _sampled_logits_ith = _by_address(ll.llama_get_sampled_logits_ith)
@@ -188,7 +189,7 @@ class Outputs:
             return int(self.row(r).argmax())
         self._live()
         if self.spec.kind == GREEDY:
-            tok = int(ll.llama_get_sampled_token_ith(self._ctx, self._idx[r]))
+            tok = int(_sampled_token_ith(self._ctx, self._idx[r]))
             if tok < 0:
                 raise DecodeError(f"llama.cpp sampled no token for batch index {self._idx[r]}")
             return tok
