@@ -196,15 +196,15 @@ class _Ranks:
         logits = vals[order].astype(np.float64) / params.temperature
         weights = np.exp(logits - logits[0])
         w = weights.tolist()
-        keep = next((i for i in range(1, len(w)) if w[i] < params.min_p), len(w))
-        if params.top_p < 1.0 and keep > 1 and sum(w[: keep - 1]) >= params.top_p * float(weights.sum()) * _BOUND:
+        keep = _min_p_cut(w, params.min_p, len(w))
+        if params.top_p < 1.0 and keep > 1 and sum(w[: keep - 1]) >= params.top_p * float(weights.sum()) * _MARGIN:
             return None
         kept = weights[:keep]
         return Dist(ids[:keep].astype(np.int64), kept / kept.sum()), ids
 
 
 _MIN_P_SLACK = 1e-3  # logits below min-p's bound that are still read: float rounding cannot reach past it
-_BOUND = 1.0 - 1e-9  # top-p's sums over all of top-k's ids and over the ids read differ by rounding (~1e-16) only
+_MARGIN = 1.0 - 1e-9  # top-p's sums over all of top-k's ids and over the ids read differ by rounding (~1e-16) only
 
 
 def to_dist(row: FloatRow, params: SamplingParams) -> Dist:
@@ -255,13 +255,14 @@ def truncate(ids: IdRow, logits: npt.NDArray[np.float64], params: SamplingParams
                     keep = i + 1
                     break
         if params.min_p > 0.0:
-            min_p = params.min_p
-            for i in range(1, keep):
-                if w[i] < min_p:
-                    keep = i
-                    break
+            keep = _min_p_cut(w, params.min_p, keep)
         weights = weights[:keep]
     return Dist(ids[:keep], weights / weights.sum())
+
+
+def _min_p_cut(weights: list[float], min_p: float, keep: int) -> int:
+    """The first place in 1..keep-1 whose weight (relative to the best's 1) is under ``min_p``, else ``keep``."""
+    return next((i for i in range(1, keep) if weights[i] < min_p), keep)
 
 
 def _whole_vocabulary(row: FloatRow, params: SamplingParams) -> Dist:
