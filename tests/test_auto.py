@@ -117,3 +117,16 @@ def test_verify_estimates_follow_every_new_measurement() -> None:
     assert m.t_verify(2) == 0.3 and abs(m.t_verify(2, split=True) - 0.45) < 1e-9
     m.add_verify(2, 0.2, split=True)
     assert m.t_verify(2, split=True) == 0.2
+
+
+def test_a_lone_width_whose_figure_is_wrong_does_not_slow_the_others_for_as_long_as_it_runs() -> None:
+    # B-q4 (Zen 4): ssd(K=1)'s width 2 ran alone for 39 rounds; its verifies took longer than its figure said, the pace
+    # took the difference, and ar's prediction read as slow as the error for the whole reply (results/pace-lock-in-*).
+    m = model_with({1: 0.050, 2: 0.075}, draft_token=0.01, acceptance=0.7, hit=0.5)
+    for _ in range(5):  # a spell's first rounds: the pace takes them, and ar reads slow with it
+        m.add_verify(2, 0.100)
+    assert m.t_verify(1) > 1.2 * 0.050
+    for _ in range(35):  # it lasts: the width's own figure takes it over
+        m.add_verify(2, 0.100)
+    assert m.t_verify(2) == pytest.approx(0.100, rel=0.02)
+    assert m.t_verify(1) == pytest.approx(0.050, rel=0.06)  # 0.065 before: the pace kept the error

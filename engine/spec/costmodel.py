@@ -20,7 +20,16 @@ TIMING_CLIP = 1.5  # a timing sample moves its average by at most this factor's 
 # each width's own figure relative to that pace (FIGURE_ALPHA: about twenty). On a shared VM the whole machine slows
 # and speeds up by a third within a reply (B-q4: ar's verify 44-109 ms), and only the widths that run see it; paced,
 # the widths that do not run move with them, so a slow spell in ar does not make a tree measured before it look fast.
+# A pace that lasts is no spell: once it has stayed more than PACE_BAND from 1, on one side, for more than
+# SPELL_VERIFIES verifies, each further verify hands PACE_HANDOVER of its distance from 1 to the figure of the width
+# that ran, keeping that width's prediction (figure x pace). Without it a width whose figure was wrong and ran alone
+# (ssd(K=1)'s width 2 for 39 rounds of a B-q4 reply) moved the pace instead of its figure for as long as it ran, every
+# other width (ar's) read as slow as the error, and no tally saw it: each round ran as the pace it set predicted
+# (results/pace-lock-in-zen4-s17.txt). A spell of a few rounds is left to the pace, as before.
 PACE_ALPHA = 0.4
+PACE_BAND = 0.05
+SPELL_VERIFIES = 8
+PACE_HANDOVER = 0.1
 FIGURE_ALPHA = 0.05
 PACE_AFTER = 3  # a width's samples before its verifies move the pace (its figure is their mean until then)
 EARLY_STOP_MARGIN = 1.3  # with early stop a deeper tree is cut short and served shallower: allow more
@@ -216,6 +225,8 @@ class CostModel:
     # tree's hit probability by (K, budget) (until the ratios it is made of move), a pool token's acceptance by
     # (order, depth) (until learn_lookup).
     _verify_at: dict[tuple[int, bool], float] = field(default_factory=dict, repr=False, compare=False)
+    _away: int = field(default=0, repr=False, compare=False)  # verifies the pace has stayed on one side of PACE_BAND
+    _side: int = field(default=0, repr=False, compare=False)  # ... and which: 1 slow, -1 fast, 0 within the band
     _known: dict[bool, list[tuple[int, float]]] = field(default_factory=dict, repr=False, compare=False)
     _delivered: dict[str, float] = field(default_factory=dict, repr=False, compare=False)
     _level_at: dict[int, float] = field(default_factory=dict, repr=False, compare=False)
@@ -226,12 +237,14 @@ class CostModel:
 
     def add_verify(self, width: int, seconds: float, split: bool = False) -> None:
         """One verify of ``width`` tokens: a width with a figure of PACE_AFTER samples moves the pace first (the
-        pace it implies: its seconds over the figure), then the width's figure learns the seconds at that pace."""
+        pace it implies: its seconds over the figure), then the width's figure learns the seconds at that pace, and
+        takes over a share of a pace that has lasted past a spell (:meth:`_hand_over`)."""
         e = (self.verify_split if split else self.verify).setdefault(width, verify_figure())
         new_width = e.value is None
         if e.value and e.n >= PACE_AFTER:
             self.pace.add(seconds / e.value)
         e.add(seconds / self.pace.get(1.0))
+        self._hand_over(e)
         self._verify_at.clear()  # the split table's estimate may derive from the other one
         self._level_at.clear()  # the unmeasured level widths scale as the verify widths do
         known = self._known.get(split)
@@ -239,6 +252,19 @@ class CostModel:
             self._known.pop(split, None)
         else:  # the same widths: only this one's figure moves (a round's usual case)
             known[bisect.bisect_left(known, (width,))] = (width, e.get(0.0))
+
+    def _hand_over(self, figure: Ema) -> None:
+        """Once the pace has stayed away from 1 past a spell, move PACE_HANDOVER of its distance into ``figure``
+        (the width that ran), their product kept."""
+        pace = self.pace.get(1.0)
+        side = 0 if abs(pace - 1.0) <= PACE_BAND else (1 if pace > 1.0 else -1)
+        self._away = self._away + 1 if side and side == self._side else int(bool(side))
+        self._side = side
+        if self._away <= SPELL_VERIFIES or figure.value is None:
+            return
+        kept = 1.0 + (1.0 - PACE_HANDOVER) * (pace - 1.0)
+        figure.value *= pace / kept
+        self.pace.value = kept
 
     def add_tree(self, branches: int, levels: int, glue_s: float, level_s: float) -> None:
         """One tree's build: its glue decode (one token, beside the target's verify) and ``levels`` levels of
