@@ -34,7 +34,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of ``ssd-chat``."""
     args = parse_args(sys.argv[1:] if argv is None else argv)
     if args.self_test:
-        from app.selftest import run_self_test  # before any Qt import
+        from app.startup.selftest import run_self_test  # before any Qt import
 
         return run_self_test()
     logging.basicConfig(level=logging.DEBUG if args.verbose else logging.INFO,
@@ -48,8 +48,8 @@ def run_gui() -> int:
     """Build the application and the window; returns the exit code."""
     from PySide6.QtWidgets import QApplication, QMessageBox
 
-    from . import crash
-    from .qt_platform import PluginWatch
+    from app.startup import crash
+    from app.startup.qt_platform import PluginWatch
 
     with PluginWatch():  # a platform plugin that cannot load: say which libraries are missing
         app = QApplication.instance() or QApplication(sys.argv[:1])

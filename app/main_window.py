@@ -11,20 +11,20 @@ from PySide6.QtWidgets import QMainWindow, QSplitter
 
 from engine import GenerationParams
 
-from .chat_pane import ChatPane, StatusLine
-from .conversation_panel import ConversationPanel, ask_export_path
-from .engine_host import EngineHost
-from .engine_worker import EngineState
-from .exactness import ExactnessCheck
-from .history import History, Message
+from app.chat.pane import ChatPane, StatusLine
+from app.chat.conversations import ConversationPanel, ask_export_path
+from app.worker.host import EngineHost
+from app.worker.engine_worker import EngineState
+from app.exactness.dialog import ExactnessCheck
+from app.history.store import History, Message
 from .narrow import never_widen
-from .pair_loader import PairLoader
-from .reply_session import ReplySession
-from .server_panel import add_server_panel
-from .settings import Settings, effective_mode, load_fields
-from .settings_dialog import SettingsDialog
-from .settings_store import SettingsStore
-from .startup_notes import StartupNotes
+from app.models.pair_loader import PairLoader
+from app.chat.reply_session import ReplySession
+from app.server.panel import add_server_panel
+from app.settings.values import Settings, effective_mode, load_fields
+from app.settings.dialog import SettingsDialog
+from app.settings.store import SettingsStore
+from app.startup.notes import StartupNotes
 
 log = logging.getLogger(__name__)
 

@@ -22,19 +22,19 @@ from .core.options import MAX_K, cpu_cores
 from .core.sampling import SamplingParams
 from .core.vocab import check_compatible
 from .generation import Generation, TokenEvent
-from .spec import memory
-from .spec.auto import K_MAX as AUTO_K_MAX
-from .spec.auto import AutoMode, AutoPlanner, fitted_budget, measured_rates
-from .spec.costmodel import CostModel, MeasuredRate
-from .spec.drafter import Drafter, PromptRead
-from .spec.lookup import MAX_DRAFT as LOOKUP_MAX
-from .spec.lookup import Lookup, LookupMode
-from .spec.observer import RoundObserver
-from .spec.ssd import SSDMode, SSDOptions
-from .spec.steps import ARMode, Mode, SDMode, Steps, Threads
-from .spec.target import Target
-from .spec.types import NGRAM
-from .spec.worker import DraftWorker, InlineDrafts, SplitDrafts
+from .speculative import memory
+from .speculative.auto import K_MAX as AUTO_K_MAX
+from .speculative.auto import AutoMode, AutoPlanner, fitted_budget, measured_rates
+from .speculative.costmodel import CostModel, MeasuredRate
+from .speculative.drafter import Drafter, PromptRead
+from .speculative.lookup import MAX_DRAFT as LOOKUP_MAX
+from .speculative.lookup import Lookup, LookupMode
+from .speculative.observer import RoundObserver
+from .speculative.ssd import SSDMode, SSDOptions
+from .speculative.steps import ARMode, Mode, SDMode, Steps, Threads
+from .speculative.target import Target
+from .speculative.types import NGRAM
+from .speculative.worker import DraftWorker, InlineDrafts, SplitDrafts
 from .stats import DecodeTimes, GenerationStats, StatsRecorder
 
 log = logging.getLogger(__name__)
@@ -61,7 +61,7 @@ class EngineConfig:
     max_branches: int = opt.BRANCHES.default
     flash_attn: bool = opt.FLASH_ATTN.default
     sampling_path: str = "auto"  # where rounds sample: auto (llama.cpp's chain on a GPU), host or backend
-    remember_machine: bool = False  # keep auto's measurements on disk for the next session (engine.spec.memory)
+    remember_machine: bool = False  # keep auto's measurements on disk for the next start (engine.speculative.memory)
 
     def __post_init__(self) -> None:
         opt.check_fields(self, CONFIG_FIELDS)
@@ -141,7 +141,7 @@ class Engine:
         self.threads = Threads(threads, dthreads, split)
         setup = f"threads {threads} {dthreads}, GPU layers {cfg.gpu_layers} {cfg.draft_gpu_layers}"
         self._memory = memory.memory_file([cfg.target_path, cfg.draft_path], setup) if cfg.remember_machine else None
-        # auto's measurements of this machine, kept across replies (and sessions, with remember_machine)
+        # auto's measurements of this machine, kept across replies (and across starts, with remember_machine)
         self._cost_model = memory.load(self._memory, bool(split)) if self._memory else CostModel(split=bool(split))
         self._lookup = Lookup(self._cost_model)  # the n-gram pool over the conversation (constant memory)
         self.n_ctx = self.target_ctx.n_ctx

@@ -13,7 +13,7 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from .spec.types import RoundResult
+from .speculative.types import RoundResult
 
 
 @dataclass(slots=True)
@@ -97,7 +97,7 @@ class StatsRecorder:
         self.stats.ttft_s = self._loop_t0 - self._t0
 
     def draft_free(self, decode: DecodeTimes, waited_s: float) -> None:
-        """The draft model's prompt read on a thread of its own (engine.spec.drafter.PromptRead) was joined after
+        """The draft model's prompt read on a thread of its own (engine.speculative.drafter.PromptRead) was joined after
         waiting ``waited_s``: its decodes, which may end after the first token, are not this loop's llama.cpp time,
         but the wait for them is (as a wait for a draft is)."""
         d = self._loop_dec

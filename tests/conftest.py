@@ -29,7 +29,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 def _auto_memory(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
     """auto's measurements kept by engines that remember the machine (the app's, the CLI's in subprocesses too)
     go to a folder of this test session, not the user's cache."""
-    from engine.spec.memory import DIR_ENV
+    from engine.speculative.memory import DIR_ENV
 
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv(DIR_ENV, str(tmp_path_factory.mktemp("auto-memory")))

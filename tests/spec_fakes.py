@@ -1,4 +1,4 @@
-"""Fakes for the two speculation seams (engine.spec.types.Verifier and DraftSource): no model, no thread.
+"""Fakes for the two speculation seams (engine.speculative.types.Verifier and DraftSource): no model, no thread.
 
 The fake target knows one "true" continuation and accepts a draft's prefix that matches it, as a
 greedy target would. The fake draft source serves what a test scripts: a hit or a miss, with or
@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from engine.spec.types import CACHE, JIT, Draft, DraftRequest, TreeStats, Verdict
+from engine.speculative.types import CACHE, JIT, Draft, DraftRequest, TreeStats, Verdict
 
 TRUTH = [1000 + i for i in range(10_000)]  # the target's greedy continuation: position p holds TRUTH[p]
 WRONG = 7  # a token the target never emits

@@ -16,7 +16,7 @@ from PySide6.QtWidgets import QMessageBox
 from pytestqt.qtbot import QtBot
 
 from app import crash
-from app.history import History
+from app.history.store import History
 from app.main_window import MainWindow
 from tests.app_helpers import QT_STRICT, closing
 

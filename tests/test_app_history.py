@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from app.history import DiskFullError, History
+from app.history.store import DiskFullError, History
 
 
 def test_conversations_messages_and_search(data_dir: Path) -> None:

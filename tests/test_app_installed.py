@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 from pytestqt.qtbot import QtBot
 
-from app.model_manager import ModelManagerDialog
-from app.pair_status import intact_text
+from app.models.manager import ModelManagerDialog
+from app.models.pair_status import intact_text
 from engine import ModelStore, TinyPair, installed_as, load_catalog
 from engine.tools.cli import main
 from tests.app_helpers import QT_STRICT, TIMEOUT_MS

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from pytestqt.qtbot import QtBot
 
-import app.selftest
+import app.startup.selftest
 from app import crash
 from app.__main__ import early_check, main, parse_args
 from app.main_window import MainWindow
@@ -22,7 +22,7 @@ __all__ = ["closing"]
 
 
 def test_self_test_is_dispatched_before_any_qt_import(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(app.selftest, "run_self_test", lambda: 7)
+    monkeypatch.setattr(app.startup.selftest, "run_self_test", lambda: 7)
     assert main(["--self-test"]) == 7
     code = "import sys, app.__main__ as m; m.parse_args(['--self-test']); print('PySide6' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
@@ -47,7 +47,7 @@ def test_crash_hook_writes_a_log(data_dir: Path, monkeypatch: pytest.MonkeyPatch
 def test_real_pair_chat_smoke(
     qtbot: QtBot, data_dir: Path, real_pair: offline.OfflinePair, closing: list[MainWindow]
 ) -> None:
-    from app.settings_store import ActivePair
+    from app.settings.store import ActivePair
 
     pair = ActivePair(offline.PAIR_ID, "Qwen2.5-Coder (offline)", str(real_pair.target), str(real_pair.draft))
     w = open_window(qtbot, pair, fast_settings(max_tokens=8, n_ctx=2048))

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from app.settings import effective_mode
-from app.stats_text import stats_text
+from app.settings.values import effective_mode
+from app.chat.stats_text import stats_text
 from engine import GenerationStats
-from engine.spec.types import RoundResult
+from engine.speculative.types import RoundResult
 from engine.stats import StatsRecorder
 
 

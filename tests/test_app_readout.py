@@ -7,11 +7,11 @@ from pathlib import Path
 import pytest
 from pytestqt.qtbot import QtBot
 
-from app.engine_worker import EngineState
+from app.worker.engine_worker import EngineState
 from app.main_window import MainWindow
-from app.readout import NO_REPLY
+from app.chat.readout import NO_REPLY
 from engine import GenerationStats, TinyPair
-from engine.spec.types import RoundResult
+from engine.speculative.types import RoundResult
 from engine.stats import StatsRecorder
 from tests.app_helpers import (
     QT_STRICT,

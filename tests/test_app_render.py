@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from app.render import DRAFT_ON, Renderer, mark_runs
+from app.chat.render import DRAFT_ON, Renderer, mark_runs
 
 REPLY = "Here:\n```python\ndef f(x):\n    return x + 1\n```\n# Done\n- ok"
 

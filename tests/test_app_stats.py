@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from app.stats_text import message_status, mode_text, stats_html, stats_text
+from app.chat.stats_text import message_status, mode_text, stats_html, stats_text
 from engine import GenerationStats
-from engine.spec.types import RoundResult
+from engine.speculative.types import RoundResult
 from engine.stats import StatsRecorder
 
 LIVE = {"mode": "auto", "current_mode": "ssd", "new_tokens": 12, "tokens_per_second": 9.04, "ttft_s": 0.25,

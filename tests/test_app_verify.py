@@ -10,9 +10,9 @@ from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QPushButton
 from pytestqt.qtbot import QtBot
 
-from app.engine_worker import EngineState
-from app.exactness_run import Verification, VerifyProgress
-from app.exactness_text import NEAR_TIE, details_html, pass_text, summary
+from app.worker.engine_worker import EngineState
+from app.exactness.run import Verification, VerifyProgress
+from app.exactness.text import NEAR_TIE, details_html, pass_text, summary
 from app.main_window import MainWindow
 from engine import TinyPair
 from tests.app_helpers import QT_STRICT, TIMEOUT_MS, closing, fast_settings, open_window, tiny_pair

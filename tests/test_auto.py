@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from engine.spec.costmodel import CostModel, Plan
+from engine.speculative.costmodel import CostModel, Plan
 
 
 def model_with(verify: dict[int, float], draft_token: float, acceptance: float, hit: float) -> CostModel:

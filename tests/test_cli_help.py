@@ -4,7 +4,10 @@
 from __future__ import annotations
 
 import argparse
+import os
 import string
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -55,3 +58,26 @@ def test_bench_help_explains_every_scenario(capsys: pytest.CaptureFixture[str]) 
         elif letter != "O":
             with pytest.raises(EngineError, match="unknown scenario"):
                 bench.scenarios([letter], Path("t.gguf"), 2, f16)
+
+
+TOOLS = Path(__file__).resolve().parent.parent / "engine" / "tools"
+
+
+def runnable_tools() -> list[str]:
+    return sorted(p.stem for p in TOOLS.glob("*.py") if '__name__ == "__main__"' in p.read_text(encoding="utf-8"))
+
+
+def test_the_runnable_tools_are_the_known_ones() -> None:
+    assert runnable_tools() == ["bench_ratios", "synthmodel", "tinymodel"]
+
+
+@pytest.mark.parametrize("tool", runnable_tools())
+def test_every_runnable_tool_has_a_help_that_writes_nothing(tool: str, tmp_path: Path) -> None:
+    root = TOOLS.parent.parent
+    before = {p: p.stat().st_mtime_ns for p in (root / "resources").iterdir()}
+    done = subprocess.run([sys.executable, "-m", f"engine.tools.{tool}", "--help"], cwd=tmp_path, capture_output=True,
+                          text=True, timeout=60, env={**os.environ, "PYTHONPATH": str(root)})
+    assert done.returncode == 0, done.stderr
+    assert "usage:" in done.stdout
+    assert {p: p.stat().st_mtime_ns for p in (root / "resources").iterdir()} == before
+    assert list(tmp_path.iterdir()) == []

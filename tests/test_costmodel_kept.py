@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from engine.spec import memory
-from engine.spec.auto import AutoPlanner
-from engine.spec.costmodel import CostModel, Plan
+from engine.speculative import memory
+from engine.speculative.auto import AutoPlanner
+from engine.speculative.costmodel import CostModel, Plan
 
 ORDERS = ([4, 4, 3, 2], [1], [2, 3, 4, 4, 4, 4, 4, 4, 4], [])
 

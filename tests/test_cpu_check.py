@@ -12,7 +12,7 @@ from pathlib import Path
 import llama_cpp as ll
 import pytest
 
-from app.cpu_kernels import verdict_text
+from app.settings.cpu_kernels import verdict_text
 from engine.core import bufts, cpu_check
 from engine.core.backend import Model
 from engine.core.context import Context, ContextParams

@@ -1,18 +1,18 @@
 """auto's draft source: tree rounds on the draft thread, sequential rounds on the caller's thread (see
-engine.spec.worker: a draft thread that decodes with every core slows every later target decode)."""
+engine.speculative.worker: a draft thread that decodes with every core slows every later target decode)."""
 
 from __future__ import annotations
 
 import threading
 from collections.abc import Callable, Sequence
 
-from engine.spec.auto import AutoMode, AutoPlanner
-from engine.spec.costmodel import CostModel, Plan
-from engine.spec.lookup import Lookup, NgramPool
-from engine.spec.ssd import SSDOptions
-from engine.spec.steps import Steps
-from engine.spec.types import Draft, DraftRequest, TreeStats, Verdict
-from engine.spec.worker import SplitDrafts
+from engine.speculative.auto import AutoMode, AutoPlanner
+from engine.speculative.costmodel import CostModel, Plan
+from engine.speculative.lookup import Lookup, NgramPool
+from engine.speculative.ssd import SSDOptions
+from engine.speculative.steps import Steps
+from engine.speculative.types import Draft, DraftRequest, TreeStats, Verdict
+from engine.speculative.worker import SplitDrafts
 from tests.spec_fakes import TRUTH, FakeTarget
 
 

@@ -6,10 +6,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from engine.spec.costmodel import CostModel, Plan, Ratio
-from engine.spec.lookup import Lookup, LookupMode, NgramPool
-from engine.spec.steps import Steps
-from engine.spec.types import NGRAM
+from engine.speculative.costmodel import CostModel, Plan, Ratio
+from engine.speculative.lookup import Lookup, LookupMode, NgramPool
+from engine.speculative.steps import Steps
+from engine.speculative.types import NGRAM
 from tests.spec_fakes import TRUTH, FakeTarget
 
 

@@ -6,7 +6,7 @@ rejection the token comes from p without d, renormalised. On a 16-token model wh
 a phrase (so the n-gram pool has matches), the exact marginals of the first generated tokens are
 computed by enumerating prefixes with the target alone; lookup's samples over many seeds must fit.
 The helpers and thresholds are those of ``tests/test_distribution.py``. The verifier decides such a
-draft with the target's own sample (engine/spec/verify.py), one random number per emitted token as
+draft with the target's own sample (engine/speculative/verify.py), one random number per emitted token as
 in plain decoding, so the replies of ar and lookup with one seed must be the same tokens.
 """
 
@@ -18,7 +18,7 @@ from collections.abc import Iterator
 import pytest
 
 from engine import Engine, EngineConfig, GenerationParams, SamplingParams
-from engine.spec.costmodel import CostModel
+from engine.speculative.costmodel import CostModel
 from tests.test_distribution import ALPHA, ENDED, N_SAMPLES, _exact_marginals, _pvalue
 from tests.tiny_models import TinyPair
 

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from engine import Engine, EngineConfig, GenerationParams
-from engine.spec.exactness import first_difference
+from engine.speculative.exactness import first_difference
 from tests.tiny_models import TinyPair
 
 N_TOKENS = 40

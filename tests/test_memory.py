@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 
 from engine import Engine, EngineConfig, GenerationParams
-from engine.spec import memory
-from engine.spec.costmodel import CostModel, Plan
+from engine.speculative import memory
+from engine.speculative.costmodel import CostModel, Plan
 from tests.tiny_models import TinyPair
 
 

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 from engine import Engine, EngineConfig, GenerationParams
-from engine.spec.auto import AutoPlanner, fitted_budget
-from engine.spec.costmodel import Plan
-from engine.spec.ssd import SSDMode
+from engine.speculative.auto import AutoPlanner, fitted_budget
+from engine.speculative.costmodel import Plan
+from engine.speculative.ssd import SSDMode
 from tests.tiny_models import TinyPair
 
 

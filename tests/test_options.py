@@ -85,3 +85,11 @@ def test_parse_reads_typed_text() -> None:
 def test_chat_defaults_are_valid() -> None:
     for o in OPTIONS.values():
         assert o.problem(o.app_default) is None, o.name
+
+
+@pytest.mark.parametrize("name", ["temperature", "top_p", "min_p"])
+@pytest.mark.parametrize("value", [float("nan"), float("inf"), float("-inf")])
+def test_a_sampling_number_that_is_not_finite_is_refused(name: str, value: float) -> None:
+    with pytest.raises(ParameterError, match="finite"):
+        SamplingParams(**{name: value})
+    assert "finite" in (OPTIONS[name].problem(OPTIONS[name].parse(str(value))) or "")

@@ -7,13 +7,13 @@ from collections.abc import Callable
 import numpy as np
 import pytest
 
-from engine.spec.auto import FAR_HOLD_ROUNDS, HOLD_ROUNDS, AutoMode, AutoPlanner, fitted_budget, tree_budgets
-from engine.spec.costmodel import CostModel, Plan
-from engine.spec.lookup import Lookup, NgramPool
-from engine.spec.observer import RoundObserver
-from engine.spec.ssd import SSDOptions
-from engine.spec.steps import Steps
-from engine.spec.types import CACHE, JIT, NGRAM, ROUND_SYNC, Draft, RoundResult, TreeStats
+from engine.speculative.auto import FAR_HOLD_ROUNDS, HOLD_ROUNDS, AutoMode, AutoPlanner, fitted_budget, tree_budgets
+from engine.speculative.costmodel import CostModel, Plan
+from engine.speculative.lookup import Lookup, NgramPool
+from engine.speculative.observer import RoundObserver
+from engine.speculative.ssd import SSDOptions
+from engine.speculative.steps import Steps
+from engine.speculative.types import CACHE, JIT, NGRAM, ROUND_SYNC, Draft, RoundResult, TreeStats
 from tests.spec_fakes import TRUTH, FakeDrafts, FakeTarget, Script
 
 World = Callable[[Plan], RoundResult]

@@ -1,4 +1,4 @@
-"""A draft on cores of its own reads the prompt while the target prefills it (engine.spec.drafter.PromptRead)."""
+"""A draft on cores of its own reads the prompt while the target prefills it (engine.speculative.drafter.PromptRead)."""
 
 from __future__ import annotations
 
@@ -11,10 +11,10 @@ import pytest
 from engine import Engine, EngineConfig, GenerationParams
 from engine.core.options import cpu_cores
 from engine.generation import Generation
-from engine.spec.auto import AutoPlanner
-from engine.spec.drafter import Drafter, PromptRead
-from engine.spec.exactness import first_difference
-from engine.spec.types import Draft
+from engine.speculative.auto import AutoPlanner
+from engine.speculative.drafter import Drafter, PromptRead
+from engine.speculative.exactness import first_difference
+from engine.speculative.types import Draft
 from tests.test_planner import drive, world
 from tests.tiny_models import TinyPair
 

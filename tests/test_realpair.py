@@ -18,7 +18,7 @@ import pytest
 from engine import offline
 from engine.core.backend import Model
 from engine.core.context import Context, ContextParams
-from engine.spec.exactness import first_difference
+from engine.speculative.exactness import first_difference
 
 pytestmark = pytest.mark.realmodels
 

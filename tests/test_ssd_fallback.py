@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from engine.spec.ssd import SSDMode, SSDOptions
-from engine.spec.steps import Steps, Threads
-from engine.spec.types import CACHE, JIT, RoundResult
+from engine.speculative.ssd import SSDMode, SSDOptions
+from engine.speculative.steps import Steps, Threads
+from engine.speculative.types import CACHE, JIT, RoundResult
 from engine.stats import GenerationStats, StatsRecorder
 from tests.spec_fakes import TRUTH, FakeDrafts, FakeTarget, Script
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from engine.spec.types import RoundResult
+from engine.speculative.types import RoundResult
 from engine.stats import DecodeTimes, GenerationStats, StatsRecorder
 
 

@@ -7,9 +7,9 @@ import pytest
 
 from engine.core.errors import ParameterError
 from engine.core.sampling import Dist, SamplingParams, sample, to_dist, top_ids
-from engine.spec import fanout, ngram
-from engine.spec.speccache import Branch, SpecCache
-from engine.spec.verify import residual, verify_greedy, verify_sampled
+from engine.speculative import fanout, ngram
+from engine.speculative.speccache import Branch, SpecCache
+from engine.speculative.verify import residual, verify_greedy, verify_sampled
 
 
 def never_eog(_t: int) -> bool:

@@ -8,6 +8,7 @@ dialog and settings store read them, so a bound or a default is written in one p
 
 from __future__ import annotations
 
+import math
 import os
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -69,6 +70,8 @@ class Option(Generic[Value]):
         """None when ``value`` is usable, else a plain sentence naming the setting and its bounds."""
         if not self._right_type(value):
             return f"{self.noun} must be {_KIND_WORDS[self.kind]}, got {value!r}"
+        if isinstance(value, float) and not math.isfinite(value):  # NaN passes every comparison with a bound
+            return f"{self.noun} must be a finite number, got {value!r}"
         if self.choices:
             return None if value in self.choices else f"{self.noun} must be {self.bounds_text()}, got {value!r}"
         if self.minimum is None or self.maximum is None:

@@ -33,7 +33,7 @@ from engine.core.sampling import SamplingParams
 from engine.engine import Engine, EngineConfig, GenerationParams
 from engine.models import offline
 from engine.models.convert import ensure_f16
-from engine.spec.exactness import first_difference
+from engine.speculative.exactness import first_difference
 from engine.stats import GenerationStats
 
 from .bench_ratios import per_prompt, print_ratios, summary

@@ -161,9 +161,16 @@ def print_ratios(entries: list[dict[str, Any]]) -> None:
                 "-" if r is None else f"geometric mean {r['geomean']:.2f}, lowest {r['lowest']:.2f}" for r in passes))
 
 
+USAGE = "usage: python -m engine.tools.bench_ratios BENCH.json"
+
+
 def main(argv: list[str]) -> int:
+    """Print auto's ratios to the fixed modes from a bench result file."""
+    if argv in (["-h"], ["--help"]):
+        print(f"{USAGE}\n\n{main.__doc__}")
+        return 0
     if len(argv) != 1:
-        print("usage: python -m engine.tools.bench_ratios BENCH.json", file=sys.stderr)
+        print(USAGE, file=sys.stderr)
         return 2
     try:
         data = json.loads(Path(argv[0]).read_text(encoding="utf-8"))

@@ -188,6 +188,24 @@ def make_pair(folder: Path) -> TinyPair:
     )
 
 
+def main(argv: list[str] | None = None) -> int:
+    """Regenerate the tiny models' vocabulary file from llama.cpp's vocab-only GGUF, or write a tiny pair."""
+    import argparse
+
+    p = argparse.ArgumentParser(prog="python -m engine.tools.tinymodel", description=main.__doc__)
+    sub = p.add_subparsers(dest="command", required=True)
+    vocab = sub.add_parser("vocab", help=f"rewrite {VOCAB_JSON.name} from {VOCAB_GGUF.name}")
+    vocab.add_argument("--out", type=Path, default=VOCAB_JSON, help="where to write it (default: %(default)s)")
+    pair = sub.add_parser("pair", help="write the tests' tiny target and drafts into a folder")
+    pair.add_argument("folder", type=Path)
+    args = p.parse_args(argv)
+    if args.command == "vocab":
+        args.out.write_text(json.dumps(extract_vocab(), ensure_ascii=False), encoding="utf-8")
+        print(f"wrote {args.out}")
+    else:
+        print("\n".join(str(path) for path in vars(make_pair(args.folder)).values()))
+    return 0
+
+
 if __name__ == "__main__":
-    VOCAB_JSON.write_text(json.dumps(extract_vocab(), ensure_ascii=False), encoding="utf-8")
-    print(f"wrote {VOCAB_JSON}")
+    raise SystemExit(main())

@@ -1,0 +1,1 @@
+"""Chat: the conversation view, the input, the reply lifecycle and the readout."""

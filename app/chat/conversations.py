@@ -1,0 +1,116 @@
+"""The conversation list: new, search, rename and delete; it shows the history, the window owns it."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from PySide6.QtCore import Qt, Signal
+from PySide6.QtWidgets import (
+    QFileDialog,
+    QHBoxLayout,
+    QInputDialog,
+    QLineEdit,
+    QListWidget,
+    QListWidgetItem,
+    QMessageBox,
+    QPushButton,
+    QVBoxLayout,
+    QWidget,
+)
+
+from app.history.store import Conversation
+
+
+class ConversationPanel(QWidget):
+    """The left-hand list of conversations with a search box.
+
+    Signals:
+        selected(object): the current conversation changed (its id, or None).
+        new_requested(): "New chat" was clicked.
+        rename_requested(int, str): the user confirmed a new title.
+        delete_requested(int): the user confirmed a deletion.
+        search_changed(str): the search text changed.
+    """
+
+    selected = Signal(object)
+    new_requested = Signal()
+    rename_requested = Signal(int, str)
+    delete_requested = Signal(int)
+    search_changed = Signal(str)
+
+    def __init__(self, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.new_button = QPushButton("New chat")
+        self.new_button.clicked.connect(self.new_requested)
+        self.search_edit = QLineEdit()
+        self.search_edit.setPlaceholderText("Search conversations")
+        self.search_edit.setClearButtonEnabled(True)
+        self.search_edit.textChanged.connect(self.search_changed)
+        self.list = QListWidget()
+        self.list.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
+        self.list.setTextElideMode(Qt.TextElideMode.ElideRight)
+        self.list.currentItemChanged.connect(self._on_current_item_changed)
+        self.rename_button = QPushButton("Rename")
+        self.rename_button.clicked.connect(self._on_rename_clicked)
+        self.delete_button = QPushButton("Delete")
+        self.delete_button.clicked.connect(self._on_delete_clicked)
+        row = QHBoxLayout()
+        row.addWidget(self.rename_button)
+        row.addWidget(self.delete_button)
+        layout = QVBoxLayout(self)
+        layout.setContentsMargins(6, 6, 6, 6)
+        layout.addWidget(self.new_button)
+        layout.addWidget(self.search_edit)
+        layout.addWidget(self.list, 1)
+        layout.addLayout(row)
+
+    def search_text(self) -> str:
+        """The search box's text, stripped."""
+        return self.search_edit.text().strip()
+
+    def show_conversations(self, conversations: list[Conversation], current: int | None) -> None:
+        """Fill the list and select ``current`` without emitting :attr:`selected`."""
+        self.list.blockSignals(True)
+        self.list.clear()
+        for conv in conversations:
+            item = QListWidgetItem(conv.title)
+            item.setData(Qt.ItemDataRole.UserRole, conv.id)
+            item.setToolTip(conv.title)
+            self.list.addItem(item)
+            if conv.id == current:
+                self.list.setCurrentItem(item)
+        self.list.blockSignals(False)
+
+    def current_id(self) -> int | None:
+        """The selected conversation's id."""
+        item = self.list.currentItem()
+        return int(item.data(Qt.ItemDataRole.UserRole)) if item is not None else None
+
+    def _on_current_item_changed(self, item: QListWidgetItem | None, _prev: QListWidgetItem | None) -> None:
+        self.selected.emit(int(item.data(Qt.ItemDataRole.UserRole)) if item is not None else None)
+
+    def _on_rename_clicked(self) -> None:
+        item = self.list.currentItem()
+        if item is None:
+            return
+        title, ok = QInputDialog.getText(self, "Rename chat", "Title", text=item.text())
+        if ok and title.strip():
+            self.rename_requested.emit(int(item.data(Qt.ItemDataRole.UserRole)), title.strip())
+
+    def _on_delete_clicked(self) -> None:
+        item = self.list.currentItem()
+        if item is None:
+            return
+        answer = QMessageBox.question(self, "Delete chat", f"Delete “{item.text()}” and all its messages?")
+        if answer == QMessageBox.StandardButton.Yes:
+            self.delete_requested.emit(int(item.data(Qt.ItemDataRole.UserRole)))
+
+
+EXPORT_FILTERS = {".md": "Markdown (*.md)", ".json": "JSON (*.json)"}
+
+
+def ask_export_path(parent: QWidget, title: str, suffix: str) -> Path | None:
+    """Ask where to export a conversation titled ``title`` as ``suffix`` (``.md`` or ``.json``)."""
+    safe = "".join(c if c.isalnum() or c in " -_" else "_" for c in title).strip() or "chat"
+    name, _ = QFileDialog.getSaveFileName(parent, "Export chat", f"{safe}{suffix}", EXPORT_FILTERS[suffix])
+    return Path(name) if name else None

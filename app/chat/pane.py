@@ -1,0 +1,89 @@
+"""The right-hand side of the window: system prompt, banner, conversation, readout, input and buttons."""
+
+from __future__ import annotations
+
+from PySide6.QtCore import Qt
+from PySide6.QtWidgets import (
+    QHBoxLayout,
+    QLabel,
+    QLineEdit,
+    QProgressBar,
+    QPushButton,
+    QStatusBar,
+    QToolButton,
+    QVBoxLayout,
+    QWidget,
+)
+
+from app.chat.view import ChatView
+from app.chat.prompt_edit import PromptEdit
+
+BANNER_STYLE = "background:#ffebe9; color:#82071e; border:1px solid #ff8182; padding:6px; border-radius:4px;"
+
+
+class ChatPane(QWidget):
+    """Lays out the chat widgets; the window wires them (this class holds no state of its own)."""
+
+    def __init__(self, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.system_edit = QLineEdit()
+        self.system_edit.setPlaceholderText("System prompt for this conversation (optional)")
+        self.error_banner = QLabel()
+        self.error_banner.setObjectName("error-banner")
+        self.error_banner.setWordWrap(True)
+        self.error_banner.setStyleSheet(BANNER_STYLE)
+        self.error_banner.hide()
+        self.chat_view = ChatView()
+        self.readout = QLabel("No reply yet")
+        self.readout.setObjectName("readout")
+        self.readout.setTextFormat(Qt.TextFormat.RichText)
+        self.readout.setStyleSheet("color:#24292f; padding:2px 4px;")
+        self.edit_note = QLabel()
+        self.edit_note.setStyleSheet("color:#9a6700;")
+        self.edit_note.hide()
+        self.prompt_edit = PromptEdit()
+        self.prompt_edit.setFixedHeight(90)
+        self.send_button = QPushButton("Send")
+        self.send_button.setDefault(True)
+        self.stop_button = QPushButton("Stop")
+        self.regen_button = QPushButton("Regenerate")
+
+        buttons = QVBoxLayout()
+        for b in (self.send_button, self.stop_button, self.regen_button):
+            buttons.addWidget(b)
+        buttons.addStretch(1)
+        bottom = QHBoxLayout()
+        bottom.addWidget(self.prompt_edit, 1)
+        bottom.addLayout(buttons)
+        layout = QVBoxLayout(self)
+        layout.setContentsMargins(6, 6, 6, 6)
+        for widget in (self.system_edit, self.error_banner):
+            layout.addWidget(widget)
+        layout.addWidget(self.chat_view, 1)
+        for widget in (self.readout, self.edit_note):
+            layout.addWidget(widget)
+        layout.addLayout(bottom)
+
+    def show_banner(self, message: str) -> None:
+        """Show a readable message above the conversation (non-modal)."""
+        self.error_banner.setText(message)
+        self.error_banner.show()
+
+
+class StatusLine:
+    """The status bar's widgets: the model, a busy bar while loading, the draft-tint toggle, the state."""
+
+    def __init__(self, bar: QStatusBar, state: str) -> None:
+        self.model_label = QLabel("No model")
+        self.state_label = QLabel(state)
+        self.progress = QProgressBar()
+        self.progress.setMaximumWidth(180)
+        self.progress.setRange(0, 0)
+        self.progress.hide()
+        self.tint_button = QToolButton()
+        self.tint_button.setText("Tint drafts")
+        self.tint_button.setCheckable(True)
+        bar.addWidget(self.model_label)
+        bar.addWidget(self.progress)
+        bar.addPermanentWidget(self.tint_button)
+        bar.addPermanentWidget(self.state_label)

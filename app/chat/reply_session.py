@@ -1,0 +1,296 @@
+"""The reply lifecycle between the engine host and the history: send, stream, partial saves, stop,
+regenerate (kept as versions), edit, errors, the conversation on screen while a reply streams
+elsewhere, and the crash marker that lets the next start say a reply died in llama.cpp."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from typing import Any
+
+from PySide6.QtCore import QObject, QTimer, Signal
+
+from engine import GenerationParams
+
+from app.startup import crash
+from app.chat.pane import ChatPane
+from app.worker.host import EngineHost
+from app.worker.engine_worker import FinishedReply
+from app.history.store import DiskFullError, History, Message
+from app.chat.readout import Readout
+from app.history.save_queue import DISK_FULL, SaveQueue
+from app.chat.stats_text import CRASHED, stats_text
+
+log = logging.getLogger(__name__)
+
+SAVE_INTERVAL_MS = 1000
+NEW_TITLE = "New chat"
+NOT_SENT = "The disk is full, so the message could not be saved and was not sent; it is still in the box."
+NOT_CHANGED = "The disk is full, so the history could not be changed; free some space and try again."
+
+# Generation parameters for a reply; the argument varies the seed so that Regenerate differs.
+ParamsFor = Callable[[int], GenerationParams]
+
+
+class ReplySession(QObject):
+    """Runs one reply at a time and keeps the history in step with what is shown.
+
+    The reply is a placeholder message (``complete=False``) from its start; what the view has shown
+    is saved every second, when it fails and when the app closes, and the engine's final text and
+    stats replace it when it ends. Regenerate keeps the earlier text as another version of the reply.
+    The reply streams into its own conversation while the user looks at another one; the readout
+    always describes the conversation on screen. Writes go through a :class:`SaveQueue`, so a full
+    disk keeps the reply in memory instead of losing it.
+
+    Signals:
+        reply_saved(int): a reply finished and was saved (or is kept in memory until the disk has room).
+        history_changed(): messages were added, replaced or removed.
+        problem(str): something the user should read (the disk is full…).
+    """
+
+    reply_saved = Signal(int)
+    history_changed = Signal()
+    problem = Signal(str)
+
+    def __init__(self, host: EngineHost, history: History, pane: ChatPane, params_for: ParamsFor,
+                 overflow_for: Callable[[], str], parent: QObject | None = None) -> None:
+        super().__init__(parent)
+        self.host = host
+        self.history = history
+        self.pane = pane
+        self.params_for = params_for
+        self.overflow_for = overflow_for
+        self.readout = Readout(pane.readout)
+        self.saves = SaveQueue(history, self)
+        self.saves.disk_full.connect(self.problem)
+        self.saves.drained.connect(self._on_saves_drained)
+        self.reply_id: int | None = None
+        self.conversation_id: int | None = None  # the conversation the reply streams into
+        self.shown_id: int | None = None  # the conversation on screen
+        self.editing_id: int | None = None
+        self._request_id = 0
+        self._mode = ""
+        self._last_stats: dict[str, Any] | None = None
+        self._dropped = 0
+        self._regenerating = False
+        self._save_pending = False
+        self._regenerations = 0
+        self._save_timer = QTimer(self)
+        self._save_timer.setObjectName("partial-reply-save")
+        self._save_timer.setInterval(SAVE_INTERVAL_MS)
+        self._save_timer.timeout.connect(self._on_save_timeout)
+        host.context_fitted.connect(self._on_context_fitted)
+        host.token_generated.connect(self._on_token_generated)
+        host.stats_changed.connect(self._on_stats_changed)
+        host.generation_finished.connect(self._on_generation_finished)
+        host.failed.connect(self._on_failed)
+
+    # -- what is on screen ------------------------------------------------------------------------
+    def show(self, conversation_id: int | None) -> None:
+        """Show a conversation and its readout; a reply streaming into another one goes on unseen."""
+        self.shown_id = conversation_id
+        messages = self.messages(conversation_id)
+        view = self.pane.chat_view
+        view.set_messages([m for m in messages if m.id != self.reply_id])
+        view.set_live_visible(self._streaming_shown())
+        if not self._streaming_shown():
+            self.readout.show_messages(messages)
+        elif self._last_stats is not None:
+            self.readout.show_live(self._with_fit(self._last_stats))
+        else:
+            self.readout.show_waiting(self._mode)
+
+    def messages(self, conversation_id: int | None) -> list[Message]:
+        """A conversation's messages as the user should see them (text waiting for disk space included)."""
+        return self.saves.overlay(self.history.messages(conversation_id)) if conversation_id is not None else []
+
+    # -- what the user does -----------------------------------------------------------------------
+    def send(self, conversation_id: int, text: str) -> bool:
+        """Add ``text`` as a user message (replacing the message being edited and all after it), then reply.
+
+        False when the disk is full: nothing was sent and the user has been told.
+        """
+        self.saves.flush()  # a reply kept in memory goes first, if there is room now
+        try:
+            if self.editing_id is not None:
+                self.history.delete_from(conversation_id, self.editing_id)
+            if self.history.conversation(conversation_id).title == NEW_TITLE:
+                self.history.rename(conversation_id, text.splitlines()[0][:60])
+            placeholder = self.history.add_turn(conversation_id, text)
+        except DiskFullError as exc:
+            log.warning("not sent: %s", exc)
+            self.problem.emit(NOT_SENT)
+            return False
+        self.cancel_edit()
+        self._start(conversation_id, placeholder.id)
+        return True
+
+    def regenerate(self, conversation_id: int) -> None:
+        """Write a new version of the conversation's last reply (another seed); the earlier ones are kept."""
+        messages = self.history.messages(conversation_id)
+        if not messages or messages[-1].role != "assistant":
+            return
+        try:
+            self._flush_or_raise()
+            self.history.begin_version(messages[-1].id)
+        except DiskFullError:
+            self.problem.emit(NOT_CHANGED)
+            return
+        self._regenerations += 1
+        self._regenerating = True
+        self._start(conversation_id, messages[-1].id)
+
+    def switch_version(self, message_id: int, step: int) -> None:
+        """Show another version of a reply (``step`` -1: the one before, 1: the one after)."""
+        if message_id == self.reply_id:
+            return
+        try:
+            self._flush_or_raise()
+            changed = self.history.show_version(message_id, step)
+        except DiskFullError:
+            self.problem.emit(NOT_CHANGED)
+            return
+        if changed:
+            self.history_changed.emit()
+
+    def discard(self, conversation_id: int) -> None:
+        """The conversation is about to be deleted: stop its reply first; nothing more is saved for it."""
+        for m in self.history.messages(conversation_id):
+            self.saves.forget(m.id)
+        if self.reply_id is not None and self.conversation_id == conversation_id:
+            self.host.request_stop()
+            self._end(notify=False)
+
+    def stop(self) -> None:
+        """Stop the reply within one round (a direct call that sets the worker's Event)."""
+        self.host.request_stop()
+
+    def begin_edit(self, message_id: int) -> None:
+        """Put an earlier user message into the input box; sending replaces it and what follows."""
+        if self.reply_id is not None:
+            return
+        self.editing_id = message_id
+        self.pane.prompt_edit.setPlainText(self.history.message(message_id).content)
+        self.pane.edit_note.setText("Editing an earlier message: sending replaces it and everything after it"
+                                    " (Esc cancels).")
+        self.pane.edit_note.show()
+        self.pane.prompt_edit.setFocus()
+
+    def cancel_edit(self) -> None:
+        """Leave editing mode (the input box is cleared)."""
+        if self.editing_id is not None:
+            self.editing_id = None
+            self.pane.prompt_edit.clear()
+        self.pane.edit_note.hide()
+
+    def shutdown(self) -> None:
+        """Save what was shown of a reply in flight; the app is closing."""
+        if self.reply_id is not None:
+            self._save_partial("app closed")
+            crash.reply_ended()
+        self._save_timer.stop()
+        self.saves.flush()
+        self.saves.close()
+
+    def mark_crashed(self, note: crash.CrashNote) -> None:
+        """Mark the reply the previous run died in (it stays, cut short, with the reason under it)."""
+        if note.message_id is None or note.fault is None:
+            return
+        try:
+            message = self.history.message(note.message_id)
+        except KeyError:
+            return
+        stats = {**(message.stats or {}), "finish_reason": CRASHED}
+        self.saves.write(message.id, message.content, stats=stats, runs=message.runs, complete=False)
+
+    # -- the reply in flight ----------------------------------------------------------------------
+    def _start(self, conversation_id: int, reply_id: int) -> None:
+        system = self.history.conversation(conversation_id).system_prompt.strip()
+        chat = [("system", system)] if system else []
+        chat += [(m.role, m.content) for m in self.messages(conversation_id) if m.id != reply_id]
+        params = self.params_for(self._regenerations)
+        crash.reply_started(conversation_id, reply_id)
+        self.conversation_id, self.reply_id, self._mode = conversation_id, reply_id, params.mode
+        self._last_stats, self._dropped = None, 0
+        self.pane.chat_view.begin_stream()
+        self.history_changed.emit()
+        self._save_timer.start()
+        self._request_id = self.host.generate(chat, params, self.overflow_for())
+
+    def _streaming_shown(self) -> bool:
+        return self.reply_id is not None and self.shown_id == self.conversation_id
+
+    def _with_fit(self, stats: dict[str, Any]) -> dict[str, Any]:
+        """The engine's stats plus how many oldest turns were left out to fit the context."""
+        return {**stats, "dropped_turns": self._dropped} if self._dropped else stats
+
+    def _save_partial(self, reason: str) -> None:
+        """Save what the view has shown of the streaming reply (complete=False)."""
+        text = self.pane.chat_view.live_text()
+        if self.reply_id is None or text is None:
+            return
+        stats = self._with_fit({**self._last_stats, "finish_reason": reason}) if self._last_stats else None
+        self.saves.write(self.reply_id, text, stats=stats, runs=self.pane.chat_view.live_runs(), complete=False)
+        self._save_pending = False
+
+    def _flush_or_raise(self) -> None:
+        if not self.saves.flush():
+            raise DiskFullError("replies are waiting to be saved")
+
+    def _end(self, *, notify: bool = True) -> None:
+        crash.reply_ended()
+        self._save_timer.stop()
+        self.reply_id = None
+        self._regenerating = False
+        self.pane.chat_view.end_stream()
+        if notify:
+            self.history_changed.emit()
+
+    def _on_context_fitted(self, request_id: int, dropped: int) -> None:
+        if self.reply_id is not None and request_id == self._request_id:
+            self._dropped = dropped
+
+    def _on_token_generated(self, text: str, from_draft: bool) -> None:
+        self.pane.chat_view.append_token(text, from_draft)
+        self._save_pending = True
+
+    def _on_stats_changed(self, stats: dict[str, Any]) -> None:
+        if self.reply_id is None:
+            return
+        self._last_stats = stats
+        if self._streaming_shown():
+            self.readout.show_live(self._with_fit(stats))
+        self.pane.chat_view.set_live_status(stats_text(self._with_fit(stats)))
+
+    def _on_generation_finished(self, reply: FinishedReply) -> None:
+        if self.reply_id is None or reply.request_id != self._request_id:
+            return
+        reply_id = self.reply_id
+        self.saves.write(reply_id, reply.text, stats=self._with_fit(reply.stats), runs=list(reply.runs),
+                         complete=True)
+        self._end()
+        self.reply_saved.emit(reply_id)
+
+    def _on_failed(self, _message: str) -> None:
+        if self.reply_id is None or self.conversation_id is None:
+            return
+        try:
+            if self.pane.chat_view.live_text():
+                self._save_partial("error")
+            elif self._regenerating:
+                self.history.drop_version(self.reply_id)  # the earlier version shows again
+            else:
+                self.history.delete_from(self.conversation_id, self.reply_id)
+        except DiskFullError as exc:  # the empty placeholder stays, marked interrupted
+            log.warning("could not remove the failed reply: %s", exc)
+        self._end()
+
+    def _on_save_timeout(self) -> None:
+        if self._save_pending:
+            self._save_partial("streaming")
+
+    def _on_saves_drained(self, message: str) -> None:
+        log.info("%s", message)
+        if self.pane.error_banner.text() in (DISK_FULL, NOT_SENT, NOT_CHANGED):
+            self.pane.error_banner.hide()
+        self.history_changed.emit()

@@ -1,0 +1,211 @@
+"""The conversation view: Markdown messages, a streaming reply repainted at about 30 Hz, link actions."""
+
+from __future__ import annotations
+
+import html
+from dataclasses import dataclass
+
+from PySide6.QtCore import QTimer, QUrl, Signal
+from PySide6.QtGui import QGuiApplication
+from PySide6.QtWidgets import QTextBrowser, QWidget
+
+from app.history.store import Message
+from app.chat.render import Renderer, mark_runs
+from app.chat.stats_text import message_status
+
+REPAINT_MS = 33
+USER_BG = "#eef4ff"
+ASSISTANT_BG = "#ffffff"
+MUTED = "#6e7781"
+
+
+@dataclass(slots=True)
+class _Live:
+    """The reply being streamed."""
+
+    text: str
+    runs: list[tuple[int, bool]]
+    status: str
+
+
+class ChatView(QTextBrowser):
+    """Shows one conversation; the streaming reply is buffered and repainted by a timer, not per token.
+
+    Signals:
+        edit_requested(int): the user clicked "Edit" on a user message (payload: message id).
+        regenerate_requested(): the user clicked "Regenerate" on the last reply.
+        version_requested(int, int): the user clicked ← or → on a reply with versions (message id, -1 or 1).
+    """
+
+    edit_requested = Signal(int)
+    regenerate_requested = Signal()
+    version_requested = Signal(int, int)
+
+    def __init__(self, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.setOpenLinks(False)
+        self.setOpenExternalLinks(False)
+        self.anchorClicked.connect(self._on_anchor_clicked)
+        self.document().setDefaultStyleSheet(
+            "pre, code { font-family: 'DejaVu Sans Mono', 'Consolas', monospace; }"
+            " a { color: #0969da; text-decoration: none; }")
+        self._renderer = Renderer()
+        self._messages: list[Message] = []
+        self._cache: dict[tuple[int, bool, str], tuple[str, list[str]]] = {}
+        self._code: dict[str, list[str]] = {}
+        self._live: _Live | None = None
+        self._live_visible = True
+        self._tint = False
+        self._dirty = False
+        self._repaint_timer = QTimer(self)
+        self._repaint_timer.setObjectName("chat-repaint")
+        self._repaint_timer.setInterval(REPAINT_MS)
+        self._repaint_timer.timeout.connect(self._on_repaint_timeout)
+        self.repaints = 0
+
+    # -- content ----------------------------------------------------------------------------------
+    def set_messages(self, messages: list[Message]) -> None:
+        """Show these messages (the live reply, if any, stays below them)."""
+        self._messages = list(messages)
+        self._repaint()
+
+    def set_tint(self, tint: bool) -> None:
+        """Tint text that came from accepted drafts."""
+        self._tint = tint
+        self._repaint()
+
+    def begin_stream(self) -> None:
+        """Start showing a new streaming reply."""
+        self._live = _Live("", [], "")
+        self._live_visible = True
+        self._repaint_timer.start()
+        self._repaint()
+
+    def set_live_visible(self, visible: bool) -> None:
+        """Show the streaming reply below the messages, or keep buffering it unseen (another conversation)."""
+        if visible != self._live_visible:
+            self._live_visible = visible
+            self._repaint()
+
+    def append_token(self, text: str, from_draft: bool) -> None:
+        """Add streamed text; the repaint happens on the next timer tick."""
+        if self._live is None:
+            return
+        self._live.text += text
+        runs = self._live.runs
+        if runs and runs[-1][1] == from_draft:
+            runs[-1] = (runs[-1][0] + len(text), from_draft)
+        else:
+            runs.append((len(text), from_draft))
+        self._dirty = True
+
+    def set_live_status(self, status: str) -> None:
+        """Line under the streaming reply (live stats)."""
+        if self._live is not None:
+            self._live.status = status
+            self._dirty = True
+
+    def live_text(self) -> str | None:
+        """What is shown of the streaming reply so far, or None when not streaming."""
+        return self._live.text if self._live is not None else None
+
+    def live_runs(self) -> list[tuple[int, bool]]:
+        """Draft/non-draft runs of the streaming reply."""
+        if self._live is None:
+            return []
+        return list(self._live.runs)
+
+    def end_stream(self) -> None:
+        """Stop streaming (the caller then shows the saved message with :meth:`set_messages`)."""
+        self._live = None
+        self._repaint_timer.stop()
+        self._repaint()
+
+    def code_block(self, key: str, index: int) -> str:
+        """The source of a rendered code block (what "Copy" puts on the clipboard)."""
+        return self._code[key][index]
+
+    # -- painting ---------------------------------------------------------------------------------
+    def _on_repaint_timeout(self) -> None:
+        if self._dirty and self._live_visible:
+            self._repaint()
+
+    def _repaint(self) -> None:
+        self._dirty = False
+        self.repaints += 1
+        bar = self.verticalScrollBar()
+        at_end = bar.value() >= bar.maximum() - 4
+        old = bar.value()
+        parts: list[str] = []
+        self._code = {}
+        live = self._live if self._live_visible else None
+        last_assistant = max((m.id for m in self._messages if m.role == "assistant"), default=None)
+        for m in self._messages:
+            parts.append(self._message_html(m, is_last=m.id == last_assistant and live is None))
+        if live is not None:
+            body, code = self._render("live", live.text, self.live_runs())
+            self._code["live"] = code
+            status = html.escape(live.status or "…")
+            parts.append(_bubble("Assistant", "", body or "<p>…</p>", status, ASSISTANT_BG))
+        if not parts:
+            parts.append(f'<p style="color:{MUTED}" align="center"><br/><br/>'
+                         "Type a message below to start.</p>")
+        self.setHtml("".join(parts))
+        bar.setValue(bar.maximum() if at_end else old)
+
+    def _message_html(self, m: Message, *, is_last: bool) -> str:
+        key = (m.id, self._tint, m.content)
+        if key not in self._cache:
+            self._cache[key] = self._render(str(m.id), m.content, m.runs or [])
+        body, code = self._cache[key]
+        self._code[str(m.id)] = code
+        if m.role == "user":
+            links = f'<a href="edit:{m.id}">Edit</a> &nbsp; <a href="copymsg:{m.id}">Copy</a>'
+            return _bubble("You", links, body, "", USER_BG)
+        links = f'<a href="copymsg:{m.id}">Copy</a>'
+        if is_last:
+            links += ' &nbsp; <a href="regen:">Regenerate</a>'
+        if m.versions > 1:
+            links = _version_links(m) + " &nbsp; " + links
+        status = html.escape(message_status(m.stats, complete=m.complete, unsaved=m.unsaved))
+        return _bubble("Assistant", links, body, status, ASSISTANT_BG)
+
+    def _render(self, key: str, text: str, runs: list[tuple[int, bool]]) -> tuple[str, list[str]]:
+        self._renderer.reset()
+        source = mark_runs(text, runs) if self._tint and runs else text
+        body = self._renderer.markdown(source).replace('href="copy:', f'href="copy:{key}:')
+        return body, list(self._renderer.code_blocks)
+
+    # -- links ------------------------------------------------------------------------------------
+    def _on_anchor_clicked(self, url: QUrl) -> None:
+        scheme, _, rest = url.toString().partition(":")
+        clipboard = QGuiApplication.clipboard()
+        if scheme == "copy":
+            key, _, index = rest.rpartition(":")
+            clipboard.setText(self.code_block(key, int(index)))
+        elif scheme == "copymsg":
+            for m in self._messages:
+                if str(m.id) == rest:
+                    clipboard.setText(m.content)
+        elif scheme == "edit":
+            self.edit_requested.emit(int(rest))
+        elif scheme == "regen":
+            self.regenerate_requested.emit()
+        elif scheme == "version":
+            message_id, _, step = rest.partition(":")
+            self.version_requested.emit(int(message_id), int(step))
+
+
+def _version_links(m: Message) -> str:
+    """``← 2/3 →``: the arrows are links where there is a version to go to."""
+    back = f'<a href="version:{m.id}:-1">←</a>' if m.version > 1 else f'<span style="color:{MUTED}">←</span>'
+    ahead = (f'<a href="version:{m.id}:1">→</a>' if m.version < m.versions
+             else f'<span style="color:{MUTED}">→</span>')
+    return f"{back} {m.version}/{m.versions} {ahead}"
+
+
+def _bubble(who: str, links: str, body: str, status: str, bg: str) -> str:
+    status_html = f'<p style="color:{MUTED}; font-size:small">{status}</p>' if status else ""
+    return (f'<table width="100%" cellspacing="0" cellpadding="10" style="background-color:{bg};'
+            f' margin-bottom:6px"><tr><td><b>{who}</b> &nbsp; <span style="font-size:small">{links}</span>'
+            f"{body}{status_html}</td></tr></table>")

@@ -1,0 +1,1 @@
+"""History: conversations in SQLite, their schema, export and the save queue."""

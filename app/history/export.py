@@ -1,0 +1,56 @@
+"""A conversation as Markdown or JSON, with every version of a regenerated reply."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from app.chat.stats_text import stats_text
+
+if TYPE_CHECKING:
+    from app.history.store import History, Message, Version
+
+
+def export_json(history: History, conversation_id: int) -> dict[str, Any]:
+    """The conversation as a JSON-ready dict; a reply with several versions lists them all under ``versions``."""
+    conv = history.conversation(conversation_id)
+    messages = []
+    for m in history.messages(conversation_id):
+        item: dict[str, Any] = {"role": m.role, "content": m.content, "stats": m.stats, "complete": m.complete,
+                                "created": m.created}
+        if m.versions > 1:
+            item["version"] = m.version
+            item["versions"] = [{"content": v.content, "stats": v.stats, "complete": v.complete,
+                                 "created": v.created, "shown": v.shown} for v in history.versions(m.id)]
+        messages.append(item)
+    return {"title": conv.title, "system_prompt": conv.system_prompt, "created": conv.created,
+            "messages": messages}
+
+
+def export_markdown(history: History, conversation_id: int) -> str:
+    """The conversation as a Markdown document; the other versions of a reply follow the shown one."""
+    conv = history.conversation(conversation_id)
+    parts = [f"# {conv.title}\n"]
+    if conv.system_prompt:
+        parts.append(f"**System:** {conv.system_prompt}\n")
+    for m in history.messages(conversation_id):
+        if m.role == "user":
+            parts.append(f"## You\n\n{m.content}\n")
+            continue
+        parts.append(_reply("##", m, None))
+        if m.versions > 1:
+            for n, v in enumerate(history.versions(m.id), 1):
+                if not v.shown:
+                    parts.append(_reply("###", m, (n, v)))
+    return "\n".join(parts)
+
+
+def _reply(heading: str, m: Message, other: tuple[int, Version] | None) -> str:
+    if other is None:
+        title = f"Assistant (version {m.version} of {m.versions}, shown)" if m.versions > 1 else "Assistant"
+        content, stats = m.content, m.stats
+    else:
+        n, version = other
+        title = f"Assistant, version {n} of {m.versions}"
+        content, stats = version.content, version.stats
+    text = f"{heading} {title}\n\n{content}\n"
+    return f"{text}\n_{stats_text(stats)}_\n" if stats else text

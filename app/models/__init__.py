@@ -1,0 +1,1 @@
+"""Models: the model manager, its workers and the active pair."""

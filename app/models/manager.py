@@ -1,0 +1,318 @@
+"""The model manager dialog: installed pairs, the catalog with fit labels, downloads, local import."""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+
+from PySide6.QtCore import Signal
+from PySide6.QtGui import QCloseEvent
+from PySide6.QtWidgets import (
+    QDialog,
+    QDialogButtonBox,
+    QFileDialog,
+    QGroupBox,
+    QLabel,
+    QProgressBar,
+    QPushButton,
+    QVBoxLayout,
+    QWidget,
+)
+
+from engine import (
+    DownloadProgress,
+    EngineError,
+    InstalledPair,
+    ModelStore,
+    PairSpec,
+    fit_label,
+    format_bytes,
+    installed_as,
+    load_catalog,
+    supports_gpu_offload,
+    system_memory,
+)
+
+from app.models.workers import DownloadWorker, as_active, start_thread, stop_thread
+from app.models.pair_status import installed_status, intact_text
+from app.settings.store import ActivePair
+from app.models.tables import button_row, new_table, set_cell
+
+log = logging.getLogger(__name__)
+
+FIT_COLOURS = {"fits": "#1a7f37", "tight": "#9a6700", "too large": "#cf222e"}
+
+
+class ModelManagerDialog(QDialog):
+    """Pick, download, import and remove model pairs.
+
+    Signals:
+        pair_activated(ActivePair): the user chose the pair to chat with.
+        download_requested(PairSpec): queued to the download worker.
+        verify_requested(): queued to the download worker (checksums read every file).
+    """
+
+    pair_activated = Signal(object)
+    download_requested = Signal(object)
+    verify_requested = Signal()
+    import_requested = Signal(object, object)
+
+    def __init__(self, parent: QWidget | None = None, *, active: ActivePair | None = None,
+                 store: ModelStore | None = None, catalog: list[PairSpec] | None = None,
+                 memory: tuple[int, int | None] | None = None) -> None:
+        super().__init__(parent)
+        self.setWindowTitle("Model manager")
+        self.setObjectName("model-manager")
+        self.resize(1000, 640)
+        self.store = store or ModelStore()
+        self.active = active
+        self.catalog_error = ""
+        try:
+            self.catalog = catalog if catalog is not None else load_catalog()
+        except EngineError as exc:
+            self.catalog, self.catalog_error = [], str(exc)
+        self.ram, self.vram = memory or system_memory()
+        self.downloading: PairSpec | None = None
+        self.status: dict[str, str] = {}
+
+        gpu = "GPU offload available" if supports_gpu_offload() else \
+            "this llama.cpp build has no GPU offload (CPU only)"
+        vram = f"{format_bytes(self.vram)} VRAM free" if self.vram is not None else "no GPU memory detected"
+        self.machine_label = QLabel(f"This machine: {format_bytes(self.ram)} RAM free · {vram} · {gpu}")
+        self.message = QLabel()
+        self.message.setObjectName("manager-message")
+        self.message.setWordWrap(True)
+        self.message.hide()
+
+        self.installed_table = new_table(["", "Pair", "Source", "Size", "Files"])
+        self.use_button = QPushButton("Use this pair")
+        self.use_button.clicked.connect(self._on_use_clicked)
+        self.import_button = QPushButton("Import local files…")
+        self.import_button.clicked.connect(self._on_import_clicked)
+        self.remove_button = QPushButton("Remove")
+        self.remove_button.clicked.connect(self._on_remove_clicked)
+        self.verify_button = QPushButton("Verify files")
+        self.verify_button.clicked.connect(self._on_verify_clicked)
+        installed_box = QGroupBox("Installed pairs")
+        iv = QVBoxLayout(installed_box)
+        iv.addWidget(self.installed_table)
+        iv.addLayout(button_row(self.use_button, self.import_button, self.remove_button, self.verify_button))
+
+        self.catalog_table = new_table(["Pair", "Quant", "Download", "Needs", "Fit", "Why", "Status"])
+        self.download_button = QPushButton("Download")
+        self.download_button.clicked.connect(self._on_download_clicked)
+        self.cancel_button = QPushButton("Cancel download")
+        self.cancel_button.clicked.connect(self._on_cancel_clicked)
+        self.progress_label = QLabel()
+        self.progress_bar = QProgressBar()
+        self.progress_bar.setRange(0, 1000)
+        self.progress_bar.hide()
+        catalog_box = QGroupBox("Catalog")
+        cv = QVBoxLayout(catalog_box)
+        cv.addWidget(self.catalog_table)
+        cv.addLayout(button_row(self.download_button, self.cancel_button))
+        cv.addWidget(self.progress_bar)
+        cv.addWidget(self.progress_label)
+
+        buttons = QDialogButtonBox(QDialogButtonBox.StandardButton.Close)
+        buttons.rejected.connect(self.close)
+        layout = QVBoxLayout(self)
+        layout.addWidget(self.machine_label)
+        layout.addWidget(self.message)
+        layout.addWidget(installed_box, 2)
+        layout.addWidget(catalog_box, 3)
+        layout.addWidget(buttons)
+
+        self.worker = DownloadWorker(self.store)
+        self.worker.progressed.connect(self._on_progressed)
+        self.worker.downloaded.connect(self._on_downloaded)
+        self.worker.cancelled.connect(self._on_cancelled)
+        self.worker.failed.connect(self._on_download_failed)
+        self.worker.verified.connect(self._on_verified)
+        self.worker.imported.connect(self._on_imported)
+        self.worker.import_failed.connect(self._on_import_failed)
+        self.import_requested.connect(self.worker.import_files)
+        self.download_requested.connect(self.worker.download)
+        self.verify_requested.connect(self.worker.verify)
+        self.verifying = False
+        self.download_thread = start_thread(self.worker, "downloads")
+        self.installed_table.itemSelectionChanged.connect(self._update_buttons)
+        self.catalog_table.itemSelectionChanged.connect(self._update_buttons)
+        self.refresh()
+
+    # -- tables -----------------------------------------------------------------------------------
+    def refresh(self) -> None:
+        """Reload both tables."""
+        try:
+            self.installed = self.store.installed()
+        except EngineError as exc:
+            self.installed = []
+            self.show_message(str(exc), error=True)
+        t = self.installed_table
+        t.setRowCount(len(self.installed))
+        for r, p in enumerate(self.installed):
+            is_active = self.active is not None and Path(self.active.target) == p.target_path
+            set_cell(t, r, 0, "●" if is_active else "")
+            set_cell(t, r, 1, p.name, bold=is_active)
+            set_cell(t, r, 2, p.source)
+            set_cell(t, r, 3, format_bytes(p.target_size + p.draft_size))
+            set_cell(t, r, 4, f"{p.target_path.name} + {p.draft_path.name}",
+                 tip=f"{p.target_path}\n{p.draft_path}")
+        c = self.catalog_table
+        c.setRowCount(len(self.catalog))
+        for r, spec in enumerate(self.catalog):
+            label, reason = fit_label(spec, self.ram, self.vram)
+            set_cell(c, r, 0, spec.name, tip=spec.notes)
+            set_cell(c, r, 1, f"{spec.target.quant} + {spec.draft.quant}")
+            set_cell(c, r, 2, format_bytes(spec.target.size + spec.draft.size))
+            set_cell(c, r, 3, format_bytes(spec.ram_bytes))
+            set_cell(c, r, 4, label, colour=FIT_COLOURS.get(label))
+            set_cell(c, r, 5, reason, tip=reason)
+            status, tip = installed_status(spec, self.installed, self.status.get(spec.id, ""))
+            set_cell(c, r, 6, status, tip=tip, bold=status.startswith("installed"))
+        if self.catalog_error:
+            self.show_message(self.catalog_error, error=True)
+        self._update_buttons()
+
+    def selected_installed(self) -> InstalledPair | None:
+        """The selected installed pair."""
+        rows = self.installed_table.selectionModel().selectedRows()
+        return self.installed[rows[0].row()] if rows else None
+
+    def selected_spec(self) -> PairSpec | None:
+        """The selected catalog pair."""
+        rows = self.catalog_table.selectionModel().selectedRows()
+        return self.catalog[rows[0].row()] if rows else None
+
+    def show_message(self, text: str, *, error: bool = False) -> None:
+        """A line above the tables (red for errors such as an incompatible import)."""
+        self.message.setText(text)
+        self.message.setStyleSheet("color:#cf222e;" if error else "color:#1a7f37;")
+        self.message.show()
+
+    # -- actions ----------------------------------------------------------------------------------
+    def activate(self, pair: InstalledPair) -> None:
+        """Make ``pair`` the active pair."""
+        self.active = ActivePair(*as_active(pair))
+        self.pair_activated.emit(self.active)
+        self.show_message(f"Using {pair.name}.")
+        self.refresh()
+
+    def import_files(self, target: Path, draft: Path) -> None:
+        """Import two local GGUF files on the worker thread; an incompatible pair is refused with the reason."""
+        self.show_message(f"Importing {target.name} + {draft.name} (reading them for checksums)…")
+        self.import_requested.emit(target, draft)
+
+    def _on_imported(self, pair: InstalledPair) -> None:
+        self.show_message(f"Imported {pair.name}.")
+        self.refresh()
+
+    def _on_import_failed(self, message: str) -> None:
+        self.show_message(message, error=True)
+
+    def start_download(self, spec: PairSpec) -> None:
+        """Download (or resume) ``spec`` on the download thread."""
+        if self.downloading is not None:
+            return
+        self.downloading = spec
+        self.status[spec.id] = "downloading…"
+        self.progress_bar.setValue(0)
+        self.progress_bar.setFormat(f"{spec.name}: %p%")
+        self.progress_bar.show()
+        self.progress_label.setText(f"Starting {spec.name}…")
+        self.refresh()
+        self.download_requested.emit(spec)
+
+    def _on_use_clicked(self) -> None:
+        pair = self.selected_installed()
+        if pair is not None:
+            self.activate(pair)
+
+    def _on_import_clicked(self) -> None:
+        flt = "GGUF models (*.gguf);;All files (*)"
+        target, _ = QFileDialog.getOpenFileName(self, "Target model (the large one)", "", flt)
+        if not target:
+            return
+        draft, _ = QFileDialog.getOpenFileName(self, "Draft model (small, same tokenizer)", "", flt)
+        if draft:
+            self.import_files(Path(target), Path(draft))
+
+    def _on_remove_clicked(self) -> None:
+        pair = self.selected_installed()
+        if pair is None:
+            return
+        try:
+            self.store.remove(pair.id)
+        except EngineError as exc:
+            self.show_message(str(exc), error=True)
+            return
+        self.show_message(f"Removed {pair.name}.")
+        self.refresh()
+
+    def _on_verify_clicked(self) -> None:
+        self.verifying = True
+        self.show_message("Checking sizes, checksums and vocabularies…")
+        self._update_buttons()
+        self.verify_requested.emit()
+
+    def _on_verified(self, results: list[tuple[str, bool, str]]) -> None:
+        self.verifying = False
+        self._update_buttons()
+        bad = [f"{pid}: {msg}" for pid, ok, msg in results if not ok]
+        if bad:
+            self.show_message("Problems: " + "; ".join(bad), error=True)
+        else:
+            self.show_message(intact_text(len(results)))
+
+    def _on_download_clicked(self) -> None:
+        spec = self.selected_spec()
+        if spec is not None:
+            self.start_download(spec)
+
+    def _on_cancel_clicked(self) -> None:
+        self.worker.request_cancel()
+
+    # -- download signals -------------------------------------------------------------------------
+    def _on_progressed(self, p: DownloadProgress) -> None:
+        total = max(p.total, 1)
+        self.progress_bar.setValue(int(1000 * p.done / total))
+        eta = f" · {int(p.eta_s) // 60} min {int(p.eta_s) % 60:02d} s left" if p.eta_s else ""
+        rate = f" · {format_bytes(p.rate_bps)}/s" if p.rate_bps else ""
+        self.progress_label.setText(
+            f"{p.filename}: {format_bytes(p.done)} of {format_bytes(total)}{rate}{eta}")
+
+    def _on_downloaded(self, pair: InstalledPair) -> None:
+        self.downloading = None
+        self.progress_bar.setValue(1000)
+        self.progress_label.setText(f"Installed {pair.name}.")
+        self.refresh()
+
+    def _on_cancelled(self, pair_id: str) -> None:
+        self.downloading = None
+        self.status[pair_id] = "cancelled: Download resumes"
+        self.progress_label.setText("Download cancelled; the partial files are kept, Download resumes.")
+        self.refresh()
+
+    def _on_download_failed(self, message: str) -> None:
+        if self.downloading is not None:
+            self.status[self.downloading.id] = "failed"
+        self.downloading = None
+        self.verifying = False
+        self.show_message(message, error=True)
+        self.refresh()
+
+    def _update_buttons(self) -> None:
+        self.use_button.setEnabled(self.selected_installed() is not None)
+        self.remove_button.setEnabled(self.selected_installed() is not None)
+        spec = self.selected_spec()
+        installed = spec is not None and installed_as(spec, self.installed) is not None
+        self.download_button.setEnabled(spec is not None and self.downloading is None and not installed)
+        self.cancel_button.setEnabled(self.downloading is not None)
+        self.verify_button.setEnabled(self.downloading is None and not self.verifying)
+
+    def closeEvent(self, event: QCloseEvent) -> None:
+        """Cancel a running download and join the download thread."""
+        self.worker.request_cancel()
+        stop_thread(self.download_thread)
+        super().closeEvent(event)
+

@@ -1,0 +1,1 @@
+"""The local OpenAI-compatible server as the app runs it."""

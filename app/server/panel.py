@@ -1,0 +1,195 @@
+"""The "Local server" switch: serve the loaded pair over an OpenAI-compatible API on 127.0.0.1.
+
+The panel sits in a dock (Server ▸ Local server); it shows the URL clients use, the requests served
+and the one running, read from the server's thread-safe status twice a second. Problems (a port that
+is taken) are shown in the panel, never as a traceback. Loading another pair stops the server.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+
+from PySide6.QtCore import Qt, QTimer
+from PySide6.QtWidgets import (
+    QCheckBox,
+    QDockWidget,
+    QFormLayout,
+    QLabel,
+    QMainWindow,
+    QSpinBox,
+    QVBoxLayout,
+    QWidget,
+)
+
+from engine import GenerationParams, server
+
+from app.worker.host import EngineHost
+from app.worker.engine_worker import EngineState
+from app.narrow import never_widen
+from app.server.slot import ServerEvent, ServerRequest
+from app.settings.store import SettingsStore
+
+POLL_MS = 500
+ERROR_STYLE = "color:#cf222e;"
+NOTE_STYLE = "color:#57606a;"
+SERVING = (EngineState.READY, EngineState.GENERATING)  # states with a loaded pair
+
+
+class ServerPanel(QWidget):
+    """The switch, its port, and what the server is doing; it asks the engine host to start or stop it."""
+
+    def __init__(self, host: EngineHost, store: SettingsStore, generation: Callable[[], GenerationParams],
+                 parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.setObjectName("server-panel")
+        self.host = host
+        self.store = store
+        self.generation = generation
+        self.server: server.LocalServer | None = None
+        self.state = EngineState.IDLE
+        self.switch = QCheckBox("Serve the loaded pair (OpenAI-compatible API)")
+        self.switch.toggled.connect(self._on_switch_toggled)
+        self.port_edit = QSpinBox()
+        self.port_edit.setRange(1, 65535)
+        self.port_edit.setValue(store.server_port())
+        self.url_label = QLabel()
+        self.url_label.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+        self.served_label = QLabel()
+        self.running_label = QLabel()
+        self.message = QLabel()
+        self.message.setObjectName("server-message")
+        self.message.setTextFormat(Qt.TextFormat.PlainText)
+        self.indicator = QLabel()  # in the status bar: the server is on, whether or not the dock is shown
+        self.indicator.setObjectName("server-indicator")
+        self.indicator.hide()
+        self.dock: QDockWidget | None = None
+        self.note = QLabel("Listens on 127.0.0.1 only, with the mode and speculation settings of Settings when it "
+                           "starts. Loading another pair stops it. Examples for curl and the openai client: README, "
+                           "'Local server'.")
+        self.note.setStyleSheet(NOTE_STYLE)
+        never_widen(self.url_label, self.served_label, self.running_label, self.message, self.note)
+        form = QFormLayout()
+        form.addRow("Port", self.port_edit)
+        form.addRow("URL", self.url_label)
+        form.addRow("Served", self.served_label)
+        form.addRow("Now", self.running_label)
+        layout = QVBoxLayout(self)
+        layout.addWidget(self.switch)
+        layout.addLayout(form)
+        layout.addWidget(self.message)
+        layout.addWidget(self.note)
+        layout.addStretch(1)
+        self._poll_timer = QTimer(self)
+        self._poll_timer.setObjectName("server-status-poll")
+        self._poll_timer.setInterval(POLL_MS)
+        self._poll_timer.timeout.connect(self.refresh)
+        host.server_changed.connect(self._on_server_changed)
+        host.state_changed.connect(self._on_state_changed)
+        self._show_off()
+
+    @property
+    def listening(self) -> bool:
+        return self.server is not None
+
+    def refresh(self) -> None:
+        """Show the server's counters and its running request (read from any thread, safely)."""
+        if self.server is None:
+            return
+        status = self.server.status()
+        url, served, running = status_texts(status, self.server.model_id, time.time())
+        self.url_label.setText(url)
+        self.served_label.setText(served)
+        self.running_label.setText(running)
+        where = status.url.removeprefix("http://").removesuffix("/v1")
+        self.indicator.setText(f"Server: {where} · {status.served} served" if status.url else "Server: stopping")
+
+    def _on_switch_toggled(self, on: bool) -> None:
+        if on and self.server is None:
+            port = self.port_edit.value()
+            self.store.set_server_port(port)
+            self.port_edit.setEnabled(False)
+            self._say(f"Starting on port {port}…")
+            self.host.start_server(ServerRequest(port, self.generation()))
+        elif not on and self.server is not None:
+            self.switch.setEnabled(False)
+            self._say("Stopping…")
+            self.host.stop_server()
+
+    def _on_server_changed(self, event: ServerEvent) -> None:
+        if event.server is not None:
+            self.server = event.server
+            self._set_switch(True)
+            self.port_edit.setEnabled(False)
+            self.switch.setEnabled(self.state in SERVING)
+            self._say(event.message)
+            self.refresh()
+            self.indicator.show()
+            self._poll_timer.start()
+            return
+        self.refresh()  # the last counts of a server that stopped
+        self.server = None
+        self._poll_timer.stop()
+        self.indicator.hide()
+        self._show_off()
+        self._say(event.message, error=event.error)
+
+    def _on_state_changed(self, state: EngineState) -> None:
+        self.state = state
+        self.switch.setEnabled(state in SERVING)
+
+    def _show_off(self) -> None:
+        self._set_switch(False)
+        self.switch.setEnabled(self.state in SERVING)
+        self.port_edit.setEnabled(True)
+        self.url_label.setText("not listening")
+        self.running_label.setText("—")
+        if not self.served_label.text():
+            self.served_label.setText("—")
+
+    def _set_switch(self, on: bool) -> None:
+        self.switch.blockSignals(True)
+        self.switch.setChecked(on)
+        self.switch.blockSignals(False)
+
+    def _say(self, text: str, *, error: bool = False) -> None:
+        self.message.setText(text)
+        self.message.setStyleSheet(ERROR_STYLE if error else NOTE_STYLE)
+
+
+def plural(n: int, noun: str) -> str:
+    """``1 request``, ``2 requests``."""
+    return f"{n} {noun}" if n == 1 else f"{n} {noun}s"
+
+
+def status_texts(status: server.ServerStatus, model_id: str, now: float) -> tuple[str, str, str]:
+    """The URL line, the counts line and the "now" line for a status snapshot."""
+    url = f"{status.url} · model {model_id}" if status.url else "not listening"
+    served = (f"{plural(status.served, 'request')} · {status.queued} waiting · {status.rejected} refused (line full)"
+              f" · {plural(status.failed, 'error')}")
+    run = status.running
+    if run is not None:
+        how = "streamed" if run.stream else "whole"
+        running = (f"{run.endpoint} ({how}, {run.id}): {plural(run.completion_tokens, 'token')} so far after a "
+                   f"{run.prompt_tokens}-token prompt, {max(0.0, now - run.started):.0f} s")
+    else:
+        running = "the app's own reply" if status.busy else "idle"
+    return url, served, running
+
+
+def add_server_panel(window: QMainWindow, host: EngineHost, store: SettingsStore,
+                     generation: Callable[[], GenerationParams]) -> ServerPanel:
+    """Put the panel in a dock on the right (hidden until Server ▸ Local server shows it)."""
+    panel = ServerPanel(host, store, generation)
+    dock = QDockWidget("Local server", window)
+    dock.setObjectName("server-dock")
+    dock.setWidget(panel)
+    window.addDockWidget(Qt.DockWidgetArea.RightDockWidgetArea, dock)
+    dock.hide()
+    action = dock.toggleViewAction()
+    action.setText("&Local server")
+    window.menuBar().addMenu("&Server").addAction(action)
+    window.statusBar().addPermanentWidget(panel.indicator)
+    never_widen(panel.indicator, max_lines=1)
+    panel.dock = dock
+    return panel

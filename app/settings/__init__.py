@@ -1,0 +1,1 @@
+"""Settings: the values, their dialog, their store and the notes beside them."""

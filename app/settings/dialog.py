@@ -1,0 +1,178 @@
+"""The settings dialog: decoding, sampling and hardware settings built from the engine's declarations.
+
+Each field's label, help, bounds and special values come from ``engine.OPTIONS``; a typed value is
+checked by the same declaration the engine validates with, and a problem is shown under its field.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any, cast
+
+from PySide6.QtWidgets import (
+    QCheckBox,
+    QComboBox,
+    QDialog,
+    QDialogButtonBox,
+    QFormLayout,
+    QGroupBox,
+    QLabel,
+    QLineEdit,
+    QVBoxLayout,
+    QWidget,
+)
+
+from engine import EngineError, MeasuredRate, Option, supports_gpu_offload
+
+from app.settings.cpu_kernels import CpuKernelsBox
+from app.settings.mode_note import mode_note
+from app.settings.values import Settings, setting_options
+
+ERROR_STYLE = "color: #cf222e;"
+NOTE_STYLE = "color: #6e7781;"
+WARN_STYLE = "color: #9a6700;"
+GROUPS = {"decoding": "Decoding", "sampling": "Sampling", "hardware": "Hardware"}
+GPU_FIELDS = ("gpu_layers", "draft_gpu_layers")
+
+
+class SettingsDialog(QDialog):
+    """Edits a :class:`Settings`; OK stays disabled while any field is invalid, and says why inline."""
+
+    def __init__(self, settings: Settings, parent: QWidget | None = None, *,
+                 gpu_offload: bool | None = None, cpu_kernels: CpuKernelsBox | None = None,
+                 rates: Mapping[str, MeasuredRate] | None = None) -> None:
+        super().__init__(parent)
+        self.setWindowTitle("Settings")
+        self.setObjectName("settings-dialog")
+        self.setMinimumWidth(560)
+        self._initial = settings
+        self._gpu = supports_gpu_offload() if gpu_offload is None else gpu_offload
+        self.edits: dict[str, QLineEdit] = {}
+        self.errors: dict[str, QLabel] = {}
+        self.choices: dict[str, QComboBox] = {}
+        self.checks: dict[str, QCheckBox] = {}
+        forms = {group: QFormLayout() for group in GROUPS}
+        for name, option in setting_options().items():
+            if option.group in forms:
+                self._add_field(forms[option.group], option, getattr(settings, name))
+        self.mode = self.choices["mode"]
+        self.rates = rates or {}
+        self.mode_note = QLabel()  # auto's measurements against a fixed mode that is much slower here
+        self.mode_note.setObjectName("mode-note")
+        self.mode_note.setWordWrap(True)
+        self.mode_note.setStyleSheet(WARN_STYLE)
+        row, _ = cast(tuple[int, Any], forms["decoding"].getWidgetPosition(self.mode))
+        forms["decoding"].insertRow(row + 1, "", self.mode_note)
+        self.gpu_note = QLabel("This build of llama.cpp has no GPU offload:\n"
+                               "everything runs on the CPU and GPU layers are ignored.")
+        self.gpu_note.setStyleSheet(NOTE_STYLE)
+        self.gpu_note.setVisible(not self._gpu)
+        forms["hardware"].addRow(self.gpu_note)
+        for name in GPU_FIELDS:
+            self.edits[name].setEnabled(self._gpu)
+        self.cpu_kernels = cpu_kernels or CpuKernelsBox()
+        forms["hardware"].addRow(self.cpu_kernels)
+
+        layout = QVBoxLayout(self)
+        for group, title in GROUPS.items():
+            box = QGroupBox(title)
+            box.setLayout(forms[group])
+            layout.addWidget(box)
+        self.buttons = QDialogButtonBox(
+            QDialogButtonBox.StandardButton.Ok | QDialogButtonBox.StandardButton.Cancel
+            | QDialogButtonBox.StandardButton.RestoreDefaults)
+        self.buttons.accepted.connect(self.accept)
+        self.buttons.rejected.connect(self.reject)
+        restore = self.buttons.button(QDialogButtonBox.StandardButton.RestoreDefaults)
+        restore.clicked.connect(self._on_restore_clicked)
+        layout.addWidget(self.buttons)
+        self._on_changed()
+
+    def _add_field(self, form: QFormLayout, option: Option[Any], value: object) -> None:
+        tip = f"{option.help} ({option.bounds_text()})" if option.minimum is not None else option.help
+        if option.choices:
+            combo = QComboBox()
+            for choice in option.choices:
+                combo.addItem(str(choice), choice)
+            combo.setCurrentIndex(option.choices.index(value))
+            combo.setToolTip(tip)
+            combo.currentIndexChanged.connect(self._on_changed)
+            self.choices[option.name] = combo
+            form.addRow(option.label, combo)
+            return
+        if option.kind is bool:
+            check = QCheckBox(option.label)
+            check.setChecked(bool(value))
+            check.setToolTip(tip)
+            self.checks[option.name] = check
+            form.addRow("", check)
+            return
+        edit = QLineEdit(_fmt(value))
+        edit.setObjectName(option.name)
+        edit.setToolTip(tip)
+        edit.textChanged.connect(self._on_changed)
+        error = QLabel()
+        error.setStyleSheet(ERROR_STYLE)
+        error.setWordWrap(True)
+        error.hide()
+        box = QVBoxLayout()
+        box.setContentsMargins(0, 0, 0, 0)
+        box.setSpacing(2)
+        box.addWidget(edit)
+        box.addWidget(error)
+        holder = QWidget()
+        holder.setLayout(box)
+        form.addRow(f"{option.label} ({option.note})" if option.note else option.label, holder)
+        self.edits[option.name] = edit
+        self.errors[option.name] = error
+
+    def values(self) -> tuple[Settings | None, dict[str, str]]:
+        """The settings as typed, or None, and a field→reason map of problems."""
+        problems: dict[str, str] = {}
+        values: dict[str, object] = {"tint_drafts": self._initial.tint_drafts}
+        values.update({name: combo.currentData() for name, combo in self.choices.items()})
+        values.update({name: check.isChecked() for name, check in self.checks.items()})
+        options = setting_options()
+        for name, edit in self.edits.items():
+            try:
+                values[name] = options[name].parse(edit.text())
+            except EngineError as exc:
+                problems[name] = str(exc)
+        if problems:
+            return None, problems
+        settings = Settings(**values)  # type: ignore[arg-type]
+        problems = settings.problems()
+        return (None if problems else settings), problems
+
+    def settings(self) -> Settings:
+        """The accepted settings (only valid after ``exec()`` returned Accepted)."""
+        settings, _ = self.values()
+        return settings or self._initial
+
+    def _on_changed(self) -> None:
+        _, problems = self.values()
+        for name, label in self.errors.items():
+            label.setText(problems.get(name, ""))
+            label.setVisible(name in problems)
+        self.buttons.button(QDialogButtonBox.StandardButton.Ok).setEnabled(not problems)
+        mode = self.mode.currentData()
+        self.mode_note.setText(mode_note(mode, self.rates))
+        self.mode_note.setVisible(bool(self.mode_note.text()))
+        self.edits["k"].setEnabled(mode != "ar")
+        self.edits["fanout"].setEnabled(mode in ("ssd", "auto"))
+        self.checks["geometric"].setEnabled(mode in ("ssd", "auto"))
+        self.checks["adaptive"].setEnabled(mode == "auto")
+
+    def _on_restore_clicked(self) -> None:
+        defaults = Settings(tint_drafts=self._initial.tint_drafts)
+        for name, combo in self.choices.items():
+            combo.setCurrentIndex(combo.findData(getattr(defaults, name)))
+        for name, check in self.checks.items():
+            check.setChecked(getattr(defaults, name))
+        for name, edit in self.edits.items():
+            edit.setText(_fmt(getattr(defaults, name)))
+        self.cpu_kernels.set_choice("auto")
+
+
+def _fmt(value: object) -> str:
+    return f"{value:g}" if isinstance(value, float) else str(value)

@@ -1,0 +1,266 @@
+"""EngineWorker: one QObject on its own QThread that runs the engine and reports through signals.
+
+The protocol per request is fixed: ``generation_started``, then ``token_generated`` and
+``stats_changed`` as tokens arrive, then exactly one of ``generation_finished`` or ``failed``.
+Loading emits ``state_changed(LOADING)`` then ``model_loaded`` or ``failed``.
+"""
+
+from __future__ import annotations
+
+import enum
+import threading
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any, cast
+
+from PySide6.QtCore import QObject, Signal, Slot
+
+from engine import DROP_OLDEST, ChatMessage, Engine, EngineConfig, GenerationParams, fit_messages
+
+from app.worker.boundary import WorkerBoundary
+from app.exactness.run import run_check
+from app.server.slot import ServerEvent, ServerRequest, ServerSlot
+
+
+class EngineState(enum.Enum):
+    """What the engine is doing; it alone decides which controls are enabled."""
+
+    IDLE = "no model"
+    LOADING = "loading model"
+    READY = "ready"
+    GENERATING = "generating"
+    FAILED = "failed"
+
+
+@dataclass(frozen=True, slots=True)
+class LoadRequest:
+    """Load a pair (``draft`` may be None, then only ``ar`` is possible)."""
+
+    config: EngineConfig
+    label: str
+
+
+@dataclass(frozen=True, slots=True)
+class GenerateRequest:
+    """A chat turn to answer; ``stop`` is set by :meth:`EngineWorker.request_stop`."""
+
+    request_id: int
+    messages: tuple[tuple[str, str], ...]
+    params: GenerationParams
+    stop: threading.Event = field(default_factory=threading.Event, compare=False)
+    overflow: str = DROP_OLDEST  # what a chat longer than the context does (engine.OVERFLOW_POLICIES)
+
+
+@dataclass(frozen=True, slots=True)
+class FinishedReply:
+    """A finished (or stopped) reply: its text, runs of draft/non-draft characters and final stats."""
+
+    request_id: int
+    text: str
+    runs: tuple[tuple[int, bool], ...]
+    stats: dict[str, Any]
+
+
+class EngineSignals(QObject):
+    """The signals of :class:`EngineWorker`, declared once; :class:`EngineHost` re-emits the same set.
+
+    Signals:
+        state_changed(EngineState): the engine state moved.
+        model_loaded(str): a model pair is loaded; the payload describes it.
+        generation_started(int): a request began (payload: its id).
+        context_fitted(int, int): the chat was cut to fit the context (request id, oldest turns left out).
+        token_generated(str, bool): text of one token and whether it came from an accepted draft.
+        stats_changed(dict): the engine's running stats (``GenerationStats.to_dict()``), at most every
+            ``STATS_INTERVAL_S`` and once more at the end.
+        generation_finished(FinishedReply): the reply ended (done, length, stopped...).
+        verification_progressed(VerifyProgress): how far "Verify exactness" is (per pass).
+        verification_finished(Verification): "Verify exactness" finished.
+        server_changed(ServerEvent): the local server started, stopped, could not start, or the app waits.
+        rates_measured(dict): auto's measured rates per mode (``Engine.measured_rates()``) after a reply.
+        failed(str): a readable one-line error; the worker stays usable.
+    """
+
+    state_changed = Signal(object)
+    model_loaded = Signal(str)
+    generation_started = Signal(int)
+    context_fitted = Signal(int, int)
+    token_generated = Signal(str, bool)
+    stats_changed = Signal(object)
+    generation_finished = Signal(object)
+    verification_progressed = Signal(object)
+    verification_finished = Signal(object)
+    server_changed = Signal(object)
+    rates_measured = Signal(object)
+    failed = Signal(str)
+
+    @classmethod
+    def signal_names(cls) -> list[str]:
+        """The names of the signals declared on this class."""
+        return [name for name, value in vars(EngineSignals).items() if isinstance(value, Signal)]
+
+
+class EngineWorker(EngineSignals):
+    """Owns the :class:`Engine` (created and used only on its thread) and emits what it does."""
+
+    STATS_INTERVAL_S = 0.1
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._engine: Engine | None = None
+        self._stops: set[threading.Event] = set()
+        self._stops_lock = threading.Lock()
+        self._next_id = 0
+        self.server = ServerSlot()
+
+    # -- called from the UI thread ----------------------------------------------------------------
+    def new_request(self, messages: Sequence[tuple[str, str]], params: GenerationParams,
+                    overflow: str = DROP_OLDEST) -> GenerateRequest:
+        """Make a request whose stop Event :meth:`request_stop` can reach (thread-safe)."""
+        with self._stops_lock:
+            self._next_id += 1
+            req = GenerateRequest(self._next_id, tuple(messages), params, overflow=overflow)
+            self._stops.add(req.stop)
+        return req
+
+    def request_stop(self) -> None:
+        """Stop every pending or running request at the next round boundary (thread-safe, direct call)."""
+        with self._stops_lock:
+            for ev in self._stops:
+                ev.set()
+
+    # -- slots, run on the worker thread ----------------------------------------------------------
+    @Slot(object)
+    def load(self, request: LoadRequest) -> None:
+        """Load a model pair, replacing the current one (the local server stops first)."""
+        self._stop_server("Stopped: the model pair changed. Switch it on again to serve the new pair.")
+        self._close_engine()
+        self.state_changed.emit(EngineState.LOADING)
+        with WorkerBoundary(f"Could not load {request.label}", self.failed.emit) as job:
+            self._engine = Engine(request.config)
+        if job.failed:
+            self.state_changed.emit(EngineState.FAILED)
+            return
+        self.model_loaded.emit(request.label)
+        self.state_changed.emit(EngineState.READY)
+
+    @Slot(object)
+    def generate(self, request: GenerateRequest) -> None:
+        """Answer a chat turn, streaming tokens."""
+        eng = self._engine_or_fail(request)
+        if eng is None:
+            return
+        self.state_changed.emit(EngineState.GENERATING)
+        self.generation_started.emit(request.request_id)
+        text: list[str] = []
+        runs: list[tuple[int, bool]] = []
+        with WorkerBoundary("Generation failed", self.failed.emit) as job, \
+                self.server.hold(request.stop, self._on_server_busy):
+            fitted = fit_messages(eng.messages_tokens, _chat(request.messages), n_ctx=eng.n_ctx,
+                                  max_tokens=request.params.max_tokens, policy=request.overflow)
+            if fitted.dropped_turns:
+                self.context_fitted.emit(request.request_id, fitted.dropped_turns)
+            gen = eng.generate(fitted.tokens, request.params, request.stop)
+            last = time.perf_counter()
+            for ev in gen:
+                if ev.text:
+                    text.append(ev.text)
+                    _extend_runs(runs, len(ev.text), ev.from_draft)
+                    self.token_generated.emit(ev.text, ev.from_draft)
+                now = time.perf_counter()
+                if now - last >= self.STATS_INTERVAL_S:
+                    last = now
+                    self.stats_changed.emit(gen.stats.to_dict())
+            final = gen.stats.to_dict()
+            if request.params.mode == "auto":
+                self.rates_measured.emit(eng.measured_rates())
+        self._forget(request)
+        if job.failed:
+            self.state_changed.emit(EngineState.READY)
+            return
+        self.stats_changed.emit(final)
+        self.generation_finished.emit(FinishedReply(request.request_id, "".join(text), tuple(runs), final))
+        self.state_changed.emit(EngineState.READY)
+
+    @Slot(object)
+    def verify(self, request: GenerateRequest) -> None:
+        """Run the prompt greedily with ``ar`` and with ``request.params.mode``; compare the tokens."""
+        eng = self._engine_or_fail(request)
+        if eng is None:
+            return
+        self.state_changed.emit(EngineState.GENERATING)
+        with WorkerBoundary("Verification failed", self.failed.emit) as job, \
+                self.server.hold(request.stop, self._on_server_busy):
+            result = run_check(eng, _chat(request.messages), request.params, request.stop,
+                               self.verification_progressed.emit)
+        self._forget(request)
+        if not job.failed:
+            self.verification_finished.emit(result)
+        self.state_changed.emit(EngineState.READY)
+
+    @Slot(object)
+    def start_server(self, request: ServerRequest) -> None:
+        """Serve the loaded pair over HTTP; a port that is taken is reported through ``server_changed``."""
+        if self._engine is None:
+            self.server_changed.emit(ServerEvent(message="Load a model pair first.", error=True))
+            return
+        with WorkerBoundary("Could not start the local server", self._on_server_failed) as job:
+            started = self.server.start(self._engine, request)
+        if not job.failed:
+            self.server_changed.emit(ServerEvent(started, f"Serving {started.model_id}."))
+
+    @Slot()
+    def stop_server(self) -> None:
+        """Stop serving (a request in progress stops within one round)."""
+        self._stop_server("Stopped.")
+
+    @Slot()
+    def unload(self) -> None:
+        """Free the engine."""
+        self._stop_server("Stopped: the model pair was unloaded.")
+        self._close_engine()
+        self.state_changed.emit(EngineState.IDLE)
+
+    def close_engine(self) -> None:
+        """Free the engine from any thread once the worker thread has stopped (the server stops first)."""
+        self.server.stop()
+        self._close_engine()
+
+    # -- helpers ----------------------------------------------------------------------------------
+    def _engine_or_fail(self, request: GenerateRequest) -> Engine | None:
+        """The loaded engine, or None after telling the UI that no model is loaded."""
+        if self._engine is None:
+            self._forget(request)
+            self.failed.emit("No model is loaded: pick a model pair in the model manager.")
+        return self._engine
+
+    def _stop_server(self, why: str) -> None:
+        if self.server.stop():
+            self.server_changed.emit(ServerEvent(message=why))
+
+    def _on_server_failed(self, message: str) -> None:
+        self.server_changed.emit(ServerEvent(message=message, error=True))
+
+    def _on_server_busy(self) -> None:
+        self.server_changed.emit(ServerEvent(self.server.server, "The app waits for the server's request to end."))
+
+    def _close_engine(self) -> None:
+        if self._engine is not None:
+            self._engine.close()
+            self._engine = None
+
+    def _forget(self, request: GenerateRequest) -> None:
+        with self._stops_lock:
+            self._stops.discard(request.stop)
+
+
+def _extend_runs(runs: list[tuple[int, bool]], length: int, from_draft: bool) -> None:
+    """Add ``length`` characters to the runs of (length, came from an accepted draft)."""
+    if runs and runs[-1][1] == from_draft:
+        runs[-1] = (runs[-1][0] + length, from_draft)
+    else:
+        runs.append((length, from_draft))
+
+
+def _chat(messages: Sequence[tuple[str, str]]) -> list[ChatMessage]:
+    return [cast(ChatMessage, {"role": role, "content": content}) for role, content in messages]

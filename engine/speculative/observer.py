@@ -1,0 +1,42 @@
+"""The fixed modes teach auto: every round of ar, sd or ssd feeds the machine's cost model.
+
+auto's picture of the machine (verify time by width, draft time per token, tree levels, acceptance, cache
+hits, measured against predicted per plan) is kept by the engine across replies. Rounds run in a fixed mode
+measure the same things, so they are folded into the same model: after a reply in sd or ssd, auto starts
+from what that reply measured instead of probing the machine again. lookup rounds teach the model
+themselves (:meth:`engine.speculative.lookup.Lookup.learn`).
+"""
+
+from __future__ import annotations
+
+from .auto import AutoPlanner
+from .costmodel import CostModel, Plan
+from .types import RoundResult
+
+
+class RoundObserver:
+    """Folds the rounds of one fixed-mode generation into ``model``, as the plan each round ran.
+
+    Rounds are only collected while the reply runs (no work inside a round) and folded in by :meth:`finish`,
+    before the next generation can read the model."""
+
+    def __init__(self, model: CostModel, k: int, budget: int, *, draft: bool, mode: str, geometric: bool) -> None:
+        self._learner = AutoPlanner(model, k, adaptive=False, draft=draft, geometric=geometric)
+        self._plans = {"ar": Plan("ar"), "sd": Plan("sd", k), "ssd": Plan("ssd", k, budget)}
+        self._rounds: list[RoundResult] = []
+        # Fixed ssd's sd rounds (while its cache keeps missing) run on ssd's split threads where the machine splits
+        # its cores: their draft and verify times are ssd's, not sd's.
+        self._split_sd = mode == "ssd" and model.split
+
+    def round(self, rr: RoundResult) -> None:
+        self._rounds.append(rr)
+
+    def finish(self) -> None:
+        model = self._learner.model
+        for rr in self._rounds:
+            plan = self._plans.get(rr.mode)
+            if plan is not None and (plan.mode == "ar" or rr.draft is not None):
+                self._learner.learn(plan, rr, split_threads=self._split_sd and rr.mode == "sd")
+                model.rounds += 1  # the mode was just measured: auto need not probe it again soon
+                model.last_run[plan.mode] = model.rounds
+        self._rounds.clear()

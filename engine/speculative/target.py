@@ -1,0 +1,78 @@
+"""The target model's side of every round: prefill, then one batched forward pass per round that accepts drafts."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+
+from engine.core.backend import Model
+from engine.core.context import Context, KVTrack
+from engine.core.errors import ContextFullError, ParameterError
+from engine.core.outputs import BACKEND, HOST, chain_spec
+from engine.core.sampling import SamplingParams
+
+from .types import Draft, Verdict
+from .verify import TargetRows, verify_greedy, verify_sampled
+
+
+class Target:
+    """The target side (a :class:`~engine.speculative.types.Verifier`): committed tokens, prefill with prefix
+    reuse, and verification of a draft in one batch.
+
+    Each generation picks its sampling path (:attr:`path`): ``backend`` attaches llama.cpp's sampler
+    chain to the context (greedy: token ids only; sampled: the truncated candidates), ``host`` reads the
+    logits rows in place.
+    """
+
+    def __init__(self, model: Model, ctx: Context) -> None:
+        self.model = model
+        self.ctx = ctx
+        self.kv = KVTrack(ctx)
+        self.committed: list[int] = []
+        self.params = SamplingParams()
+        self.rng = np.random.default_rng(0)
+        self.path = HOST
+        self._threads = ctx.params.n_threads
+
+    def set_threads(self, n: int) -> None:
+        if n != self._threads:
+            self.ctx.set_threads(n, n)
+            self._threads = n
+
+    def start(self, prompt: Sequence[int], params: SamplingParams, rng: np.random.Generator) -> int:
+        """Prefill ``prompt`` (reusing the cached prefix) and sample the first token."""
+        if not prompt:
+            raise ParameterError("the prompt is empty")
+        self.params = params
+        self.rng = rng
+        self.path = self.ctx.sampling_path(params)
+        self.ctx.set_sampling(chain_spec(params, self.ctx.n_vocab) if self.path == BACKEND else None)
+        self.committed = list(prompt)
+        out = self.kv.sync_out(self.committed)
+        verdict = self._verdict(Draft([], None), out)
+        self.committed.append(verdict.next_token)
+        return verdict.next_token
+
+    def verify(self, draft: Draft) -> Verdict:
+        """Run [r, d_1..d_K] through the target in one batch, accept, trim the KV, commit."""
+        p_r = len(self.committed) - 1
+        self.kv.trim(p_r)
+        if len(self.kv.tokens) != p_r:
+            self.kv.sync_out(self.committed[:-1] or self.committed)
+            self.kv.trim(p_r)
+        batch = [self.committed[-1], *draft.tokens]
+        if p_r + len(batch) > self.ctx.n_ctx:
+            raise ContextFullError(f"the context of {self.ctx.n_ctx} tokens is full")
+        out = self.ctx.decode_out(batch, range(p_r, p_r + len(batch)), 0, range(len(batch)))
+        self.kv.tokens.extend(batch)
+        verdict = self._verdict(draft, out)
+        self.kv.trim(p_r + 1 + verdict.accepted)
+        self.committed.extend(verdict.tokens(draft.tokens))
+        return verdict
+
+    def _verdict(self, draft: Draft, rows: TargetRows) -> Verdict:
+        if self.params.greedy:
+            return verify_greedy(draft.tokens, rows, self.model.is_eog)
+        assert draft.q is not None or not draft.tokens
+        return verify_sampled(draft.tokens, draft.q or [], rows, self.params, self.rng, self.model.is_eog)
