@@ -9,22 +9,22 @@ from PySide6.QtCore import Signal
 from PySide6.QtGui import QAction, QCloseEvent, QKeySequence
 from PySide6.QtWidgets import QMainWindow, QSplitter
 
-from engine import GenerationParams
-
-from app.chat.pane import ChatPane, StatusLine
 from app.chat.conversations import ConversationPanel, ask_export_path
-from app.worker.host import EngineHost
-from app.worker.engine_worker import EngineState
+from app.chat.pane import ChatPane, StatusLine
+from app.chat.reply_session import ReplySession
 from app.exactness.dialog import ExactnessCheck
 from app.history.store import History, Message
-from .narrow import never_widen
 from app.models.pair_loader import PairLoader
-from app.chat.reply_session import ReplySession
 from app.server.panel import add_server_panel
-from app.settings.values import Settings, effective_mode, load_fields
 from app.settings.dialog import SettingsDialog
 from app.settings.store import SettingsStore
+from app.settings.values import Settings, effective_mode, load_fields
 from app.startup.notes import StartupNotes
+from app.worker.engine_worker import EngineState
+from app.worker.host import EngineHost
+from engine import GenerationParams
+
+from .narrow import never_widen
 
 log = logging.getLogger(__name__)
 

@@ -10,10 +10,10 @@ import pytest
 from PySide6.QtCore import Qt
 from pytestqt.qtbot import QtBot
 
-from app.worker.engine_worker import EngineState
 from app.main_window import MainWindow
-from app.settings.values import Settings
 from app.settings.store import ActivePair
+from app.settings.values import Settings
+from app.worker.engine_worker import EngineState
 from engine import TinyPair
 
 TIMEOUT_MS = 60000  # generous: a loaded 2-core machine can take 20 s for what takes 1 s idle

@@ -19,10 +19,10 @@ import pytest
 from pytestqt.qtbot import QtBot
 
 from app import crash
-from app.worker.engine_worker import EngineState
-from app.main_window import MainWindow
 from app.chat.reply_session import NOT_SENT
 from app.history.save_queue import DISK_FULL
+from app.main_window import MainWindow
+from app.worker.engine_worker import EngineState
 from engine import TinyPair
 from tests.app_helpers import QT_STRICT, REPLY_MS, TIMEOUT_MS, ReplyGate, closing, fast_settings, open_window, tiny_pair
 from tests.test_app_history import fill, unfill

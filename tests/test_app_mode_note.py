@@ -7,8 +7,8 @@ from pathlib import Path
 from pytestqt.qtbot import QtBot
 
 from app.main_window import MainWindow
-from app.settings.mode_note import mode_note
 from app.settings.dialog import SettingsDialog
+from app.settings.mode_note import mode_note
 from app.settings.store import SettingsStore
 from engine import Engine, EngineConfig, GenerationParams, MeasuredRate, TinyPair
 from tests.app_helpers import QT_STRICT, closing, fast_settings, open_window, send, tiny_pair

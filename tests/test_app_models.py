@@ -8,9 +8,9 @@ from pathlib import Path
 import pytest
 from pytestqt.qtbot import QtBot
 
-from app.startup.first_run import FirstRun
 from app.models.manager import ModelManagerDialog
 from app.settings.store import ActivePair
+from app.startup.first_run import FirstRun
 from engine import (
     DownloadCancelled,
     DownloadProgress,

@@ -7,10 +7,10 @@ from pathlib import Path
 
 from pytestqt.qtbot import QtBot
 
-from app.worker.engine_worker import EngineState
 from app.history.store import History
 from app.main_window import MainWindow
 from app.settings.dialog import SettingsDialog
+from app.worker.engine_worker import EngineState
 from engine import DROP_OLDEST, TinyPair
 from engine.core.fit import STOP
 from tests.app_helpers import QT_STRICT, REPLY_MS, closing, fast_settings, open_window, send, tiny_pair

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from app.settings.values import effective_mode
 from app.chat.stats_text import stats_text
+from app.settings.values import effective_mode
 from engine import GenerationStats
 from engine.speculative.types import RoundResult
 from engine.stats import StatsRecorder

@@ -7,9 +7,9 @@ from pathlib import Path
 import pytest
 from pytestqt.qtbot import QtBot
 
-from app.worker.engine_worker import EngineState
-from app.main_window import MainWindow
 from app.chat.readout import NO_REPLY
+from app.main_window import MainWindow
+from app.worker.engine_worker import EngineState
 from engine import GenerationStats, TinyPair
 from engine.speculative.types import RoundResult
 from engine.stats import StatsRecorder

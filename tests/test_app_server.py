@@ -14,9 +14,9 @@ import pytest
 from PySide6.QtCore import Qt
 from pytestqt.qtbot import QtBot
 
-from app.worker.engine_worker import EngineState
 from app.main_window import MainWindow
 from app.server.panel import ServerPanel, status_texts
+from app.worker.engine_worker import EngineState
 from engine import TinyPair, server
 from tests.app_helpers import QT_STRICT, TIMEOUT_MS, closing, fast_settings, open_window, send, tiny_pair
 

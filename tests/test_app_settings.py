@@ -9,9 +9,9 @@ from PySide6.QtWidgets import QDialogButtonBox
 from pytestqt.qtbot import QtBot
 
 from app.settings.cpu_kernels import CpuKernelsBox
-from app.settings.values import Settings, effective_mode, load_fields, setting_options
 from app.settings.dialog import SettingsDialog
 from app.settings.store import ActivePair, SettingsStore
+from app.settings.values import Settings, effective_mode, load_fields, setting_options
 from engine import OPTIONS, CpuCheckStatus, CpuCheckVerdict, EngineConfig, ParameterError, cpu_check_status
 from tests.app_helpers import QT_STRICT
 

@@ -9,9 +9,9 @@ from PySide6.QtWidgets import QInputDialog, QMessageBox
 from pytestqt.qtbot import QtBot
 
 from app import crash
-from app.worker.engine_worker import EngineState
-from app.main_window import MainWindow
 from app.chat.readout import NO_REPLY
+from app.main_window import MainWindow
+from app.worker.engine_worker import EngineState
 from engine import TinyPair
 from tests.app_helpers import (
     QT_STRICT,

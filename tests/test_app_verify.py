@@ -10,10 +10,10 @@ from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QPushButton
 from pytestqt.qtbot import QtBot
 
-from app.worker.engine_worker import EngineState
 from app.exactness.run import Verification, VerifyProgress
 from app.exactness.text import NEAR_TIE, details_html, pass_text, summary
 from app.main_window import MainWindow
+from app.worker.engine_worker import EngineState
 from engine import TinyPair
 from tests.app_helpers import QT_STRICT, TIMEOUT_MS, closing, fast_settings, open_window, tiny_pair
 

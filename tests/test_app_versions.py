@@ -9,9 +9,9 @@ from pathlib import Path
 from PySide6.QtCore import QUrl
 from pytestqt.qtbot import QtBot
 
-from app.worker.engine_worker import EngineState
 from app.history.store import History
 from app.main_window import MainWindow
+from app.worker.engine_worker import EngineState
 from engine import TinyPair
 from tests.app_helpers import QT_STRICT, REPLY_MS, closing, fast_settings, open_window, send, tiny_pair
 

@@ -10,9 +10,9 @@ import pytest
 from PySide6.QtCore import Qt
 from pytestqt.qtbot import QtBot
 
-from app.worker.host import EngineHost
-from app.worker.engine_worker import EngineSignals, EngineState, FinishedReply
 from app.chat.stats_text import stats_text
+from app.worker.engine_worker import EngineSignals, EngineState, FinishedReply
+from app.worker.host import EngineHost
 from engine import EngineConfig, GenerationParams, SamplingParams, TinyPair
 from tests.app_helpers import QT_STRICT, TIMEOUT_MS, corrupt_model
 

@@ -15,8 +15,8 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from app.chat.view import ChatView
 from app.chat.prompt_edit import PromptEdit
+from app.chat.view import ChatView
 
 BANNER_STYLE = "background:#ffebe9; color:#82071e; border:1px solid #ff8182; padding:6px; border-radius:4px;"
 

@@ -8,8 +8,8 @@ from typing import Any
 
 from PySide6.QtWidgets import QLabel
 
-from app.history.store import Message
 from app.chat.stats_text import message_status, stats_html
+from app.history.store import Message
 
 NO_REPLY = "No reply yet"
 

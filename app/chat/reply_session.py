@@ -10,16 +10,15 @@ from typing import Any
 
 from PySide6.QtCore import QObject, QTimer, Signal
 
-from engine import GenerationParams
-
-from app.startup import crash
 from app.chat.pane import ChatPane
-from app.worker.host import EngineHost
-from app.worker.engine_worker import FinishedReply
-from app.history.store import DiskFullError, History, Message
 from app.chat.readout import Readout
-from app.history.save_queue import DISK_FULL, SaveQueue
 from app.chat.stats_text import CRASHED, stats_text
+from app.history.save_queue import DISK_FULL, SaveQueue
+from app.history.store import DiskFullError, History, Message
+from app.startup import crash
+from app.worker.engine_worker import FinishedReply
+from app.worker.host import EngineHost
+from engine import GenerationParams
 
 log = logging.getLogger(__name__)
 

@@ -9,9 +9,9 @@ from PySide6.QtCore import QTimer, QUrl, Signal
 from PySide6.QtGui import QGuiApplication
 from PySide6.QtWidgets import QTextBrowser, QWidget
 
-from app.history.store import Message
 from app.chat.render import Renderer, mark_runs
 from app.chat.stats_text import message_status
+from app.history.store import Message
 
 REPAINT_MS = 33
 USER_BG = "#eef4ff"

@@ -11,10 +11,10 @@ import html
 from PySide6.QtCore import QObject, Qt
 from PySide6.QtWidgets import QLabel, QMessageBox, QProgressBar, QProgressDialog, QWidget
 
-from app.worker.host import EngineHost
 from app.exactness.run import Verification, VerifyProgress
 from app.exactness.text import PASSES, details_html, pass_text, summary
 from app.settings.values import Settings
+from app.worker.host import EngineHost
 
 MAX_TOKENS = 128
 

@@ -12,10 +12,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from engine import user_data_dir
-
 from app.history.db import Recovery, open_database
 from app.history.export import export_json, export_markdown
+from engine import user_data_dir
 
 # A reply's text as runs of (length in characters, came from an accepted draft).
 Runs = list[tuple[int, bool]]

@@ -19,6 +19,10 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from app.models.pair_status import installed_status, intact_text
+from app.models.tables import button_row, new_table, set_cell
+from app.models.workers import DownloadWorker, as_active, start_thread, stop_thread
+from app.settings.store import ActivePair
 from engine import (
     DownloadProgress,
     EngineError,
@@ -32,11 +36,6 @@ from engine import (
     supports_gpu_offload,
     system_memory,
 )
-
-from app.models.workers import DownloadWorker, as_active, start_thread, stop_thread
-from app.models.pair_status import installed_status, intact_text
-from app.settings.store import ActivePair
-from app.models.tables import button_row, new_table, set_cell
 
 log = logging.getLogger(__name__)
 

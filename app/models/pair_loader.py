@@ -7,11 +7,10 @@ from collections.abc import Callable
 from PySide6.QtCore import QObject, Signal
 from PySide6.QtWidgets import QDialog, QLabel, QWidget
 
-from engine import EngineError, MeasuredRate
-
-from app.worker.host import EngineHost
-from app.settings.values import Settings
 from app.settings.store import ActivePair, SettingsStore
+from app.settings.values import Settings
+from app.worker.host import EngineHost
+from engine import EngineError, MeasuredRate
 
 
 class PairLoader(QObject):

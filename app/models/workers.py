@@ -8,9 +8,8 @@ from pathlib import Path
 
 from PySide6.QtCore import QObject, QThread, Signal, Slot
 
-from engine import DownloadCancelled, EngineError, InstalledPair, ModelStore, PairSpec, hub, offline
-
 from app.worker.boundary import WorkerBoundary
+from engine import DownloadCancelled, EngineError, InstalledPair, ModelStore, PairSpec, hub, offline
 
 log = logging.getLogger(__name__)
 

@@ -22,13 +22,12 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from engine import GenerationParams, server
-
-from app.worker.host import EngineHost
-from app.worker.engine_worker import EngineState
 from app.narrow import never_widen
 from app.server.slot import ServerEvent, ServerRequest
 from app.settings.store import SettingsStore
+from app.worker.engine_worker import EngineState
+from app.worker.host import EngineHost
+from engine import GenerationParams, server
 
 POLL_MS = 500
 ERROR_STYLE = "color:#cf222e;"

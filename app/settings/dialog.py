@@ -22,11 +22,10 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from engine import EngineError, MeasuredRate, Option, supports_gpu_offload
-
 from app.settings.cpu_kernels import CpuKernelsBox
 from app.settings.mode_note import mode_note
 from app.settings.values import Settings, setting_options
+from engine import EngineError, MeasuredRate, Option, supports_gpu_offload
 
 ERROR_STYLE = "color: #cf222e;"
 NOTE_STYLE = "color: #6e7781;"

@@ -11,9 +11,8 @@ from pathlib import Path
 
 from PySide6.QtCore import QSettings
 
-from engine import EngineError, MeasuredRate, user_data_dir
-
 from app.settings.values import Settings, setting_options
+from engine import EngineError, MeasuredRate, user_data_dir
 
 log = logging.getLogger(__name__)
 

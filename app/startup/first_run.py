@@ -8,10 +8,9 @@ from pathlib import Path
 from PySide6.QtCore import QObject, Qt, Signal
 from PySide6.QtWidgets import QProgressDialog, QWidget
 
-from engine import EngineError, InstalledPair, ModelStore, offline
-
 from app.models.workers import OfflineSetupWorker, as_active, start_thread, stop_thread
 from app.settings.store import ActivePair
+from engine import EngineError, InstalledPair, ModelStore, offline
 
 log = logging.getLogger(__name__)
 

@@ -7,9 +7,9 @@ from collections.abc import Callable
 from PySide6.QtCore import QObject, QTimer
 from PySide6.QtWidgets import QMessageBox, QWidget
 
-from app.startup import crash
-from app.history.store import History
 from app.chat.reply_session import ReplySession
+from app.history.store import History
+from app.startup import crash
 
 
 class StartupNotes(QObject):

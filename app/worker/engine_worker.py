@@ -16,11 +16,10 @@ from typing import Any, cast
 
 from PySide6.QtCore import QObject, Signal, Slot
 
-from engine import DROP_OLDEST, ChatMessage, Engine, EngineConfig, GenerationParams, fit_messages
-
-from app.worker.boundary import WorkerBoundary
 from app.exactness.run import run_check
 from app.server.slot import ServerEvent, ServerRequest, ServerSlot
+from app.worker.boundary import WorkerBoundary
+from engine import DROP_OLDEST, ChatMessage, Engine, EngineConfig, GenerationParams, fit_messages
 
 
 class EngineState(enum.Enum):

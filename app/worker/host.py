@@ -7,10 +7,9 @@ from collections.abc import Sequence
 
 from PySide6.QtCore import QObject, QThread, Signal
 
-from engine import DROP_OLDEST, EngineConfig, GenerationParams
-
-from app.worker.engine_worker import EngineSignals, EngineWorker, LoadRequest
 from app.server.slot import ServerRequest
+from app.worker.engine_worker import EngineSignals, EngineWorker, LoadRequest
+from engine import DROP_OLDEST, EngineConfig, GenerationParams
 
 log = logging.getLogger(__name__)
 

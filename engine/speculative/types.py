@@ -135,7 +135,7 @@ class DraftSource(Protocol):
 
 
 class DraftMaker(Protocol):
-    """The draft model's side as a draft source uses it (implemented by :class:`~engine.speculative.drafter.Drafter`)."""
+    """The draft model's side as a draft source uses it (:class:`~engine.speculative.drafter.Drafter`)."""
 
     max_branches: int
 
