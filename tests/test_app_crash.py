@@ -15,7 +15,7 @@ from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QMessageBox
 from pytestqt.qtbot import QtBot
 
-from app import crash
+from app.startup import crash
 from app.history.store import History
 from app.main_window import MainWindow
 from tests.app_helpers import QT_STRICT, closing
@@ -31,7 +31,7 @@ def die_in_reply(data_dir: Path, conversation_id: int, message_id: int, sig: sig
     """What the app does at start and when a reply starts, then a fatal signal as llama.cpp's SIGILL."""
     code = (
         "import signal\n"
-        "from app import crash\n"
+        "from app.startup import crash\n"
         "crash.install()\n"
         f"crash.reply_started({conversation_id}, {message_id})\n"
         f"signal.raise_signal(signal.{sig.name})\n"

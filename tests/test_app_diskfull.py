@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 from pytestqt.qtbot import QtBot
 
-from app import crash
+from app.startup import crash
 from app.chat.reply_session import NOT_SENT
 from app.history.save_queue import DISK_FULL
 from app.main_window import MainWindow

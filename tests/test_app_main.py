@@ -10,7 +10,7 @@ import pytest
 from pytestqt.qtbot import QtBot
 
 import app.startup.selftest
-from app import crash
+from app.startup import crash
 from app.__main__ import early_check, main, parse_args
 from app.main_window import MainWindow
 from engine import offline

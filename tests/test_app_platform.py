@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from PySide6.QtCore import QMessageLogContext, QtMsgType
 
-from app import qt_platform
+from app.startup import qt_platform
 from app.startup.qt_platform import PluginWatch, diagnosis, distribution, install_command, missing_libraries
 
 linux_only = pytest.mark.skipif(sys.platform != "linux" or shutil.which("ldd") is None, reason="ldd: Linux only")

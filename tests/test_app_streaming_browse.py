@@ -8,7 +8,7 @@ import pytest
 from PySide6.QtWidgets import QInputDialog, QMessageBox
 from pytestqt.qtbot import QtBot
 
-from app import crash
+from app.startup import crash
 from app.chat.readout import NO_REPLY
 from app.main_window import MainWindow
 from app.worker.engine_worker import EngineState

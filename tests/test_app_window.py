@@ -10,7 +10,7 @@ from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QInputDialog, QMessageBox
 from pytestqt.qtbot import QtBot
 
-from app import crash
+from app.startup import crash
 from app.history.store import History
 from app.main_window import MainWindow
 from app.settings.store import ActivePair

@@ -23,7 +23,7 @@ from typing import Any
 import pytest
 import yaml  # PyYAML: a dependency of huggingface-hub, so always installed with ssd-chat
 
-from app import selftest
+from app.startup import selftest
 from engine import Engine
 
 ROOT = Path(__file__).resolve().parent.parent
