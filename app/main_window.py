@@ -11,6 +11,7 @@ from PySide6.QtWidgets import QMainWindow, QSplitter
 
 from app.chat.conversations import ConversationPanel, ask_export_path
 from app.chat.pane import ChatPane, StatusLine
+from app.chat.readout import STOPPING
 from app.chat.reply_session import ReplySession
 from app.exactness.dialog import ExactnessCheck
 from app.history.store import History, Message
@@ -56,7 +57,7 @@ class MainWindow(QMainWindow):
         self.host.failed.connect(self.show_error)
         self._build_ui()
         self.replies = ReplySession(self.host, self.history, self.pane, self._generation_params,
-                                    lambda: self.settings.context_overflow, self)
+                                    lambda: self.settings.context_overflow, self, plain_rate=self._plain_rate)
         self.replies.reply_saved.connect(self.reply_saved)
         self.replies.history_changed.connect(self._on_history_changed)
         self.replies.problem.connect(self.show_error)
@@ -67,6 +68,7 @@ class MainWindow(QMainWindow):
         self.pairs = PairLoader(self.host, self.store, lambda: self.settings, self.model_label, self)
         self.pairs.error.connect(self.show_error)
         self.host.model_loaded.connect(self.error_banner.hide)
+        self.host.model_loaded.connect(self.replies.readout.forget_plain)
         self._build_menus()
         self.server_panel = add_server_panel(self, self.host, self.store, lambda: self._generation_params(0))
         self.refresh_conversations()
@@ -115,7 +117,7 @@ class MainWindow(QMainWindow):
         self.tint_button.setChecked(self.settings.tint_drafts)
         self.tint_button.toggled.connect(self.set_tint)
         self.chat_view.set_tint(self.settings.tint_drafts)
-        never_widen(self.readout, self.error_banner, self.edit_note)  # no message widens the window
+        never_widen(self.error_banner, self.edit_note)  # no message widens the window
         never_widen(self.model_label, max_lines=1)
 
     def _build_menus(self) -> None:
@@ -159,6 +161,7 @@ class MainWindow(QMainWindow):
         reload = reload or any(getattr(old, f) != getattr(settings, f) for f in load_fields())
         if reload and self.pairs.pair is not None and self.state in (EngineState.READY, EngineState.FAILED):
             self.pairs.load()
+        self._apply_state()  # the title names the mode
 
     def set_tint(self, on: bool) -> None:
         """Tint text from accepted drafts (persisted)."""
@@ -228,8 +231,9 @@ class MainWindow(QMainWindow):
             self.replies.regenerate(self.conversation_id)
 
     def stop(self) -> None:
-        """Stop the reply within one round."""
+        """Stop the reply within one round; say "stopping…" until it has ended."""
         self.replies.stop()
+        self._apply_state()
 
     def verify_exactness(self) -> None:
         """Run the current prompt greedily with ``ar`` and the speculative mode; report any difference."""
@@ -240,6 +244,11 @@ class MainWindow(QMainWindow):
             typed=self.prompt_edit.toPlainText(), history=[(m.role, m.content) for m in self._messages()])
         if problem is not None:
             self.show_error(problem)
+
+    def _plain_rate(self) -> float | None:
+        """auto's measured rate of plain decoding for the loaded pair, if it has measured one."""
+        rate = self.pairs.measured_rates().get("ar") if self.pairs.pair is not None else None
+        return rate.tokens_per_second if rate is not None else None
 
     def _generation_params(self, seed_offset: int) -> GenerationParams:
         return self.settings.generation_params(has_draft=self.pairs.has_draft, seed_offset=seed_offset)
@@ -266,11 +275,12 @@ class MainWindow(QMainWindow):
         s = self.state
         ready = s == EngineState.READY
         generating = s == EngineState.GENERATING
-        self.state_label.setText(s.value)
+        stopping = generating and self.replies.stopping
+        self.state_label.setText(STOPPING if stopping else s.value)
         self.progress.setVisible(s == EngineState.LOADING)
         messages = self._messages()
         self.send_button.setEnabled(ready)
-        self.stop_button.setEnabled(generating)
+        self.stop_button.setEnabled(generating and not stopping)
         self.regen_button.setEnabled(ready and bool(messages) and messages[-1].role == "assistant")
         self.verify_action.setEnabled(ready and self.pairs.has_draft)
         self.manager_action.setEnabled(not generating and s != EngineState.LOADING)

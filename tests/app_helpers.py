@@ -1,9 +1,11 @@
-"""Helpers for the app tests: windows on a private data folder, a corrupt GGUF, tiny-pair settings."""
+"""Helpers for the app tests: windows on a private data folder, a corrupt GGUF, tiny-pair settings, and an
+engine stand-in whose rounds take a set time."""
 
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator
+import time
+from collections.abc import Generator, Iterator, Sequence
 from pathlib import Path
 
 import pytest
@@ -14,7 +16,15 @@ from app.main_window import MainWindow
 from app.settings.store import ActivePair
 from app.settings.values import Settings
 from app.worker.engine_worker import EngineState
-from engine import TinyPair
+from engine import (
+    ChatMessage,
+    Generation,
+    GenerationParams,
+    GenerationStats,
+    MeasuredRate,
+    TinyPair,
+    TokenEvent,
+)
 
 TIMEOUT_MS = 60000  # generous: a loaded 2-core machine can take 20 s for what takes 1 s idle
 REPLY_MS = 2 * TIMEOUT_MS  # a whole reply, prompt included, on a loaded machine
@@ -103,3 +113,62 @@ def closing() -> Iterator[list[MainWindow]]:
     yield windows
     for w in windows:
         w.close()
+
+
+class SteppingEngine:
+    """Stands in for the engine on the worker thread: every round sleeps ``step_s`` and then emits the next
+    ``per_round`` words of ``reply``; like the engine, it checks the stop Event between rounds.
+
+    ``rounds`` counts the rounds run (read from the UI thread: an int, written by one thread only).
+    """
+
+    n_ctx = 4096
+
+    def __init__(self, reply: str, *, step_s: float = 0.2, per_round: int = 1) -> None:
+        self.words = [w + " " for w in reply.split(" ")]
+        self.step_s = step_s
+        self.per_round = per_round
+        self.rounds = 0
+
+    def messages_tokens(self, messages: Sequence[ChatMessage]) -> list[int]:
+        return list(range(4 * len(messages)))
+
+    def generate(self, prompt: Sequence[int], params: GenerationParams, stop: threading.Event) -> Generation:
+        stats = GenerationStats(mode=params.mode, current_mode="sd", prompt_tokens=len(prompt))
+        tokens: list[int] = []
+        return Generation(self._run(params, stop, stats, tokens), stats, tokens, threading.Event())
+
+    def _run(self, params: GenerationParams, stop: threading.Event, stats: GenerationStats,
+             tokens: list[int]) -> Generator[TokenEvent, None, None]:
+        t0 = time.perf_counter()
+        stats.ttft_s = 0.0
+        for start in range(0, len(self.words), self.per_round):
+            if stop.is_set():
+                stats.finish_reason = "stopped"
+                return
+            time.sleep(self.step_s)
+            self.rounds += 1
+            for word in self.words[start:start + self.per_round]:
+                tokens.append(len(tokens))
+                stats.new_tokens = len(tokens)
+                stats.seconds = time.perf_counter() - t0
+                stats.tokens_per_second = stats.new_tokens / stats.seconds
+                yield TokenEvent(len(tokens), word, False, self.rounds)
+                if len(tokens) >= params.max_tokens:
+                    stats.finish_reason = "length"
+                    return
+        stats.finish_reason = "stop"
+
+    def measured_rates(self) -> dict[str, MeasuredRate]:
+        return {}
+
+    def close(self) -> None:
+        pass
+
+
+def stepping_window(qtbot: QtBot, engine: SteppingEngine, settings: Settings | None = None) -> MainWindow:
+    """A shown, ready MainWindow whose worker runs ``engine`` (no model file is loaded)."""
+    window = open_window(qtbot, None, settings or fast_settings(mode="auto", max_tokens=1000))
+    window.host.worker._engine = engine  # type: ignore[assignment]
+    window.host.state_changed.emit(EngineState.READY)
+    return window

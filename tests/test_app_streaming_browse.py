@@ -8,9 +8,9 @@ import pytest
 from PySide6.QtWidgets import QInputDialog, QMessageBox
 from pytestqt.qtbot import QtBot
 
-from app.startup import crash
 from app.chat.readout import NO_REPLY
 from app.main_window import MainWindow
+from app.startup import crash
 from app.worker.engine_worker import EngineState
 from engine import TinyPair
 from tests.app_helpers import (

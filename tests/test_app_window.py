@@ -10,10 +10,10 @@ from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QInputDialog, QMessageBox
 from pytestqt.qtbot import QtBot
 
-from app.startup import crash
 from app.history.store import History
 from app.main_window import MainWindow
 from app.settings.store import ActivePair
+from app.startup import crash
 from app.worker.engine_worker import EngineState
 from engine import TinyPair, cpu_check_status
 from tests.app_helpers import (

@@ -16,8 +16,12 @@ from PySide6.QtWidgets import (
 )
 
 from app.chat.prompt_edit import PromptEdit
+from app.chat.readout import NO_REPLY, ReadoutLabel
 from app.chat.view import ChatView
+from app.narrow import never_widen
 
+READOUT_LINES = 2  # the stats take one line; an exactness verdict may take two
+READOUT_PAD_PX = 2  # the readout's style-sheet padding, above and below
 BANNER_STYLE = "background:#ffebe9; color:#82071e; border:1px solid #ff8182; padding:6px; border-radius:4px;"
 
 
@@ -34,10 +38,12 @@ class ChatPane(QWidget):
         self.error_banner.setStyleSheet(BANNER_STYLE)
         self.error_banner.hide()
         self.chat_view = ChatView()
-        self.readout = QLabel("No reply yet")
+        self.readout = ReadoutLabel(NO_REPLY)
         self.readout.setObjectName("readout")
         self.readout.setTextFormat(Qt.TextFormat.RichText)
-        self.readout.setStyleSheet("color:#24292f; padding:2px 4px;")
+        self.readout.setStyleSheet(f"color:#24292f; padding:{READOUT_PAD_PX}px 4px;")
+        never_widen(self.readout, max_lines=READOUT_LINES)  # one line from the first reply on: no layout jump
+        self.readout.setMinimumHeight(self.readout.fontMetrics().lineSpacing() + 2 * READOUT_PAD_PX)
         self.edit_note = QLabel()
         self.edit_note.setStyleSheet("color:#9a6700;")
         self.edit_note.hide()

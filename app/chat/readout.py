@@ -1,17 +1,82 @@
-"""The readout under the conversation: the shown conversation's reply, live while it streams, else its last one."""
+"""The readout under the conversation: the shown conversation's reply, live while it streams, else its last one.
+
+It says two things in plain words, speed and how much speculation helped ("19.9 tok/s · 1.3× plain
+decoding"); the engine's other figures are in its tooltip.
+"""
 
 from __future__ import annotations
 
 import html
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from PySide6.QtWidgets import QLabel
 
-from app.chat.stats_text import message_status, stats_html
+from app.chat.stats_text import HIDDEN_REASONS, REASON_TEXT, is_live, message_status, stats_text
 from app.history.store import Message
 
 NO_REPLY = "No reply yet"
+STOPPING = "stopping…"
+WRITING = "writing…"
+MIN_TOKENS = 8  # a rate over fewer tokens is mostly the first round's and the prompt's noise
+MIN_SECONDS = 0.5  # nor is one over less decoding time than this worth showing
+PLAIN = "ar"  # plain decoding: the target alone, the baseline speculation is measured against
+
+# The plain-decoding rate on this machine and pair, where known (None: not measured yet).
+PlainRate = Callable[[], float | None]
+
+
+def settled(stats: Mapping[str, Any]) -> bool:
+    """Whether the reply's rate means something yet: enough tokens over enough decoding time."""
+    decoding_s = float(stats.get("seconds") or 0.0) - float(stats.get("ttft_s") or 0.0)
+    return int(stats.get("new_tokens") or 0) >= MIN_TOKENS and decoding_s >= MIN_SECONDS
+
+
+def short_mode(stats: Mapping[str, Any]) -> str:
+    """``sd``; ``auto → ssd`` while auto runs ssd; ``auto`` once it is done (its rounds are in the tooltip)."""
+    mode = str(stats.get("mode") or "")
+    current = str(stats.get("current_mode") or "")
+    if mode == "auto" and is_live(stats) and current and current != "auto":
+        return f"auto → {current}"
+    return mode
+
+
+def gain_text(stats: Mapping[str, Any], plain: float | None) -> str:
+    """``1.3× plain decoding`` where the plain rate is known and speculation ran; "" otherwise."""
+    rate = float(stats.get("tokens_per_second") or 0.0)
+    plain = plain or (stats.get("plan_rates") or {}).get(PLAIN)
+    if stats.get("mode") == PLAIN or not rate or not plain:
+        return ""
+    return f"{rate / plain:.1f}× plain decoding"
+
+
+def readout_html(stats: Mapping[str, Any], plain: float | None = None) -> str:
+    """One short line: the mode in bold, the speed and the gain once they mean something, then any end reason."""
+    parts = [f"<b>{html.escape(short_mode(stats))}</b>"] if stats.get("mode") else []
+    if settled(stats) and stats.get("tokens_per_second"):
+        parts.append(f"{float(stats['tokens_per_second']):.1f} tok/s")
+        gain = gain_text(stats, plain)
+        if gain:
+            parts.append(gain)
+    elif is_live(stats):
+        parts.append(WRITING)
+    else:
+        parts.append(f"{int(stats.get('new_tokens') or 0)} tokens")
+    if stats.get("dropped_turns"):
+        parts.append("oldest turns left out")
+    reason = str(stats.get("finish_reason") or "")
+    if reason not in HIDDEN_REASONS:
+        parts.append(html.escape(REASON_TEXT.get(reason, reason)))
+    return " · ".join(parts)
+
+
+class ReadoutLabel(QLabel):
+    """The readout's label: new text drops the old tooltip (the details belong to the text they came with)."""
+
+    def setText(self, text: str) -> None:
+        """Show ``text``; the tooltip is cleared until the caller sets the new details."""
+        super().setText(text)
+        self.setToolTip("")
 
 
 class Readout:
@@ -19,29 +84,58 @@ class Readout:
 
     While that conversation's reply streams it shows the engine's live stats; otherwise the stats of
     its last reply as saved (so a restart or a switch shows what that reply did), or :data:`NO_REPLY`.
+    The gain over plain decoding uses ``plain_rate`` (auto's measurement), else the speed of the last
+    plain (ar) reply seen since the model loaded, else auto's own prediction in the stats.
     """
 
-    def __init__(self, label: QLabel) -> None:
+    def __init__(self, label: QLabel, plain_rate: PlainRate | None = None) -> None:
         self.label = label
+        self._plain_rate = plain_rate or (lambda: None)
+        self._seen_plain: float | None = None
+
+    def forget_plain(self) -> None:
+        """A new model pair: the plain rate seen so far was another pair's."""
+        self._seen_plain = None
+
+    def plain(self) -> float | None:
+        """The plain-decoding rate the gain is measured against, where known."""
+        return self._plain_rate() or self._seen_plain
 
     def show_waiting(self, mode: str) -> None:
         """A reply was requested; nothing has come back yet."""
-        self.label.setText(f"<b>{html.escape(mode)}</b> · waiting for the first token…")
+        self._set(f"<b>{html.escape(mode)}</b> · {WRITING}", "")
 
-    def show_live(self, stats: Mapping[str, Any]) -> None:
+    def show_stopping(self) -> None:
+        """Stop was clicked: say so at once (the reply ends within one round)."""
+        text = self.label.text()
+        if STOPPING not in text:
+            self._set(f"{text} · {STOPPING}" if text and text != NO_REPLY else STOPPING, self.label.toolTip())
+
+    def show_live(self, stats: Mapping[str, Any], *, stopping: bool = False) -> None:
         """The engine's running stats for the reply on screen."""
-        self.label.setText(stats_html(stats))
+        tail = f" · {STOPPING}" if stopping else ""
+        self._set(readout_html(stats, self.plain()) + tail, stats_text(stats))
+
+    def note_finished(self, stats: Mapping[str, Any]) -> None:
+        """Remember a finished plain reply's speed (a baseline for the gain of the replies after it)."""
+        if stats.get("mode") == PLAIN and settled(stats) and stats.get("tokens_per_second"):
+            self._seen_plain = float(stats["tokens_per_second"])
 
     def show_messages(self, messages: Sequence[Message]) -> None:
         """The last reply among ``messages`` (saved or kept in memory), or :data:`NO_REPLY`."""
         last = next((m for m in reversed(messages) if m.role == "assistant"), None)
         if last is None:
-            self.label.setText(NO_REPLY)
+            self._set(NO_REPLY, "")
         elif last.stats:
-            self.label.setText(stats_html(last.stats) + _status_tail(last))
+            self._set(readout_html(last.stats, self.plain()) + _status_tail(last),
+                      message_status(last.stats, complete=last.complete, unsaved=last.unsaved))
         else:
-            self.label.setText(html.escape(message_status(None, complete=last.complete, unsaved=last.unsaved))
-                               or NO_REPLY)
+            self._set(html.escape(message_status(None, complete=last.complete, unsaved=last.unsaved))
+                      or NO_REPLY, "")
+
+    def _set(self, text: str, details: str) -> None:
+        self.label.setText(text)
+        self.label.setToolTip(details)
 
 
 def _status_tail(m: Message) -> str:

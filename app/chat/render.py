@@ -25,6 +25,7 @@ DRAFT_ON = "\ue000"
 DRAFT_OFF = "\ue001"
 DRAFT_TINT = "#d9f2d9"
 CODE_BG = "#f6f8fa"
+EDGES = "`*"  # Markdown delimiters a tint skips, so its span tags nest inside or outside code and emphasis
 _MARKERS = re.compile(f"[{DRAFT_ON}{DRAFT_OFF}]")
 _FENCE = re.compile(r"^ {0,3}(`{3,}|~{3,})")
 _BLOCK_PREFIX = re.compile(r"^[ \t]*(?:#{1,6}|>|[-*+]|\d+[.)])?[ \t]*")
@@ -34,7 +35,8 @@ def mark_runs(text: str, runs: Sequence[tuple[int, bool]]) -> str:
     """``text`` with draft runs bracketed by markers that never break Markdown syntax.
 
     Markers stay within one line, skip a line's block prefix (heading, quote, list, indentation),
-    and never touch fence lines, so tinting cannot change how the Markdown parses.
+    never touch fence lines, and leave :data:`EDGES` untinted, so a tint's span nests inside or outside
+    inline code and ``*`` emphasis instead of straddling them.
     """
     flags: list[bool] = []
     for length, from_draft in runs:
@@ -55,6 +57,7 @@ def mark_runs(text: str, runs: Sequence[tuple[int, bool]]) -> str:
         out.append(line[:skip])
         tinted = False
         for ch, want in zip(line[skip:], line_flags[skip:], strict=True):
+            want = want and ch not in EDGES  # Qt drops the format of an element a span straddles
             if want != tinted:
                 out.append(DRAFT_ON if want else DRAFT_OFF)
                 tinted = want

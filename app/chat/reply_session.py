@@ -11,7 +11,7 @@ from typing import Any
 from PySide6.QtCore import QObject, QTimer, Signal
 
 from app.chat.pane import ChatPane
-from app.chat.readout import Readout
+from app.chat.readout import PlainRate, Readout
 from app.chat.stats_text import CRASHED, stats_text
 from app.history.save_queue import DISK_FULL, SaveQueue
 from app.history.store import DiskFullError, History, Message
@@ -52,14 +52,15 @@ class ReplySession(QObject):
     problem = Signal(str)
 
     def __init__(self, host: EngineHost, history: History, pane: ChatPane, params_for: ParamsFor,
-                 overflow_for: Callable[[], str], parent: QObject | None = None) -> None:
+                 overflow_for: Callable[[], str], parent: QObject | None = None,
+                 plain_rate: PlainRate | None = None) -> None:
         super().__init__(parent)
         self.host = host
         self.history = history
         self.pane = pane
         self.params_for = params_for
         self.overflow_for = overflow_for
-        self.readout = Readout(pane.readout)
+        self.readout = Readout(pane.readout, plain_rate)
         self.saves = SaveQueue(history, self)
         self.saves.disk_full.connect(self.problem)
         self.saves.drained.connect(self._on_saves_drained)
@@ -72,6 +73,7 @@ class ReplySession(QObject):
         self._last_stats: dict[str, Any] | None = None
         self._dropped = 0
         self._regenerating = False
+        self.stopping = False  # Stop was clicked and the reply has not ended yet
         self._save_pending = False
         self._regenerations = 0
         self._save_timer = QTimer(self)
@@ -95,7 +97,7 @@ class ReplySession(QObject):
         if not self._streaming_shown():
             self.readout.show_messages(messages)
         elif self._last_stats is not None:
-            self.readout.show_live(self._with_fit(self._last_stats))
+            self.readout.show_live(self._with_fit(self._last_stats), stopping=self.stopping)
         else:
             self.readout.show_waiting(self._mode)
 
@@ -161,8 +163,12 @@ class ReplySession(QObject):
             self._end(notify=False)
 
     def stop(self) -> None:
-        """Stop the reply within one round (a direct call that sets the worker's Event)."""
+        """Stop the reply within one round (a direct call that sets the worker's Event); say so at once."""
         self.host.request_stop()
+        if self.reply_id is not None:
+            self.stopping = True
+            if self._streaming_shown():
+                self.readout.show_stopping()
 
     def begin_edit(self, message_id: int) -> None:
         """Put an earlier user message into the input box; sending replaces it and what follows."""
@@ -210,7 +216,7 @@ class ReplySession(QObject):
         params = self.params_for(self._regenerations)
         crash.reply_started(conversation_id, reply_id)
         self.conversation_id, self.reply_id, self._mode = conversation_id, reply_id, params.mode
-        self._last_stats, self._dropped = None, 0
+        self._last_stats, self._dropped, self.stopping = None, 0, False
         self.pane.chat_view.begin_stream()
         self.history_changed.emit()
         self._save_timer.start()
@@ -241,6 +247,7 @@ class ReplySession(QObject):
         self._save_timer.stop()
         self.reply_id = None
         self._regenerating = False
+        self.stopping = False
         self.pane.chat_view.end_stream()
         if notify:
             self.history_changed.emit()
@@ -258,13 +265,14 @@ class ReplySession(QObject):
             return
         self._last_stats = stats
         if self._streaming_shown():
-            self.readout.show_live(self._with_fit(stats))
+            self.readout.show_live(self._with_fit(stats), stopping=self.stopping)
         self.pane.chat_view.set_live_status(stats_text(self._with_fit(stats)))
 
     def _on_generation_finished(self, reply: FinishedReply) -> None:
         if self.reply_id is None or reply.request_id != self._request_id:
             return
         reply_id = self.reply_id
+        self.readout.note_finished(reply.stats)
         self.saves.write(reply_id, reply.text, stats=self._with_fit(reply.stats), runs=list(reply.runs),
                          complete=True)
         self._end()

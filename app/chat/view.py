@@ -14,6 +14,7 @@ from app.chat.stats_text import message_status
 from app.history.store import Message
 
 REPAINT_MS = 33
+END_SLACK_PX = 4  # a scroll position this close to the bottom counts as "at the end" (rounding in the layout)
 USER_BG = "#eef4ff"
 ASSISTANT_BG = "#ffffff"
 MUTED = "#6e7781"
@@ -30,6 +31,10 @@ class _Live:
 
 class ChatView(QTextBrowser):
     """Shows one conversation; the streaming reply is buffered and repainted by a timer, not per token.
+
+    The view follows the end of the conversation while the user has not scrolled away from it, and
+    again from each new reply on; it follows the document's height itself, since Qt lays a long page
+    out in steps after :meth:`setHtml` returns.
 
     Signals:
         edit_requested(int): the user clicked "Edit" on a user message (payload: message id).
@@ -62,6 +67,11 @@ class ChatView(QTextBrowser):
         self._repaint_timer.setInterval(REPAINT_MS)
         self._repaint_timer.timeout.connect(self._on_repaint_timeout)
         self.repaints = 0
+        self.following = True  # keep the end in view; the user scrolling up turns this off
+        self._painting = False
+        bar = self.verticalScrollBar()
+        bar.rangeChanged.connect(self._on_range_changed)
+        bar.valueChanged.connect(self._on_scrolled)
 
     # -- content ----------------------------------------------------------------------------------
     def set_messages(self, messages: list[Message]) -> None:
@@ -75,9 +85,10 @@ class ChatView(QTextBrowser):
         self._repaint()
 
     def begin_stream(self) -> None:
-        """Start showing a new streaming reply."""
+        """Start showing a new streaming reply; the view follows it (and the message it answers)."""
         self._live = _Live("", [], "")
         self._live_visible = True
+        self.following = True
         self._repaint_timer.start()
         self._repaint()
 
@@ -130,11 +141,18 @@ class ChatView(QTextBrowser):
         if self._dirty and self._live_visible:
             self._repaint()
 
+    def _on_range_changed(self, _minimum: int, maximum: int) -> None:
+        if self.following:
+            self.verticalScrollBar().setValue(maximum)
+
+    def _on_scrolled(self, value: int) -> None:
+        if not self._painting:
+            self.following = value >= self.verticalScrollBar().maximum() - END_SLACK_PX
+
     def _repaint(self) -> None:
         self._dirty = False
         self.repaints += 1
         bar = self.verticalScrollBar()
-        at_end = bar.value() >= bar.maximum() - 4
         old = bar.value()
         parts: list[str] = []
         self._code = {}
@@ -150,8 +168,12 @@ class ChatView(QTextBrowser):
         if not parts:
             parts.append(f'<p style="color:{MUTED}" align="center"><br/><br/>'
                          "Type a message below to start.</p>")
-        self.setHtml("".join(parts))
-        bar.setValue(bar.maximum() if at_end else old)
+        self._painting = True
+        try:
+            self.setHtml("".join(parts))
+            bar.setValue(bar.maximum() if self.following else old)
+        finally:
+            self._painting = False
 
     def _message_html(self, m: Message, *, is_last: bool) -> str:
         key = (m.id, self._tint, m.content)

@@ -45,6 +45,16 @@ class Drafter:
         self.path = HOST  # where this generation samples (engine.core.outputs.choose_path)
         self._threads = ctx.params.n_threads
         self.pool_draft: Callable[[Sequence[int], int], Draft] | None = None  # the engine's n-gram pool, if set
+        self._stops: tuple[threading.Event, ...] = ()
+
+    def stop_when(self, *events: threading.Event) -> None:
+        """The events that end this generation: once one is set, drafting and tree building stop after the
+        draft step in progress (a cut draft is still a valid draft, so the round it serves stays exact)."""
+        self._stops = events
+
+    def stopping(self) -> bool:
+        """Whether the generation has been asked to stop."""
+        return any(event.is_set() for event in self._stops)
 
     def configure(self, params: SamplingParams, rng: np.random.Generator, top_count: int) -> None:
         """A new generation's sampler: its settings, random numbers, and the best ids kept per row.
@@ -101,7 +111,7 @@ class Drafter:
                 if q is not None:
                     qs.append(q)
             tokens.append(tok)
-            if self.is_eog(tok) or i == k - 1:
+            if self.is_eog(tok) or i == k - 1 or self.stopping():
                 break
             out = self.kv.decode_one(tok)
         return Draft(tokens, None if self.params.greedy else qs, JIT, top=tops, serve_s=time.perf_counter() - t0,
@@ -167,8 +177,9 @@ class Drafter:
         fanout: Callable[[int, int], list[int]],
         interrupt: Callable[[], bool],
     ) -> TreeStats:
-        """Pre-speculate round T+1 (see :meth:`SpeculationTree.build`)."""
-        return self.tree.build(committed, draft, depth, budget, fanout, interrupt, self.read, self.top_count)
+        """Pre-speculate round T+1 (see :meth:`SpeculationTree.build`); a stop ends it at the next level."""
+        return self.tree.build(committed, draft, depth, budget, fanout, lambda: interrupt() or self.stopping(),
+                               self.read, self.top_count)
 
 
 class PromptRead:
