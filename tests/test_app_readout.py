@@ -34,6 +34,11 @@ def readout(w: MainWindow) -> str:
     return w.readout.text()
 
 
+def details(w: MainWindow) -> str:
+    """The readout's tooltip: the engine's other figures."""
+    return w.readout.toolTip()
+
+
 def test_new_chat_switching_and_restart(
     qtbot: QtBot, data_dir: Path, tiny: TinyPair, closing: list[MainWindow]
 ) -> None:
@@ -42,7 +47,7 @@ def test_new_chat_switching_and_restart(
     assert readout(w) == NO_REPLY
     send(qtbot, w, "first chat", REPLY_MS)
     first = w.conversation_id
-    assert readout(w).startswith("<b>sd</b> · 7 tokens") and "acceptance" in readout(w)
+    assert readout(w).startswith("<b>sd</b> · 7 tokens") and "acceptance" in details(w)
     w.new_action.trigger()  # New chat: nothing from the previous chat stays
     assert w.conversation_id != first and readout(w) == NO_REPLY
     w.apply_settings(fast_settings(mode="ar", max_tokens=1))
@@ -57,7 +62,7 @@ def test_new_chat_switching_and_restart(
     closing.append(again)
     assert readout(again) == NO_REPLY  # no conversation open yet
     again.open_conversation(first)
-    assert readout(again).startswith("<b>sd</b> · 7 tokens") and "acceptance" in readout(again)
+    assert readout(again).startswith("<b>sd</b> · 7 tokens") and "acceptance" in details(again)
 
 
 def test_a_mode_change_mid_reply_and_the_finished_reply(
@@ -76,10 +81,10 @@ def test_a_mode_change_mid_reply_and_the_finished_reply(
         recorder.round(rr)
         recorder.token()
     w.host.stats_changed.emit(stats.to_dict())
-    assert readout(w).startswith("<b>auto → ar</b>") and "acceptance" not in readout(w)
+    assert readout(w).startswith("<b>auto → ar</b>") and "acceptance" not in details(w)
     recorder.round(RoundResult([1] * 5, "sd", "jit", drafted=4, accepted=3))
     w.host.stats_changed.emit(stats.to_dict())
-    assert readout(w).startswith("<b>auto → sd</b>") and "acceptance 97%" in readout(w)
+    assert readout(w).startswith("<b>auto → sd</b>") and "acceptance 97%" in details(w)
     with qtbot.waitSignal(w.reply_saved, timeout=REPLY_MS) as blocker:
         w.stop()
     qtbot.waitUntil(lambda: w.state == EngineState.READY, timeout=REPLY_MS)

@@ -147,7 +147,7 @@ def test_cpu_kernels_show_the_verdict_and_keep_the_users_choice(
     qtbot: QtBot, data_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("SSD_CHAT_CACHE_DIR", str(tmp_path / "cache"))  # no verdict of this machine's
-    box = CpuKernelsBox(FAULTED)
+    box = CpuKernelsBox(FAULTED, amx=True)
     qtbot.addWidget(box)
     assert box.verdict.text() == ("CPU kernels: repacked weights (AMX) — off: this CPU faulted in the check"
                                   " (killed by SIGILL: Fatal Python error: Illegal instruction)")
@@ -155,8 +155,8 @@ def test_cpu_kernels_show_the_verdict_and_keep_the_users_choice(
     box.set_choice("on")
     assert box.apply()
     assert cpu_check_status().override == "on"
-    again = CpuKernelsBox()
+    again = CpuKernelsBox(amx=False)
     qtbot.addWidget(again)
     assert again.choice() == "on" and again.verdict.text().startswith(
-        "CPU kernels: repacked weights (AMX) — on: chosen here; ")
+        "CPU kernels: repacked weights — on: chosen here; ")
     assert "— on: the check ran a K-quant model" in CpuKernelsBox(SAFE).verdict.text()

@@ -7,6 +7,7 @@ from pathlib import Path
 from PySide6.QtCore import Qt, Signal
 from PySide6.QtWidgets import (
     QFileDialog,
+    QDialog,
     QHBoxLayout,
     QInputDialog,
     QLineEdit,
@@ -19,6 +20,10 @@ from PySide6.QtWidgets import (
 )
 
 from app.history.store import Conversation
+
+RENAME_MIN_PX = 480  # the Rename dialog's width for short titles (Qt's default, 200 px, cuts most titles)
+RENAME_MAX_PX = 900  # ... and its widest, for titles up to the 60 characters a first message gives
+RENAME_PAD_PX = 80  # the dialog's margins and the line edit's frame around the title's text
 
 
 class ConversationPanel(QWidget):
@@ -93,9 +98,20 @@ class ConversationPanel(QWidget):
         item = self.list.currentItem()
         if item is None:
             return
-        title, ok = QInputDialog.getText(self, "Rename chat", "Title", text=item.text())
-        if ok and title.strip():
-            self.rename_requested.emit(int(item.data(Qt.ItemDataRole.UserRole)), title.strip())
+        dialog = self.rename_dialog(item.text())
+        title = dialog.textValue().strip() if dialog.exec() == QDialog.DialogCode.Accepted else ""
+        if title:
+            self.rename_requested.emit(int(item.data(Qt.ItemDataRole.UserRole)), title)
+
+    def rename_dialog(self, title: str) -> QInputDialog:
+        """The Rename dialog for ``title``: wide enough to show a long title whole (up to a limit)."""
+        dialog = QInputDialog(self)
+        dialog.setWindowTitle("Rename chat")
+        dialog.setLabelText("Title")
+        dialog.setTextValue(title)
+        text_px = dialog.fontMetrics().horizontalAdvance(title) + RENAME_PAD_PX
+        dialog.resize(min(max(RENAME_MIN_PX, text_px), RENAME_MAX_PX), dialog.sizeHint().height())
+        return dialog
 
     def _on_delete_clicked(self) -> None:
         item = self.list.currentItem()

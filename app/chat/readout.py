@@ -12,7 +12,7 @@ from typing import Any
 
 from PySide6.QtWidgets import QLabel
 
-from app.chat.stats_text import HIDDEN_REASONS, REASON_TEXT, is_live, message_status, stats_text
+from app.chat.stats_text import HIDDEN_REASONS, REASON_TEXT, is_live, message_status, plural, stats_text
 from app.history.store import Message
 
 NO_REPLY = "No reply yet"
@@ -27,9 +27,10 @@ PlainRate = Callable[[], float | None]
 
 
 def settled(stats: Mapping[str, Any]) -> bool:
-    """Whether the reply's rate means something yet: enough tokens over enough decoding time."""
+    """Whether the reply's rate means something: enough tokens, and while it streams enough decoding time."""
     decoding_s = float(stats.get("seconds") or 0.0) - float(stats.get("ttft_s") or 0.0)
-    return int(stats.get("new_tokens") or 0) >= MIN_TOKENS and decoding_s >= MIN_SECONDS
+    enough = int(stats.get("new_tokens") or 0) >= MIN_TOKENS
+    return enough and (decoding_s >= MIN_SECONDS or not is_live(stats))
 
 
 def short_mode(stats: Mapping[str, Any]) -> str:
@@ -61,9 +62,9 @@ def readout_html(stats: Mapping[str, Any], plain: float | None = None) -> str:
     elif is_live(stats):
         parts.append(WRITING)
     else:
-        parts.append(f"{int(stats.get('new_tokens') or 0)} tokens")
+        parts.append(plural(int(stats.get("new_tokens") or 0), "token"))
     if stats.get("dropped_turns"):
-        parts.append("oldest turns left out")
+        parts.append(f"{plural(int(stats['dropped_turns']), 'oldest turn')} left out to fit the context")
     reason = str(stats.get("finish_reason") or "")
     if reason not in HIDDEN_REASONS:
         parts.append(html.escape(REASON_TEXT.get(reason, reason)))

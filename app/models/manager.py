@@ -97,7 +97,8 @@ class ModelManagerDialog(QDialog):
         iv.addWidget(self.installed_table)
         iv.addLayout(button_row(self.use_button, self.import_button, self.remove_button, self.verify_button))
 
-        self.catalog_table = new_table(["Pair", "Quant", "Download", "Needs", "Fit", "Why", "Status"])
+        self.catalog_table = new_table(["Pair", "Quant", "Download", "Needs", "Fit", "Why", "Status"],
+                                       stretch="Why")
         self.download_button = QPushButton("Download")
         self.download_button.clicked.connect(self._on_download_clicked)
         self.cancel_button = QPushButton("Cancel download")

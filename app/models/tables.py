@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from PySide6.QtCore import Qt
 from PySide6.QtGui import QColor
 from PySide6.QtWidgets import (
     QAbstractItemView,
@@ -13,8 +14,13 @@ from PySide6.QtWidgets import (
 )
 
 
-def new_table(headers: list[str]) -> QTableWidget:
-    """A read-only table that selects one whole row at a time."""
+def new_table(headers: list[str], *, stretch: str | None = None) -> QTableWidget:
+    """A read-only table that selects one whole row at a time.
+
+    Columns fit their contents; ``stretch`` names the one column that takes the width left (and elides
+    what does not fit, its cells' tooltips holding the whole text), so no column is pushed out of sight.
+    Without it the last column stretches.
+    """
     t = QTableWidget(0, len(headers))
     t.setHorizontalHeaderLabels(headers)
     t.setSelectionBehavior(QAbstractItemView.SelectionBehavior.SelectRows)
@@ -23,7 +29,12 @@ def new_table(headers: list[str]) -> QTableWidget:
     t.verticalHeader().hide()
     header = t.horizontalHeader()
     header.setSectionResizeMode(QHeaderView.ResizeMode.ResizeToContents)
-    header.setStretchLastSection(True)
+    if stretch is None:
+        header.setStretchLastSection(True)
+    else:
+        header.setSectionResizeMode(headers.index(stretch), QHeaderView.ResizeMode.Stretch)
+        t.setWordWrap(False)
+        t.setTextElideMode(Qt.TextElideMode.ElideRight)
     return t
 
 

@@ -1,13 +1,14 @@
 """The CPU-kernel check in the settings dialog: its verdict on this machine and the user's override.
 
 llama.cpp's extra CPU buffer types (AMX tiles, repacked weights) are fast but fault on some CPUs
-that advertise AMX. The engine checks once per llama.cpp build and CPU (``engine.cpu_check``) and,
+that advertise AMX; the box names AMX only where the CPU has it. The engine checks once per llama.cpp build and CPU (``engine.cpu_check``) and,
 where only AMX faults, keeps the repacked weights; this box says what it found and lets the user
 choose Auto / On (all types) / Off (none), kept by the engine and read at the next model load.
 """
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import cast
 
 from PySide6.QtWidgets import QComboBox, QLabel, QVBoxLayout, QWidget
@@ -16,11 +17,28 @@ from engine import CpuCheckOverride, CpuCheckStatus, cpu_check_status, set_cpu_c
 
 CHOICES: tuple[tuple[str, CpuCheckOverride], ...] = (
     ("Auto: as the check found", "auto"), ("On: all of them", "on"), ("Off: plain CPU kernels", "off"))
-TITLE = "CPU kernels: repacked weights (AMX)"
+TITLE = "CPU kernels: repacked weights"
+AMX_FLAG = "amx_tile"  # the Linux /proc/cpuinfo flag of a CPU with AMX tiles
+CPUINFO = Path("/proc/cpuinfo")
 
 
-def verdict_text(status: CpuCheckStatus) -> str:
-    """One line: whether the extra buffer types are used, and why."""
+def cpu_has_amx(cpuinfo: Path = CPUINFO) -> bool:
+    """Whether this CPU reports AMX tiles (Linux; elsewhere False: the label then leaves AMX out)."""
+    try:
+        text = cpuinfo.read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return False
+    return any(AMX_FLAG in line.split() for line in text.splitlines() if line.startswith("flags"))
+
+
+def title(status: CpuCheckStatus, amx: bool) -> str:
+    """"CPU kernels: repacked weights", with "(AMX)" where the CPU has AMX or the check found it faulting."""
+    return f"{TITLE} (AMX)" if amx or "AMX" in (status.verdict.dropped if status.verdict else ()) else TITLE
+
+
+def verdict_text(status: CpuCheckStatus, amx: bool | None = None) -> str:
+    """One line: whether the extra buffer types are used, and why (``amx``: the CPU has AMX; None: look)."""
+    head = title(status, cpu_has_amx() if amx is None else amx)
     verdict = status.verdict
     if verdict is None:
         found = "not checked yet: the check runs when a model first loads"
@@ -36,17 +54,18 @@ def verdict_text(status: CpuCheckStatus) -> str:
     if status.allowed and status.dropped:
         state = f"{', '.join(status.dropped)} off, repacked weights on"
     if status.override != "auto":
-        return f"{TITLE} — {state}: chosen here; {found}"
-    return f"{TITLE} — {state}: {found}"
+        return f"{head} — {state}: chosen here; {found}"
+    return f"{head} — {state}: {found}"
 
 
 class CpuKernelsBox(QWidget):
     """The verdict line and an Auto / On / Off choice; :meth:`apply` hands a changed choice to the engine."""
 
-    def __init__(self, status: CpuCheckStatus | None = None, parent: QWidget | None = None) -> None:
+    def __init__(self, status: CpuCheckStatus | None = None, parent: QWidget | None = None, *,
+                 amx: bool | None = None) -> None:
         super().__init__(parent)
         self.status = status if status is not None else cpu_check_status()
-        self.verdict = QLabel(verdict_text(self.status))
+        self.verdict = QLabel(verdict_text(self.status, amx))
         self.verdict.setObjectName("cpu-kernels-verdict")
         self.verdict.setWordWrap(True)
         self.combo = QComboBox()

@@ -9,15 +9,18 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, cast
 
+from PySide6.QtCore import Qt
 from PySide6.QtWidgets import (
     QCheckBox,
     QComboBox,
     QDialog,
     QDialogButtonBox,
     QFormLayout,
+    QFrame,
     QGroupBox,
     QLabel,
     QLineEdit,
+    QScrollArea,
     QVBoxLayout,
     QWidget,
 )
@@ -32,6 +35,16 @@ NOTE_STYLE = "color: #6e7781;"
 WARN_STYLE = "color: #9a6700;"
 GROUPS = {"decoding": "Decoding", "sampling": "Sampling", "hardware": "Hardware"}
 GPU_FIELDS = ("gpu_layers", "draft_gpu_layers")
+MODE_LINES = {  # one line per mode in the mode list, for someone who has not read about speculation
+    "ar": "plain decoding: the target model alone, one token at a time",
+    "sd": "speculative: the draft model guesses K tokens, the target checks them in one pass",
+    "ssd": "sd that drafts the next round while the target checks this one (pays with spare cores or a GPU)",
+    "lookup": "drafts from text already in the chat; no draft model needed",
+    "auto": "measures the modes on this machine as it goes and runs the fastest",
+}
+COMBO_CHARS = 24  # a list's width in characters; its popup shows each item whole
+COMBO_POPUP_PAD_PX = 32  # the popup's frame and scroll bar beside the widest item
+SCREEN_SHARE = 0.9  # the dialog's largest height, as a share of the screen's; the rest scrolls
 
 
 class SettingsDialog(QDialog):
@@ -72,11 +85,21 @@ class SettingsDialog(QDialog):
         self.cpu_kernels = cpu_kernels or CpuKernelsBox()
         forms["hardware"].addRow(self.cpu_kernels)
 
-        layout = QVBoxLayout(self)
+        page = QWidget()
+        boxes = QVBoxLayout(page)
         for group, title in GROUPS.items():
             box = QGroupBox(title)
+            forms[group].setRowWrapPolicy(QFormLayout.RowWrapPolicy.WrapLongRows)
             box.setLayout(forms[group])
-            layout.addWidget(box)
+            boxes.addWidget(box)
+        boxes.addStretch(1)
+        self.scroll = QScrollArea()  # every note stays readable on a short screen: the page scrolls
+        self.scroll.setWidgetResizable(True)
+        self.scroll.setFrameShape(QFrame.Shape.NoFrame)
+        self.scroll.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
+        self.scroll.setWidget(page)
+        layout = QVBoxLayout(self)
+        layout.addWidget(self.scroll, 1)
         self.buttons = QDialogButtonBox(
             QDialogButtonBox.StandardButton.Ok | QDialogButtonBox.StandardButton.Cancel
             | QDialogButtonBox.StandardButton.RestoreDefaults)
@@ -86,14 +109,30 @@ class SettingsDialog(QDialog):
         restore.clicked.connect(self._on_restore_clicked)
         layout.addWidget(self.buttons)
         self._on_changed()
+        self._fit_screen(page)
+
+    def _fit_screen(self, page: QWidget) -> None:
+        """As tall as the page needs, up to :data:`SCREEN_SHARE` of the screen (the rest scrolls)."""
+        screen = self.screen().availableGeometry() if self.screen() is not None else None
+        width = max(self.minimumWidth(), page.sizeHint().width() + self.scroll.verticalScrollBar().sizeHint().width())
+        need = page.heightForWidth(width) if page.hasHeightForWidth() else page.sizeHint().height()
+        need += self.buttons.sizeHint().height() + 4 * self.layout().spacing() + 2 * self.layout().contentsMargins().top()
+        most = int(SCREEN_SHARE * screen.height()) if screen is not None else need
+        self.resize(width, min(need, most))
 
     def _add_field(self, form: QFormLayout, option: Option[Any], value: object) -> None:
         tip = f"{option.help} ({option.bounds_text()})" if option.minimum is not None else option.help
         if option.choices:
             combo = QComboBox()
             for choice in option.choices:
-                combo.addItem(str(choice), choice)
+                line = MODE_LINES.get(str(choice)) if option.name == "mode" else None
+                combo.addItem(f"{choice} — {line}" if line else str(choice), choice)
+                if line:
+                    combo.setItemData(combo.count() - 1, line, Qt.ItemDataRole.ToolTipRole)
             combo.setCurrentIndex(option.choices.index(value))
+            combo.setSizeAdjustPolicy(QComboBox.SizeAdjustPolicy.AdjustToMinimumContentsLengthWithIcon)
+            combo.setMinimumContentsLength(COMBO_CHARS)
+            combo.view().setMinimumWidth(combo.view().sizeHintForColumn(0) + COMBO_POPUP_PAD_PX)
             combo.setToolTip(tip)
             combo.currentIndexChanged.connect(self._on_changed)
             self.choices[option.name] = combo

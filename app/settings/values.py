@@ -44,7 +44,9 @@ class Settings:
     fanout: int = _default("fanout")
     geometric: bool = _default("geometric")
     temperature: float = _default("temperature")
+    top_k: int = _default("top_k")
     top_p: float = _default("top_p")
+    min_p: float = _default("min_p")
     seed: int = _default("seed")
     max_tokens: int = _default("max_tokens")
     n_ctx: int = _default("n_ctx")
@@ -84,8 +86,9 @@ class Settings:
 
         ``seed_offset`` varies the sampler's seed so that Regenerate draws a different reply.
         """
-        sampling = SamplingParams(temperature=0.0 if greedy else self.temperature,
-                                  top_p=1.0 if greedy else self.top_p, seed=(self.seed + seed_offset) % 2**32)
+        sampling = SamplingParams(temperature=0.0 if greedy else self.temperature, top_k=self.top_k,
+                                  top_p=1.0 if greedy else self.top_p, min_p=self.min_p,
+                                  seed=(self.seed + seed_offset) % 2**32)
         return GenerationParams(
             mode=effective_mode(mode or self.mode, has_draft=has_draft), max_tokens=max_tokens or self.max_tokens,
             sampling=sampling, k=self.k, fanout=self.fanout, geometric=self.geometric, adaptive=self.adaptive)
