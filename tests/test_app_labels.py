@@ -25,10 +25,10 @@ pytestmark = QT_STRICT
 __all__ = ["closing"]
 
 EPYC = "processor\t: 0\nmodel name\t: AMD EPYC 9B14\nflags\t\t: fpu sse2 avx2 avx512f avx512_bf16\n"
-SAPPHIRE = "processor\t: 0\nmodel name\t: Intel Xeon Platinum 8481C\nflags\t\t: fpu avx512f amx_bf16 amx_tile amx_int8\n"
+SAPPHIRE = "processor\t: 0\nmodel name\t: Intel Xeon 8481C\nflags\t\t: fpu avx512f amx_bf16 amx_tile amx_int8\n"
 SAFE = CpuCheckStatus(CpuCheckVerdict(True, "decoded 8+2 tokens", "key", "now"), "auto", True)
-AMX_FAULTS = CpuCheckStatus(CpuCheckVerdict(True, "decoded 8+2 tokens", "key", "now", ("AMX",), "killed by SIGILL"),
-                            "auto", True, ("AMX",))
+AMX_FAULTS = CpuCheckStatus(
+    CpuCheckVerdict(True, "decoded 8+2 tokens", "key", "now", ("AMX",), "killed by SIGILL"), "auto", True, ("AMX",))
 
 
 @pytest.mark.parametrize(("cpuinfo", "amx"), [(EPYC, False), (SAPPHIRE, True), (None, False)])

@@ -1,9 +1,10 @@
 """The CPU-kernel check in the settings dialog: its verdict on this machine and the user's override.
 
 llama.cpp's extra CPU buffer types (AMX tiles, repacked weights) are fast but fault on some CPUs
-that advertise AMX; the box names AMX only where the CPU has it. The engine checks once per llama.cpp build and CPU (``engine.cpu_check``) and,
-where only AMX faults, keeps the repacked weights; this box says what it found and lets the user
-choose Auto / On (all types) / Off (none), kept by the engine and read at the next model load.
+that advertise AMX; the box names AMX only where the CPU has it. The engine checks once per
+llama.cpp build and CPU (``engine.cpu_check``) and, where only AMX faults, keeps the repacked
+weights; this box says what it found and lets the user choose Auto / On (all types) / Off (none),
+kept by the engine and read at the next model load.
 """
 
 from __future__ import annotations

@@ -44,6 +44,7 @@ MODE_LINES = {  # one line per mode in the mode list, for someone who has not re
 }
 COMBO_CHARS = 24  # a list's width in characters; its popup shows each item whole
 COMBO_POPUP_PAD_PX = 32  # the popup's frame and scroll bar beside the widest item
+MIN_WIDTH_PX = 700  # room for a mode line and the longest field label beside its box
 SCREEN_SHARE = 0.9  # the dialog's largest height, as a share of the screen's; the rest scrolls
 
 
@@ -56,7 +57,7 @@ class SettingsDialog(QDialog):
         super().__init__(parent)
         self.setWindowTitle("Settings")
         self.setObjectName("settings-dialog")
-        self.setMinimumWidth(560)
+        self.setMinimumWidth(MIN_WIDTH_PX)
         self._initial = settings
         self._gpu = supports_gpu_offload() if gpu_offload is None else gpu_offload
         self.edits: dict[str, QLineEdit] = {}
@@ -93,13 +94,13 @@ class SettingsDialog(QDialog):
             box.setLayout(forms[group])
             boxes.addWidget(box)
         boxes.addStretch(1)
-        self.scroll = QScrollArea()  # every note stays readable on a short screen: the page scrolls
-        self.scroll.setWidgetResizable(True)
-        self.scroll.setFrameShape(QFrame.Shape.NoFrame)
-        self.scroll.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
-        self.scroll.setWidget(page)
+        self.page_area = QScrollArea()  # every note stays readable on a short screen: the page scrolls
+        self.page_area.setWidgetResizable(True)
+        self.page_area.setFrameShape(QFrame.Shape.NoFrame)
+        self.page_area.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
+        self.page_area.setWidget(page)
         layout = QVBoxLayout(self)
-        layout.addWidget(self.scroll, 1)
+        layout.addWidget(self.page_area, 1)
         self.buttons = QDialogButtonBox(
             QDialogButtonBox.StandardButton.Ok | QDialogButtonBox.StandardButton.Cancel
             | QDialogButtonBox.StandardButton.RestoreDefaults)
@@ -109,14 +110,16 @@ class SettingsDialog(QDialog):
         restore.clicked.connect(self._on_restore_clicked)
         layout.addWidget(self.buttons)
         self._on_changed()
-        self._fit_screen(page)
+        self._fit_screen(page, layout)
 
-    def _fit_screen(self, page: QWidget) -> None:
+    def _fit_screen(self, page: QWidget, layout: QVBoxLayout) -> None:
         """As tall as the page needs, up to :data:`SCREEN_SHARE` of the screen (the rest scrolls)."""
         screen = self.screen().availableGeometry() if self.screen() is not None else None
-        width = max(self.minimumWidth(), page.sizeHint().width() + self.scroll.verticalScrollBar().sizeHint().width())
+        bar = self.page_area.verticalScrollBar().sizeHint().width()
+        width = max(self.minimumWidth(), page.sizeHint().width() + bar)
         need = page.heightForWidth(width) if page.hasHeightForWidth() else page.sizeHint().height()
-        need += self.buttons.sizeHint().height() + 4 * self.layout().spacing() + 2 * self.layout().contentsMargins().top()
+        margins = layout.contentsMargins()
+        need += self.buttons.sizeHint().height() + 4 * layout.spacing() + margins.top() + margins.bottom()
         most = int(SCREEN_SHARE * screen.height()) if screen is not None else need
         self.resize(width, min(need, most))
 
