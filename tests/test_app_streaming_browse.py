@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from PySide6.QtWidgets import QInputDialog, QMessageBox
+from PySide6.QtWidgets import QDialog, QInputDialog, QMessageBox
 from pytestqt.qtbot import QtBot
 
 from app.chat.readout import NO_REPLY
@@ -66,7 +66,8 @@ def test_browse_start_and_rename_while_a_reply_streams(
     w.new_action.trigger()  # a new chat while the other one streams
     assert w.conversation_id not in (older, streaming) and w.readout.text() == NO_REPLY
     assert w.chat_view.toPlainText().strip() == "Type a message below to start."
-    monkeypatch.setattr(QInputDialog, "getText", lambda *a, **k: ("Renamed while streaming", True))
+    monkeypatch.setattr(QInputDialog, "exec",
+                        lambda d: (d.setTextValue("Renamed while streaming"), QDialog.DialogCode.Accepted)[1])
     w.open_conversation(streaming)
     w.refresh_conversations()
     w.panel.rename_button.click()
