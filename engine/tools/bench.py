@@ -16,8 +16,6 @@ import argparse
 import json
 import os
 import platform
-import re
-import subprocess
 import sys
 import time
 from dataclasses import dataclass, field
@@ -36,6 +34,7 @@ from engine.models.convert import ensure_f16
 from engine.speculative.exactness import first_difference
 from engine.stats import GenerationStats
 
+from .bench_peer import run_peer
 from .bench_ratios import per_prompt, print_ratios, summary
 from .bench_table import print_table, summarise
 
@@ -91,11 +90,10 @@ def machine() -> dict[str, Any]:
                 break
     except OSError:
         pass
-    mem = None
     try:
-        mem = int(Path("/proc/meminfo").read_text().split()[1]) * 1024
+        mem: int | None = int(Path("/proc/meminfo").read_text().split()[1]) * 1024
     except (OSError, ValueError, IndexError):
-        pass
+        mem = None
     return {
         "platform": platform.platform(), "python": platform.python_version(), "cpu": cpu, "cores": cpu_cores(),
         "memory_bytes": mem, "llama_cpp_python": llama_cpp.__version__,
@@ -116,7 +114,7 @@ def scenarios(names: list[str], target: Path, cores: int, f16: Path | None) -> l
             assert f16 is not None
             out.append(Scenario("C", "F16 target, all cores", f16, cores, cores))
         else:
-            raise EngineError(f"unknown scenario {n!r} (use A, B, C; or O alone)")
+            raise EngineError(f"unknown scenario {n!r} (use A, B, C; or O or S alone)")
     return out
 
 
@@ -186,43 +184,13 @@ def _exactness(
     return rep
 
 
-def run_peer(peer: Path, sc: Scenario, draft: Path, eng_prompts: list[str], args: argparse.Namespace) -> list[Row]:
-    """llama.cpp's llama-completion and llama-speculative-simple on the same prompts and token counts."""
-    rows = []
-    tools = {
-        "llama-completion": ["-m", str(sc.target), "-no-cnv", "-n", str(args.max_tokens), "--temp", "0", "--top-k", "1",
-                             "--seed", "42", "-t", str(sc.threads), "-tb", str(sc.threads), "-c", str(args.ctx)],
-        "llama-speculative-simple": ["-m", str(sc.target), "-md", str(draft), "--spec-type", "draft-simple",
-                                     "--spec-draft-n-max", str(args.k), "-n", str(args.max_tokens), "--temp", "0",
-                                     "--top-k", "1", "--seed", "42", "-t", str(sc.threads), "-td",
-                                     str(sc.draft_threads), "-c", str(args.ctx)],
-    }
-    for tool, base in tools.items():
-        row = Row(sc.name, "greedy", f"peer:{tool}")
-        exe = peer / tool
-        for i, text in enumerate(eng_prompts):
-            r = subprocess.run([str(exe), *base, "-p", text], capture_output=True, text=True, timeout=1800, check=False)
-            out = r.stdout + r.stderr
-            tps = _parse_peer_speed(tool, out)
-            row.runs.append({"prompt": i, "mode": row.mode, "returncode": r.returncode, "tokens_per_second": tps,
-                             "decode_tokens": args.max_tokens if tps else 0,
-                             "decode_s": args.max_tokens / tps if tps else 0.0, "tail": out[-3000:]})
-        rows.append(row)
-    return rows
-
-
-def _parse_peer_speed(tool: str, out: str) -> float | None:
-    if tool == "llama-speculative-simple":
-        m = re.search(r"decoded\s+\d+ tokens in\s+[0-9.]+ seconds, speed:\s*([0-9.]+)\s*t/s", out)
-    else:
-        m = re.search(r"eval time =.*?([0-9.]+) tokens per second", out.split("prompt eval time")[-1])
-    return float(m.group(1)) if m else None
-
-
 def cmd_bench(args: argparse.Namespace) -> int:
     from .bench_overhead import REPEATS, cmd_overhead
     if args.scenarios.strip().upper() == "O":  # overhead: tiny models, its own module
         return cmd_overhead(args)
+    if args.scenarios.strip().upper() == "S":  # simulated machines: no model, no clock
+        from .simbench import cmd_simulated
+        return cmd_simulated()
     args.repeats = args.repeats or REPEATS
     if args.target and args.draft:
         target, draft = Path(args.target), Path(args.draft)
@@ -283,6 +251,7 @@ SCENARIOS = {
     "C": "the target dequantized to F16 (a memory-heavy target), all cores",
     "O": "alone: the engine's own overhead per round on tiny generated models, host and backend sampling "
          "(engine/tools/bench_overhead.py; its options start with O:)",
+    "S": "alone: every fixed plan and auto on simulated machines, 10 replies of 256 tokens (engine/tools/simbench.py)",
 }
 
 
@@ -295,7 +264,7 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p = sub.add_parser("bench", help="benchmark ar, sd, ssd, lookup and auto on the real pair",
                        formatter_class=HelpFormatter, epilog=epilog,
                        description="Measure tokens per second of every mode in hardware scenarios (see below).")
-    p.add_argument("--scenarios", default="A,B,C", help="comma list of A, B, C; or O alone (overhead, tiny models)")
+    p.add_argument("--scenarios", default="A,B,C", help="comma list of A, B, C; or O or S alone (see below)")
     p.add_argument("--modes", default=",".join(MODES), help="comma list of the modes to run")
     p.add_argument("--max-tokens", type=int, default=128, help="tokens per reply")
     p.add_argument("--prompts", type=int, default=None, help="use only the first N prompts of the set")

@@ -1,0 +1,175 @@
+"""``python -m engine bench --scenarios S``: every fixed plan and auto on every simulated machine.
+
+Each profile (:data:`engine.tools.simmachine.PROFILES`) runs REPLIES replies of LENGTH tokens with every fixed
+plan — ar; sd K 1–8; ssd K 1–8 with each tree size auto may choose; lookup — and with auto, whose cost model
+is kept from reply to reply as the engine keeps it (and round-tripped through the memory file's format). The
+table gives, per profile, the best fixed plan over replies 2–10, its rate, auto's, their ratio, auto's ratio on
+the first reply and its lowest on any one reply. Deterministic: the same command prints the same table.
+"""
+
+from __future__ import annotations
+
+import functools
+import zlib
+from collections import Counter
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from engine.speculative import memory
+from engine.speculative.auto import K_MAX, AutoMode, AutoPlanner, tree_budgets
+from engine.speculative.costmodel import AR, LOOKUP, CostModel, Plan
+from engine.speculative.lookup import Lookup, LookupMode
+from engine.speculative.ssd import SSDOptions
+from engine.speculative.types import JIT, NGRAM, RoundResult
+
+from .simmachine import PROFILES, Profile, Reply, SimSteps
+
+REPLIES = 10  # replies per run: the first measures the machine, the other nine use what it learnt
+LENGTH = 256  # tokens per reply
+MAX_BRANCHES = 32  # the engine's default tree cap (auto's widest tree)
+
+
+@dataclass
+class Run:
+    """Rates of one plan (or auto) on one profile, reply by reply; auto's rounds by plan."""
+
+    plan: str
+    rates: list[float] = field(default_factory=list)
+    plans: Counter[str] = field(default_factory=Counter)
+    trace: list[str] = field(default_factory=list)  # auto's plan per round (first reply), for replay tests
+
+    def later(self) -> float:
+        """Replies 2 onwards: tokens over seconds, each reply the same length."""
+        tail = self.rates[1:] or self.rates
+        return len(tail) / sum(1 / r for r in tail)
+
+
+def fixed_plans(k_max: int = K_MAX, most: int = MAX_BRANCHES) -> list[Plan]:
+    ks = range(1, k_max + 1)
+    return [AR, *(Plan("sd", k) for k in ks), *(Plan("ssd", k, b) for k in ks for b in tree_budgets(k, most)),
+            LOOKUP]
+
+
+def _seed(profile: Profile) -> int:
+    return zlib.crc32(profile.name.encode())
+
+
+def _steps(profile: Profile, i: int, length: int) -> SimSteps:
+    seed = _seed(profile)
+    reply = Reply.make(profile.regime, np.random.default_rng([seed, i, 0]), length)
+    return SimSteps(profile.machine, profile.regime, reply, np.random.default_rng([seed, i, 1]), length)
+
+
+def _finish(steps: SimSteps, step: Callable[[], RoundResult], length: int) -> float:
+    while steps.sim.emitted < length:
+        step()
+    return length / steps.clock
+
+
+class FixedSSD:
+    """Every round an ssd round of one plan (no fallback to sd: a plan, not the ssd mode)."""
+
+    def __init__(self, steps: SimSteps, plan: Plan, acceptance: float) -> None:
+        self.steps, self.plan, self.acceptance, self.last = steps, plan, acceptance, -1
+
+    def step(self) -> RoundResult:
+        rr = self.steps.ssd(self.plan.k, self.plan.budget, accepted=self.last, backup=JIT, geometric=True,
+                            acceptance=self.acceptance, early_stop=True)
+        self.last = rr.accepted
+        return rr
+
+
+def run_fixed(profile: Profile, plan: Plan, replies: int = REPLIES, length: int = LENGTH) -> Run:
+    run = Run(str(plan))
+    lookup = Lookup(CostModel(split=profile.machine.split))
+    for i in range(replies):
+        steps = _steps(profile, i, length)
+        if plan.mode == "ar":
+            run.rates.append(_finish(steps, steps.ar, length))
+        elif plan.mode == "sd":
+            run.rates.append(_finish(steps, functools.partial(steps.sd, plan.k), length))
+        elif plan.mode == "lookup":
+            lookup.start(steps.target.committed)
+            run.rates.append(_finish(steps, LookupMode(steps, lookup, greedy=True).step, length))
+        else:
+            run.rates.append(_finish(steps, FixedSSD(steps, plan, profile.regime.accept).step, length))
+    return run
+
+
+def run_auto(profile: Profile, replies: int = REPLIES, length: int = LENGTH, model: CostModel | None = None,
+             k: int = 4) -> Run:
+    """auto on ``profile``: one cost model (``model``, else a fresh one) over the replies, kept on 'disk'
+    between them (dumped and restored as the memory file keeps it)."""
+    split = profile.machine.split
+    model = model if model is not None else CostModel(split=split)
+    run = Run("auto")
+    for i in range(replies):
+        steps = _steps(profile, i, length)
+        lookup = Lookup(model)
+        lookup.start(steps.target.committed)
+        planner = AutoPlanner(model, k, max_branches=MAX_BRANCHES, remaining=length, prompt_read=not split)
+        mode = AutoMode(steps, planner, SSDOptions(k=k, backup=NGRAM, early_stop=True), lookup, greedy=True)
+
+        def step(mode: AutoMode = mode, first: bool = i == 0) -> RoundResult:
+            rr = mode.step()
+            plan = str(mode.planner.plan) if rr.mode not in ("lookup",) else "lookup"
+            run.plans[rr.mode if rr.mode in ("ar", "lookup") else plan] += 1
+            if first:
+                run.trace.append(f"{rr.mode}:{rr.drafted}:{rr.accepted}")
+            return rr
+
+        run.rates.append(_finish(steps, step, length))
+        model = memory.restore(memory.dump(model), split)  # what the next start would read back
+    return run
+
+
+@dataclass
+class Row:
+    profile: str
+    best: Run
+    auto: Run
+
+    @property
+    def ratio(self) -> float:
+        return self.auto.later() / self.best.later()
+
+    @property
+    def first(self) -> float:
+        return self.auto.rates[0] / self.best.rates[0]
+
+    @property
+    def worst(self) -> float:
+        return min(a / b for a, b in zip(self.auto.rates[1:], self.best.rates[1:], strict=True))
+
+
+def bench_profile(profile: Profile, replies: int = REPLIES, length: int = LENGTH,
+                  plans: Sequence[Plan] | None = None) -> Row:
+    runs = [run_fixed(profile, p, replies, length) for p in (plans or fixed_plans())]
+    best = max(runs, key=Run.later)
+    return Row(profile.name, best, run_auto(profile, replies, length))
+
+
+def print_rows(rows: list[Row]) -> None:
+    head = f"{'profile':22} {'best fixed':16} {'tok/s':>8} {'auto':>8} {'ratio':>6} {'reply 1':>7} " \
+           f"{'worst':>6}  auto's plans (rounds)"
+    print(head)
+    print("-" * len(head))
+    for r in rows:
+        top = ", ".join(f"{p} {n}" for p, n in r.auto.plans.most_common(3))
+        print(f"{r.profile:22} {r.best.plan:16} {r.best.later():8.1f} {r.auto.later():8.1f} {r.ratio:6.2f} "
+              f"{r.first:7.2f} {r.worst:6.2f}  {top}")
+
+
+def cmd_simulated(names: Sequence[str] = ()) -> int:
+    """Run and print the simulated bench (every profile, or those named)."""
+    rows = [bench_profile(PROFILES[n]) for n in (names or PROFILES)]
+    print_rows(rows)
+    return 0
+
+
+if __name__ == "__main__":
+    import sys
+
+    raise SystemExit(cmd_simulated(sys.argv[1:]))

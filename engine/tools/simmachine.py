@@ -1,0 +1,320 @@
+"""Simulated machines: deterministic rounds of ar, sd, ssd and lookup with no model and no clock.
+
+A :class:`Machine` is a target verify time per batch width, a draft time per token and per tree level, the
+slowdown the draft's concurrent work causes a verify, per-call noise and, on a CPU, ssd's split threads. A
+:class:`Regime` is how a reply's drafts fare: per-position acceptance (which may drift within a reply), how often
+the draft's alternatives are right (a tree's hits), and stretches the reply copies from its prompt (the n-gram
+pool's case). :class:`SimSteps` runs the real steps' interface on them — the same :class:`AutoMode`,
+:class:`AutoPlanner`, :class:`Lookup` and :class:`CostModel` the engine runs — on a virtual clock, from a seeded
+generator, so a planner's rate on a machine is a reproducible number.
+"""
+
+from __future__ import annotations
+
+import bisect
+import functools
+from dataclasses import dataclass
+
+import numpy as np
+
+from engine.speculative.fanout import allocate
+from engine.speculative.steps import Steps
+from engine.speculative.types import CACHE, JIT, NGRAM, Draft, PlanRates, RoundResult, TreeStats, Verdict
+
+_NO_ROW = np.zeros(0, dtype=np.int64)  # a row no planner reads (the draft token was right)
+RNG_BLOCK = 4096  # random draws taken from the generator at a time
+VOCAB = 32_000  # token ids a simulated reply draws from (wide enough that random text repeats no n-gram)
+LOOKUP_HOST_S = 1e-4  # the pool's host work per lookup round (a search over the context)
+
+
+@dataclass(frozen=True, slots=True)
+class Machine:
+    """One machine's timings (seconds); widths between the listed ones are interpolated."""
+
+    name: str
+    verify: tuple[tuple[int, float], ...]  # (width, seconds) of one target verify, narrowest first
+    draft_token_s: float  # one sequential draft decode
+    level_slope: float  # a tree level of w branches costs draft_token_s x (1 + level_slope x (w - 1))
+    concurrent_slowdown: float = 1.0  # a verify's time while the draft builds a tree beside it (split CPU cores)
+    tree_share: float = 0.0  # ... plus this share of the tree's time (a device the two models share)
+    split: bool = False  # ssd's rounds run on split CPU threads (CostModel.split)
+    split_draft_slowdown: float = 1.0  # a draft token's time on ssd's split threads
+    catchup_share: float = 0.25  # a catch-up token (one batch) against a sequential draft token
+    host_s: float = 0.0  # host work per speculative round (sampling, bookkeeping)
+    noise: float = 0.05  # per-call log-normal sigma
+    stall_p: float = 0.0  # chance that a call is slowed by another process ...
+    stall: float = 1.0  # ... by this factor
+
+    def t_verify(self, width: int) -> float:
+        ws = [w for w, _ in self.verify]
+        i = bisect.bisect_left(ws, width)
+        if i < len(ws) and ws[i] == width:
+            return self.verify[i][1]
+        lo, hi = self.verify[max(i - 1, 0)], self.verify[min(i, len(ws) - 1)]
+        if lo[0] == hi[0]:  # beyond the listed widths: the last segment's slope
+            (w0, t0), (w1, t1) = self.verify[-2:] if width > ws[-1] else self.verify[:2]
+            return max(1e-5, t1 + (t1 - t0) / (w1 - w0) * (width - w1))
+        return lo[1] + (hi[1] - lo[1]) * (width - lo[0]) / (hi[0] - lo[0])
+
+    def t_level(self, width: int) -> float:
+        return self.draft_token_s * (1 + self.level_slope * (width - 1))
+
+
+@dataclass(frozen=True, slots=True)
+class Regime:
+    """How a reply's drafts fare."""
+
+    name: str
+    accept: float  # per-position acceptance of a draft token (the first position)
+    depth_decay: float = 0.97  # each later draft position is accepted this much less often
+    drift_to: float | None = None  # acceptance after the reply's midpoint (None: no drift)
+    top1: float = 0.45  # the draft's best alternative is the target's token after a rejection
+    branch_power: float = 0.7  # f branches at one outcome count as f**branch_power guesses (they guess alike)
+    copies: bool = False  # the reply copies long stretches of its prompt (a code edit)
+    copy_accept: float = 0.97  # a draft token's acceptance inside a copied stretch
+
+    def acceptance(self, pos: int, half: int) -> float:
+        return self.drift_to if self.drift_to is not None and pos >= half else self.accept
+
+
+@dataclass(frozen=True, slots=True)
+class Profile:
+    name: str
+    machine: Machine
+    regime: Regime
+    note: str = ""
+
+
+def _ms(*points: tuple[int, float]) -> tuple[tuple[int, float], ...]:
+    return tuple((w, t / 1000) for w, t in points)
+
+
+# Fitted to measured figures: the H200 runs of the synthetic pair (160- and 64-layer targets) and the 2-core CPU
+# scenarios A, B and C of the real pair (docs/benchmarks.md).
+H200_DEEP = Machine("h200-deep", _ms((1, 7.4), (5, 13.9), (9, 16.3), (17, 21.0)), 1.3e-3, 0.12,
+                    tree_share=0.25, host_s=0.8e-3, noise=0.05)
+H200_SHALLOW = Machine("h200-shallow", _ms((1, 3.26), (5, 5.6), (9, 6.6), (17, 8.5)), 1.3e-3, 0.12,
+                       tree_share=0.25, host_s=0.8e-3, noise=0.05)
+GPU_CPU_DRAFT = Machine("gpu-target-cpu-draft", _ms((1, 3.3), (5, 5.6), (9, 6.6), (17, 8.5)), 18e-3, 0.3,
+                        host_s=0.8e-3, noise=0.08)
+GPU_MEMBOUND = Machine("gpu-membound", _ms((1, 20.0), (5, 20.3), (9, 20.6), (17, 21.2)), 1.5e-3, 0.01,
+                       tree_share=0.1, host_s=0.8e-3, noise=0.05)
+CPU_A = Machine("cpu-2core-A", _ms((1, 83.0), (3, 95.0), (5, 125.0), (9, 185.0)), 22e-3, 0.35,
+                concurrent_slowdown=1.8, split=True, split_draft_slowdown=1.6, host_s=2e-3, noise=0.12,
+                stall_p=0.03, stall=2.0)
+CPU_B = Machine("cpu-2core-B", _ms((1, 377.0), (3, 390.0), (5, 401.0), (9, 430.0)), 72e-3, 0.4,
+                concurrent_slowdown=1.05, host_s=2e-3, noise=0.1, stall_p=0.03, stall=2.0)
+CPU_C = Machine("cpu-2core-C", _ms((1, 191.0), (3, 200.0), (5, 215.0), (9, 250.0)), 22e-3, 0.35,
+                concurrent_slowdown=1.8, split=True, split_draft_slowdown=1.6, host_s=2e-3, noise=0.12,
+                stall_p=0.03, stall=2.0)
+
+HIGH, MEDIUM, LOW = Regime("high", 0.9), Regime("medium", 0.7), Regime("low", 0.3)
+DRIFT = Regime("drifting", 0.9, drift_to=0.3)
+CODE_EDIT = Regime("code-edit", 0.6, copies=True)
+
+PROFILES = {p.name: p for p in (
+    Profile("cpu-2core-A", CPU_A, MEDIUM, "Q4 target, 2 threads"),
+    Profile("cpu-2core-B", CPU_B, Regime("b-code", 0.85), "F16 target on 1 thread, draft on the other core"),
+    Profile("cpu-2core-C", CPU_C, MEDIUM, "F16 target, 2 threads"),
+    Profile("h200-deep", H200_DEEP, Regime("h200-greedy", 0.85), "160-layer target, greedy"),
+    Profile("h200-deep-sampled", H200_DEEP, Regime("h200-sampled", 0.78, top1=0.25), "160-layer, sampled"),
+    Profile("h200-shallow", H200_SHALLOW, Regime("h200-greedy", 0.85), "64-layer target"),
+    Profile("gpu-target-cpu-draft", GPU_CPU_DRAFT, Regime("h200-greedy", 0.85), "draft on 16 CPU cores"),
+    Profile("gpu-membound", GPU_MEMBOUND, MEDIUM, "verify width nearly free"),
+    Profile("deep-high", H200_DEEP, HIGH), Profile("deep-medium", H200_DEEP, MEDIUM),
+    Profile("deep-low", H200_DEEP, LOW), Profile("deep-drifting", H200_DEEP, DRIFT),
+    Profile("deep-code-edit", H200_DEEP, CODE_EDIT), Profile("cpu-A-code-edit", CPU_A, CODE_EDIT),
+)}
+
+
+@dataclass
+class Reply:
+    """One reply's truth: the prompt, the tokens the target emits, and which of them are copied from the prompt."""
+
+    prompt: list[int]
+    truth: list[int]
+    copied: list[bool]
+
+    @staticmethod
+    def make(regime: Regime, rng: np.random.Generator, length: int) -> Reply:
+        if not regime.copies:
+            prompt = [int(t) for t in rng.integers(100, VOCAB, 48)]
+            said = [int(t) for t in rng.integers(100, VOCAB, length + 16)]
+            return Reply(prompt, said, [False] * len(said))
+        prompt = [int(t) for t in rng.integers(100, VOCAB, 600)]  # the file being edited
+        truth: list[int] = []
+        copied: list[bool] = []
+        at = 0
+        while len(truth) < length + 16:
+            span = int(rng.integers(30, 90))
+            at = at if at + span < len(prompt) else 0
+            truth += prompt[at : at + span]
+            copied += [True] * span
+            at += span + int(rng.integers(0, 6))  # an edit: a few tokens of the file left out ...
+            new = int(rng.integers(3, 12))  # ... and a few new ones written
+            truth += [int(t) for t in rng.integers(100, VOCAB, new)]
+            copied += [False] * new
+        return Reply(prompt, truth, copied)
+
+
+@functools.lru_cache(maxsize=4096)
+def _allocate(k: int, budget: int, geometric: bool, acceptance: float) -> list[int]:
+    return allocate(k, budget, geometric_on=geometric, acceptance=acceptance)
+
+
+class SimTarget:
+    """The target as :class:`Steps` sees it: greedy verification against the reply's truth."""
+
+    def __init__(self, reply: Reply) -> None:
+        self.reply = reply
+        self.committed: list[int] = list(reply.prompt)
+
+    @property
+    def emitted(self) -> int:
+        return len(self.committed) - len(self.reply.prompt)
+
+    def truth(self, i: int) -> int:
+        return self.reply.truth[min(i, len(self.reply.truth) - 1)]
+
+    def verify(self, draft: Draft) -> Verdict:
+        pos = self.emitted
+        n = 0
+        while n < len(draft.tokens) and draft.tokens[n] == self.truth(pos + n):
+            n += 1
+        verdict = Verdict(n, self.truth(pos + n))
+        self.committed.extend(verdict.tokens(draft.tokens))
+        return verdict
+
+    def set_threads(self, n: int) -> None:
+        pass
+
+
+class SimSteps(Steps):
+    """The steps on a simulated machine: what each round emits and reports, and the virtual seconds it takes."""
+
+    def __init__(self, machine: Machine, regime: Regime, reply: Reply, rng: np.random.Generator,
+                 length: int) -> None:
+        self.sim = SimTarget(reply)
+        super().__init__(self.sim, None)
+        self.machine, self.regime, self.rng, self.half = machine, regime, rng, length // 2
+        self.clock = 0.0
+        self.lag = 0  # tokens the draft model has not seen (emitted by ar and lookup rounds)
+        self._tree: tuple[int, int, float, list[int]] | None = None  # the last ssd round's (k, budget, s, counts)
+        self._last_verify = 0.0
+        # the generator's draws, taken in blocks (a draw at a time costs more than the round it decides)
+        self._u, self._ui = rng.random(RNG_BLOCK), 0
+        self._z, self._zi = np.exp(rng.normal(0.0, machine.noise, RNG_BLOCK)), 0
+        self._truth = reply.truth
+        self._copied = reply.copied
+
+    def _random(self) -> float:
+        if self._ui == RNG_BLOCK:
+            self._u, self._ui = self.rng.random(RNG_BLOCK), 0
+        self._ui += 1
+        return float(self._u[self._ui - 1])
+
+    def _t(self, seconds: float) -> float:
+        m = self.machine
+        if self._zi == RNG_BLOCK:
+            self._z, self._zi = np.exp(self.rng.normal(0.0, m.noise, RNG_BLOCK)), 0
+        self._zi += 1
+        x = seconds * float(self._z[self._zi - 1])
+        return x * m.stall if m.stall_p and self._random() < m.stall_p else x
+
+    def _accepts(self, pos: int) -> float:
+        if self.regime.copies and self._copied[min(pos, len(self._copied) - 1)]:
+            return self.regime.copy_accept
+        return self.regime.acceptance(pos, self.half)
+
+    def _model_draft(self, k: int, source: str) -> Draft:
+        """K draft tokens: each right with its position's acceptance while the ones before it were; the row of
+        the first wrong one keeps an alternative (right as often as the regime's top1)."""
+        pos, r, truth = self.sim.emitted, self.regime, self._truth
+        tokens: list[int] = []
+        top: list[np.ndarray] = []
+        right = True
+        for j in range(k):
+            true = truth[min(pos + j, len(truth) - 1)]
+            if right and self._random() < self._accepts(pos + j) * r.depth_decay**j:
+                tokens.append(true)
+                top.append(_NO_ROW)
+                continue
+            if right:  # the first wrong token
+                alt = true if self._random() < r.top1 else true + 2
+                top.append(np.array([true + 1, alt], dtype=np.int64))
+            else:
+                top.append(_NO_ROW)
+            right = False
+            tokens.append(true + 1)
+        return Draft(tokens, None, source, top=top)
+
+    def _round(self, rr: RoundResult) -> RoundResult:
+        self.clock += rr.wait_s + rr.verify_s
+        self._last_verify = rr.verify_s
+        return rr
+
+    def _catchup(self, d: Draft) -> float:
+        if self.lag <= 2:
+            self.lag = 0
+            return 0.0
+        d.catchup_tokens = self.lag
+        d.catchup_s = self._t(self.lag * self.machine.catchup_share * self.machine.draft_token_s)
+        self.lag = 0
+        return d.catchup_s
+
+    def ar(self, *, why: str = "", rates: PlanRates = ()) -> RoundResult:
+        self._tree = None
+        v = self.sim.verify(Draft([], None))
+        self.lag += 1
+        return self._round(RoundResult([v.next_token], "ar", verify_s=self._t(self.machine.t_verify(1)),
+                                       why=why, rates=rates))
+
+    def sd(self, k: int, *, accepted: int = -1, concurrent: bool = False, why: str = "",
+           rates: PlanRates = ()) -> RoundResult:
+        self._tree = None
+        m = self.machine
+        d = self._model_draft(k, JIT)
+        d.serve_s = self._t(k * m.draft_token_s) + self._catchup(d)
+        v = self.sim.verify(d)
+        return self._round(RoundResult(v.tokens(d.tokens), "sd", JIT, k, v.accepted,
+                                       verify_s=self._t(m.t_verify(k + 1)) + m.host_s, wait_s=d.serve_s,
+                                       why=why, rates=rates, draft=d))
+
+    def ssd(self, k: int, budget: int, *, accepted: int, backup: str, geometric: bool, acceptance: float,
+            early_stop: bool, why: str = "", rates: PlanRates = ()) -> RoundResult:
+        m, r = self.machine, self.regime
+        tree, self._tree = self._tree, None
+        hit = False
+        wait = 0.0
+        if tree is not None and accepted >= 0 and tree[0] == k:
+            f = tree[3][min(accepted, k)]
+            covered = r.top1 if accepted < k else self._accepts(self.sim.emitted)
+            hit = f > 0 and self._random() < 1 - (1 - covered) ** (f**r.branch_power)
+            wait = max(0.0, tree[2] - self._last_verify)  # the tree still being built when the round starts
+        d = self._model_draft(k, CACHE if hit else JIT)
+        if not hit:
+            wait = self._t(k * m.draft_token_s * (m.split_draft_slowdown if m.split else 1.0)) + self._catchup(d)
+        d.serve_s = wait
+        v = self.sim.verify(d)
+        glue = self._t(m.draft_token_s)
+        levels = self._t(k * m.t_level(budget))
+        counts = _allocate(k, budget, geometric, round(acceptance, 2))
+        self._tree = (k, budget, glue + levels, counts)
+        ts = TreeStats(levels=k, branches=budget, seconds=glue + levels, glue_s=glue, level_s=levels)
+        verify = self._t(m.t_verify(k + 1) * m.concurrent_slowdown + m.tree_share * (glue + levels)) + m.host_s
+        return self._round(RoundResult(v.tokens(d.tokens), "ssd", d.source, k, v.accepted,
+                                       hit if accepted >= 0 else None, verify_s=verify, wait_s=wait, trees=(ts,),
+                                       why=why, rates=rates, draft=d))
+
+    def lookup(self, draft: Draft, *, why: str = "", rates: PlanRates = ()) -> RoundResult:
+        self._tree = None
+        v = self.sim.verify(draft)
+        self.lag += len(draft.tokens) + 1
+        n = len(draft.tokens)
+        return self._round(RoundResult(v.tokens(draft.tokens), "lookup", NGRAM if n else None, n, v.accepted,
+                                       verify_s=self._t(self.machine.t_verify(n + 1)), wait_s=LOOKUP_HOST_S,
+                                       why=why, rates=rates, draft=draft))
+
+    def close(self) -> None:
+        pass
+
