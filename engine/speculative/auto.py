@@ -94,7 +94,7 @@ class AutoPlanner:
         """What is still unmeasured: ar's verify, a few sd rounds; a narrow tree only if it could pay."""
         m = self.model
         probes: list[Plan] = []
-        if 1 not in m.verify:
+        if 1 not in m.verify or m.stale:  # unmeasured, or read back from disk (a busy hour's figure)
             probes.append(Plan("ar"))
         if not self.draft:
             return probes
@@ -284,6 +284,8 @@ class AutoPlanner:
         tree_of, self._tree_of = self._tree_of, plan if plan.mode == "ssd" else None
         if plan.mode == "ar" and not self.timed(1):
             return
+        if plan.mode == "ar":
+            m.stale = False  # ar measured in this session
         split = m.split and (plan.mode == "ssd" or split_threads)
         table = m.verify_split if split else m.verify
         per_token, catchup = _draft_token_time(rr)

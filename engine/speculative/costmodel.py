@@ -213,6 +213,7 @@ class CostModel:
     probe_gap: dict[str, int] = field(default_factory=dict)  # rounds between probes of a mode (grows on losses)
     rounds: int = 0  # auto rounds run with this model, over all replies
     last_run: dict[str, int] = field(default_factory=dict)  # the round each mode last ran
+    stale: bool = False  # read back from disk (memory.age): auto re-measures ar before it trusts the figures
 
     # Derived figures a round's decisions ask for dozens of times, kept until what they derive from changes:
     # t_verify by (width, split) and the measured widths by table (until add_verify), each mode's delivered

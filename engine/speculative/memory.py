@@ -4,8 +4,13 @@ The cost model (:class:`~engine.speculative.costmodel.CostModel`) is what auto h
 this pair: verify time by width, draft and tree times, acceptance, cache hits, measured against predicted
 per plan, probe gaps. It is worth keeping past the end of a run: the next run then starts on the plan
 the last one settled on instead of probing the machine again. One small JSON file per machine and setup
-(llama.cpp build and CPU, the two model files, threads and GPU layers), in the user cache folder; a missing
-or unreadable file means a fresh model, never an error.
+(llama.cpp build and CPU, the two model files, threads and GPU layers), in the user cache folder; a missing,
+unreadable or damaged file (bytes, nesting, a figure out of range or not finite) means a fresh model and one log
+line, never an error, and a model with such a figure is never written.
+
+What is read back is a prior, not a measurement: every figure is replaced by the first fresh sample of it, and the
+per-plan tallies count AGE_WEIGHT of what they held, so a file written while the machine was busy costs a few
+rounds, not every later session (:attr:`CostModel.stale` makes auto re-measure ar first).
 """
 
 from __future__ import annotations
@@ -13,6 +18,7 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+import math
 import os
 from collections.abc import Sequence
 from pathlib import Path
@@ -32,6 +38,9 @@ VERSION = 7  # 2: catch-up time and next_guess apart (1 kept inflated draft time
 # the cost model's single figures
 EMAS = ("pace", "draft_token", "draft_token_split", "catchup_token", "tree_glue", "acceptance", "hit", "top1",
         "next_guess")
+AGE_WEIGHT = 0.25  # a tally read back counts as this share of the rounds it summed (the machine may have changed)
+MAX_BYTES = 1 << 20  # a larger file is not a kept model (it holds a few hundred figures)
+PROBABILITIES = ("acceptance", "hit", "top1", "next_guess")  # figures in [0, 1]; the other single figures: seconds
 DIR_ENV = "SSD_CHAT_AUTO_MEMORY_DIR"  # where the files go instead of <cache>/auto (tests, portable installs)
 
 
@@ -43,7 +52,8 @@ def memory_dir() -> Path:
 def memory_file(models: Sequence[str | None], setup: str) -> Path:
     """The file for one machine and setup: the model files (None: no draft) and ``setup`` (threads, GPU layers)."""
     key = "|".join([cpu_check.build_key(), *(_identity(p) for p in models), setup])
-    return memory_dir() / f"{hashlib.sha256(key.encode()).hexdigest()[:16]}.json"
+    # surrogatepass: a path the OS gave as bytes that are not UTF-8 (surrogate-escaped) still names one file
+    return memory_dir() / f"{hashlib.sha256(key.encode('utf-8', 'surrogatepass')).hexdigest()[:16]}.json"
 
 
 def _identity(path: str | None) -> str:
@@ -61,9 +71,28 @@ def _ema(e: Ema) -> list[Any]:
     return [e.value, e.n]
 
 
-def _set_ema(e: Ema, raw: list[Any]) -> Ema:
-    e.value = None if raw[0] is None else float(raw[0])
-    e.n = int(raw[1])
+def _number(x: object, lo: float = 0.0, hi: float = math.inf, *, above: bool = False) -> float:
+    """``x`` as a finite float in [lo, hi] (``above``: strictly above lo); ValueError otherwise."""
+    if isinstance(x, bool) or not isinstance(x, int | float):
+        raise ValueError(f"{x!r} is not a number")
+    v = float(x)
+    if not math.isfinite(v) or v < lo or v > hi or (above and v <= lo):
+        raise ValueError(f"{x!r} is out of range")
+    return v
+
+
+def _count(x: object) -> int:
+    if not isinstance(x, int) or isinstance(x, bool) or x < 0:
+        raise ValueError(f"{x!r} is not a count")
+    return x
+
+
+def _set_ema(e: Ema, raw: list[Any], hi: float = math.inf) -> Ema:
+    """A figure from disk: a value in (0, hi] (a time or a probability above zero) or None, and its count."""
+    if not isinstance(raw, list) or len(raw) != 2:
+        raise ValueError(f"{raw!r} is not a figure")
+    e.value = None if raw[0] is None else _number(raw[0], 0.0, hi, above=hi == math.inf)
+    e.n = _count(raw[1])
     return e
 
 
@@ -73,7 +102,9 @@ def _plan_key(p: Plan) -> str:
 
 def _plan(key: str) -> Plan:
     mode, k, budget = key.split(":")
-    return Plan(mode, int(k), int(budget))
+    if mode not in ("ar", "sd", "ssd", "lookup"):
+        raise ValueError(f"plan {key!r}")
+    return Plan(mode, _width(k), _width(budget))
 
 
 def dump(m: CostModel) -> dict[str, Any]:
@@ -98,54 +129,102 @@ def restore(data: dict[str, Any], split: bool) -> CostModel:
     for name in ("verify", "verify_split"):
         table = getattr(m, name)
         for w, raw in data[name].items():
-            table[int(w)] = _set_ema(verify_figure(), raw)
+            table[_width(w)] = _set_ema(verify_figure(), raw)
     for w, raw in data["level"].items():
-        m.level[int(w)] = _set_ema(level_figure(), raw)
+        m.level[_width(w)] = _set_ema(level_figure(), raw)
     for name in EMAS:
-        _set_ema(getattr(m, name), data[name])
-    for key, (hits, seen) in data["lookup_accept"].items():
-        order, depth = (int(x) for x in key.split(":"))
+        _set_ema(getattr(m, name), data[name], 1.0 if name in PROBABILITIES else math.inf)
+    for key, pair in data["lookup_accept"].items():
+        order, depth = (_width(x) for x in key.split(":"))
+        hits, seen = (_number(x) for x in pair)
+        if hits > seen:
+            raise ValueError(f"pool acceptance {hits}/{seen}")
         r = m.lookup_accept.setdefault((order, depth), Ratio(lookup_prior(order)))  # as learn_lookup makes it
-        r.hits, r.seen = float(hits), float(seen)
+        r.hits, r.seen = hits, seen
     for key, vals in data["tallies"].items():
         m.tallies[_plan(key)] = _tally(vals)
     for mode, vals in data["mode_tallies"].items():
         m.mode_tallies[str(mode)] = _tally(vals)
-    m.probe_gap = {str(k): int(v) for k, v in data["probe_gap"].items()}
-    m.rounds = int(data["rounds"])
-    m.last_run = {str(k): int(v) for k, v in data["last_run"].items()}
+    m.probe_gap = {str(k): max(1, _count(v)) for k, v in data["probe_gap"].items()}
+    m.rounds = _count(data["rounds"])
+    m.last_run = {str(k): _count(v) for k, v in data["last_run"].items()}
+    return m
+
+
+def _width(x: str) -> int:
+    w = int(x)
+    if not 0 <= w <= 4096:
+        raise ValueError(f"width {x!r}")
+    return w
+
+
+def age(m: CostModel) -> CostModel:
+    """Figures read back become priors: each is replaced by its first fresh sample (the pace folded into the verify
+    figures), and the tallies count AGE_WEIGHT of their rounds; the model is marked stale (auto re-measures ar)."""
+    pace = m.pace.get(1.0)
+    for table in (m.verify, m.verify_split):
+        for e in table.values():
+            e.value = None if e.value is None else e.value * pace
+    m.pace.value = 1.0
+    for e in (*m.verify.values(), *m.verify_split.values(), *m.level.values(),
+              *(getattr(m, name) for name in EMAS if name != "pace" and name not in PROBABILITIES)):
+        if e.value is not None:  # a time (probabilities are learnt from many rounds: one draw says little)
+            e.n, e.warm = 0, True  # the next sample weighs 1/1: it replaces the value
+    for t in (*m.tallies.values(), *m.mode_tallies.values()):
+        for name in Tally.FIELDS[1:]:
+            setattr(t, name, AGE_WEIGHT * getattr(t, name))
+    m.stale = True
     return m
 
 
 def _tally(vals: list[Any]) -> Tally:
     t = Tally()
     for name, v in zip(Tally.FIELDS, vals, strict=True):  # a tally of another length raises ValueError
-        setattr(t, name, int(v) if name == "n" else float(v))
+        setattr(t, name, _count(v) if name == "n" else _number(v))
     return t
 
 
+def _no_constant(name: str) -> None:
+    raise ValueError(f"{name} is not a figure")
+
+
 def load(path: Path, split: bool) -> CostModel:
-    """The kept model, or a fresh one when there is none or it cannot be read (logged)."""
+    """The kept model (aged: :func:`age`), or a fresh one when there is none or it cannot be read (logged)."""
     try:
-        text = path.read_text(encoding="utf-8")
+        with path.open("rb") as f:
+            raw = f.read(MAX_BYTES + 1)
     except FileNotFoundError:
         return CostModel(split=split)
     except OSError as exc:
         log.warning("auto starts afresh: cannot read %s: %s", path, exc)
         return CostModel(split=split)
     try:
-        return restore(json.loads(text), split)
-    except (KeyError, ValueError, TypeError, AttributeError) as exc:
-        log.warning("auto starts afresh: %s is damaged (%s)", path, exc)
+        if len(raw) > MAX_BYTES:
+            raise ValueError(f"over {MAX_BYTES} bytes")
+        data = json.loads(raw.decode("utf-8"), parse_constant=_no_constant)  # NaN, Infinity: damage
+        if not isinstance(data, dict):
+            raise ValueError("not an object")
+        return age(restore(data, split))
+    except (KeyError, ValueError, TypeError, AttributeError, RecursionError, OverflowError) as exc:
+        # (UnicodeDecodeError and json's errors are ValueErrors; deep nesting raises RecursionError)
+        log.warning("auto starts afresh: %s is damaged (%s)", path, str(exc)[:200])
         return CostModel(split=split)
 
 
 def save(model: CostModel, path: Path) -> None:
-    """Keep the model (atomically); a folder that cannot be written only costs the next run its head start."""
+    """Keep the model (atomically) if every figure is in range (checked as :func:`load` will read it); a folder
+    that cannot be written only costs the next run its head start."""
+    try:
+        data = dump(model)
+        restore(data, model.split)
+        text = json.dumps(data, allow_nan=False)
+    except (KeyError, ValueError, TypeError) as exc:
+        log.warning("auto's measurements are not kept: a figure is out of range (%s)", exc)
+        return
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         tmp = path.with_suffix(".tmp")
-        tmp.write_text(json.dumps(dump(model)), encoding="utf-8")
+        tmp.write_text(text, encoding="utf-8")
         tmp.replace(path)
     except OSError as exc:
         log.warning("could not keep auto's measurements in %s: %s", path, exc)
