@@ -13,7 +13,10 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from .core.placement import Placement, cannot_pay
 from .speculative.types import RoundResult
+
+MIN_WARN_ROUNDS = 4  # rounds measured before a reply's figures may say its mode cannot pay
 
 
 @dataclass(slots=True)
@@ -170,3 +173,13 @@ class StatsRecorder:
                 decode_cpu = end.target_cpu - d.target_cpu
                 decode_cpu += end.draft_cpu - d.draft_cpu if draft_on_this_thread else 0.0
                 s.host_cpu_s = s.loop_cpu_s - decode_cpu
+
+
+def drafting_warning(stats: GenerationStats, placement: Placement) -> str | None:
+    """:func:`~engine.core.placement.cannot_pay` on a reply's measured times, else None. A drafted token's cost is
+    sd's drafting time per drafted token, or ssd's draft decode time per served token (its tree's work included);
+    the target's step is its mean verify."""
+    if stats.mode not in ("sd", "ssd") or stats.rounds < MIN_WARN_ROUNDS or not stats.drafted:
+        return None
+    spent = stats.draft_wait_s if stats.mode == "sd" else stats.draft_decode_s
+    return cannot_pay(stats.mode, placement, spent / stats.drafted, stats.mean_verify_ms / 1000.0)

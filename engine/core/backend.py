@@ -18,14 +18,19 @@ from typing import Any
 import llama_cpp as ll
 import numpy as np
 
-from . import bufts, cpu_check
+from . import bufts, cpu_check, placement
 from .errors import ModelLoadError, ParameterError
+from .options import AUTO_LAYERS, N_CTX
 
 log = logging.getLogger(__name__)
 _native_log = logging.getLogger("engine.llama_cpp")
 
 GGUF_MAGIC = b"GGUF"
 _GGML_LEVELS = {0: logging.CRITICAL, 1: logging.DEBUG, 2: logging.INFO, 3: logging.WARNING, 4: logging.ERROR}
+
+# Load-time notes about a GGUF's own quirks that llama.cpp corrects as it loads (a token marked as text that it
+# treats as control): logged at DEBUG, so a user does not see them on every start; errors are never matched.
+_QUIRKS = (b"control-looking token",)
 
 _init_lock = threading.Lock()
 _initialised = False
@@ -38,6 +43,8 @@ def _log_callback(level: int, text: bytes, _user: ctypes.c_void_p) -> None:
     # WARN=3, ERROR=4 in ggml.h) and prints every line to stderr.
     global _last_level
     lvl = _last_level if level == 5 else _GGML_LEVELS.get(level, logging.DEBUG)
+    if lvl == logging.WARNING and any(q in text for q in _QUIRKS):
+        lvl = logging.DEBUG
     _last_level = lvl
     if _native_log.isEnabledFor(lvl):
         _native_log.log(lvl, "%s", text.decode("utf-8", "replace").rstrip("\n"))
@@ -108,10 +115,16 @@ class Model:
     """A loaded GGUF model and its vocabulary (read-only, shareable across threads)."""
 
     def __init__(self, path: str | os.PathLike[str], *, gpu_layers: int = 0, vocab_only: bool = False) -> None:
+        """``gpu_layers``: layers on the GPU as llama.cpp takes them (-1 = all), or AUTO_LAYERS for every layer
+        that fits in the GPU's free memory now (:mod:`engine.core.placement`; a caller placing two models
+        resolves it first, with both in view)."""
         self._ptr: Any = None
         self.path = Path(path)
         check_gguf_file(self.path)
         init_backend()
+        if gpu_layers == AUTO_LAYERS:
+            gpu_layers = 0 if vocab_only else placement.place_layers(self.path, None, AUTO_LAYERS, 0,
+                                                                     N_CTX.default).target_layers
         mp = ll.llama_model_default_params()
         mp.n_gpu_layers = gpu_layers
         mp.vocab_only = vocab_only
@@ -122,6 +135,7 @@ class Model:
         self._ptr = ptr
         self.gpu_layers = gpu_layers
         self.gpu_capable = bool(ll.llama_supports_gpu_offload())  # a CPU-only build ignores gpu_layers
+        self.n_layers: int = ll.llama_model_n_layer(ptr)
         self.vocab = ll.llama_model_get_vocab(ptr)
         self.n_vocab: int = ll.llama_vocab_n_tokens(self.vocab)
         self.bos: int = ll.llama_vocab_bos(self.vocab)

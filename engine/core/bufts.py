@@ -94,6 +94,11 @@ def _function(symbol: str) -> Any:
     raise BuftError(f"ggml's {symbol} is not exported by this llama.cpp build")
 
 
+def ggml_symbol(symbol: str) -> Any:
+    """A function of ggml's shared libraries (for other device queries); raises :class:`BuftError`."""
+    return _function(symbol)
+
+
 def _get() -> _Table:
     global _table
     if _table is None:

@@ -81,6 +81,9 @@ class Context:
         self.decode_cpu_seconds = 0.0  # CPU time of the calling thread inside llama_decode (load-independent)
         self.n_decodes = 0  # outputs of an earlier decode are stale once this moves on
         self.samplers = BackendSamplers(ptr, max(1, params.n_seq_max))
+        # Whether a decode waits for the device before its time is counted, so the getters after it time host
+        # work only (a CPU decode has finished when it returns)
+        self.synchronizes = self.on_gpu
 
     def close(self) -> None:
         if self._batch is not None:
@@ -189,6 +192,8 @@ class Context:
         self._batch.n_tokens = n
         t0, c0 = time.perf_counter(), time.thread_time()
         rc = ll.llama_decode(self._ptr, self._batch)
+        if self.synchronizes:  # a GPU decode returns before the device is done: its wait is llama.cpp time
+            ll.llama_synchronize(self._ptr)
         self.decode_seconds += time.perf_counter() - t0
         self.decode_cpu_seconds += time.thread_time() - c0
         self.n_decodes += 1

@@ -3,7 +3,7 @@
 The engine's parameter classes validate against these declarations, and the app's settings
 dialog and settings store read them, so a bound or a default is written in one place only.
 ``default`` is what the engine uses when nothing is given (the command line, the bench);
-``chat_default``, where set, is the desktop chat's starting value (sampled replies, auto).
+``chat_default``, where set, is the desktop chat's starting value (sampled replies, longer ones).
 """
 
 from __future__ import annotations
@@ -127,10 +127,10 @@ MAX_BRANCHES = 48
 MAX_CONTEXT = 1 << 20
 
 # -- decoding ---------------------------------------------------------------------------------------
-MODE = Option("mode", str, "ssd", "Mode", "ar: target only; sd: speculative decoding; ssd: speculative "
+MODE = Option("mode", str, "auto", "Mode", "ar: target only; sd: speculative decoding; ssd: speculative "
               "speculative decoding; lookup: drafts from an n-gram pool over the conversation (no draft "
               "model); auto: picks the fastest as it goes", "decoding",
-              choices=("ar", "sd", "ssd", "lookup", "auto"), chat_default="auto")
+              choices=("ar", "sd", "ssd", "lookup", "auto"))
 K = Option("k", int, 4, "Draft length K", "Draft tokens per round (auto's fixed K when not adaptive)",
            "decoding", 1, MAX_K)
 ADAPTIVE = Option("adaptive", bool, True, "Adaptive draft length", "auto chooses K every round", "decoding")
@@ -170,10 +170,14 @@ THREADS = Option("threads", int, 0, "Target CPU threads", "CPU threads the targe
                  0, cpu_cores(), note="0 = all cores")
 DRAFT_THREADS = Option("draft_threads", int, 0, "Draft CPU threads", "CPU threads the draft model uses",
                        "hardware", 0, cpu_cores(), note="0 = all cores")
-GPU_LAYERS = Option("gpu_layers", int, 0, "Target GPU layers", "Target layers offloaded to the GPU", "hardware",
-                    -1, 999, note="-1 = all, 0 = none")
-DRAFT_GPU_LAYERS = Option("draft_gpu_layers", int, 0, "Draft GPU layers", "Draft layers offloaded to the GPU",
-                          "hardware", -1, 999, note="-1 = all, 0 = none")
+# GPU layers: a count, or one of these (llama.cpp itself takes -1 as all; auto is resolved before a load)
+AUTO_LAYERS = -2  # every layer that fits in free GPU memory, the target's first (engine.core.placement)
+ALL_LAYERS = -1
+_LAYERS_NOTE = "-2 = auto: all that fit in free GPU memory, target first; -1 = all; 0 = none"
+GPU_LAYERS = Option("gpu_layers", int, AUTO_LAYERS, "Target GPU layers", "Target layers offloaded to the GPU",
+                    "hardware", AUTO_LAYERS, 999, note=_LAYERS_NOTE)
+DRAFT_GPU_LAYERS = Option("draft_gpu_layers", int, AUTO_LAYERS, "Draft GPU layers",
+                          "Draft layers offloaded to the GPU", "hardware", AUTO_LAYERS, 999, note=_LAYERS_NOTE)
 BRANCHES = Option("max_branches", int, 32, "Max branches",
                           "Speculation-tree sequences the draft context is sized for", "hardware", 1, MAX_BRANCHES)
 FLASH_ATTN = Option("flash_attn", bool, True, "Flash attention", "Use llama.cpp's flash attention", "hardware")

@@ -39,6 +39,7 @@ from engine.core.sampling import SamplingParams
 from engine.engine import INLINE_DRAFT_MODES, Engine, EngineConfig, GenerationParams
 from engine.models import offline
 
+from .clihelp import LAYERS_HELP, gpu_layers
 from .synthmodel import TINY, cached_tokenizer, write_llama
 
 SETTINGS = {"greedy": SamplingParams(), "sampled": SamplingParams(temperature=0.8)}  # sampled: the defaults
@@ -62,14 +63,15 @@ def tiny_pair(folder: Path) -> tuple[Path, Path, str]:
 class BareLoop:
     """Decode one token, copy the row, argmax: the floor any engine on this model pays per token."""
 
-    def __init__(self, path: Path, gpu_layers: int = 0) -> None:
-        self.model = Model(path, gpu_layers=gpu_layers)
+    def __init__(self, path: Path, layers: int = 0) -> None:
+        self.model = Model(path, gpu_layers=layers)
         cp = ll.llama_context_default_params()
         cp.n_ctx, cp.n_batch, cp.n_ubatch = 1024, 512, 512
         cp.n_threads = cp.n_threads_batch = 1
         cp.flash_attn_type, cp.no_perf = 1, True
         self.ctx = ll.llama_init_from_model(self.model.ptr, cp)
         self.batch = ll.llama_batch_init(512, 0, 1)
+        self.sync = self.model.gpu_layers != 0 and self.model.gpu_capable  # the engine's Context does the same
 
     def close(self) -> None:
         ll.llama_batch_free(self.batch)
@@ -93,6 +95,8 @@ class BareLoop:
             b.token[0], b.pos[0] = tok, len(prompt) + j
             t1, c1 = time.perf_counter(), time.thread_time()
             ll.llama_decode(ctx, b)
+            if self.sync:
+                ll.llama_synchronize(ctx)
             inside += time.perf_counter() - t1
             inside_cpu += time.thread_time() - c1
             row = np.ctypeslib.as_array(ll.llama_get_logits_ith(ctx, 0), shape=(n_vocab,)).copy()
@@ -290,8 +294,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--paths", default=f"{HOST},{BACKEND}", help="O: sampling paths to measure (host, backend)")
     p.add_argument("--model-dir", help="O: where the tiny models are written (default: the data folder)")
     p.add_argument("--o-prompts", dest="o_prompts", type=int, default=2, help="O: random prompts of 32 tokens")
-    p.add_argument("--gpu-layers", type=int, default=0, help="O: target layers on the GPU (-1 = all)")
-    p.add_argument("--draft-gpu-layers", type=int, default=0, help="O: draft layers on the GPU (-1 = all)")
+    p.add_argument("--gpu-layers", type=gpu_layers, default="auto", help=f"O: target layers on the GPU ({LAYERS_HELP})")
+    p.add_argument("--draft-gpu-layers", type=gpu_layers, default="auto",
+                   help=f"O: draft layers on the GPU ({LAYERS_HELP})")
     p.add_argument("--o-target", help="O: measure this target instead of the tiny one (with --o-draft)")
     p.add_argument("--o-draft", help="O: the draft for --o-target")
 

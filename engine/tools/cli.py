@@ -15,7 +15,7 @@ from engine.core.options import MODES
 from engine.server import add_serve_parser
 
 from . import models_cli
-from .clihelp import HelpFormatter, one_line
+from .clihelp import LAYERS_HELP, HelpFormatter, gpu_layers, one_line
 
 
 class _Parser(argparse.ArgumentParser):
@@ -30,7 +30,7 @@ def _add_generate(sub: argparse._SubParsersAction) -> None:  # type: ignore[type
                        description="Generate a reply with the target model; a draft model speeds it up.")
     p.add_argument("--target", required=True, help="target GGUF file")
     p.add_argument("--draft", help="draft GGUF file (needed for sd and ssd; auto without one picks ar or lookup)")
-    p.add_argument("--mode", choices=MODES, default="ssd", help=opt.MODE.help)
+    p.add_argument("--mode", choices=MODES, default=opt.MODE.default, help=opt.MODE.help)
     p.add_argument("--prompt", required=True, help="the prompt (UTF-8 text); with --chat, the user's message")
     p.add_argument("--chat", action="store_true", help="wrap the prompt in the target's chat template")
     p.add_argument("--system", help="system prompt (with --chat)")
@@ -53,8 +53,9 @@ def _add_generate(sub: argparse._SubParsersAction) -> None:  # type: ignore[type
     p.add_argument("--ctx", type=int, default=4096, help="context length")
     p.add_argument("--threads", type=int, default=0, help="target CPU threads (0 = all cores)")
     p.add_argument("--draft-threads", type=int, default=0, help="draft CPU threads (0 = all cores)")
-    p.add_argument("--gpu-layers", type=int, default=0, help="target layers on the GPU (-1 = all)")
-    p.add_argument("--draft-gpu-layers", type=int, default=0, help="draft layers on the GPU (-1 = all)")
+    p.add_argument("--gpu-layers", type=gpu_layers, default="auto", help=f"target layers on the GPU ({LAYERS_HELP})")
+    p.add_argument("--draft-gpu-layers", type=gpu_layers, default="auto",
+                   help=f"draft layers on the GPU ({LAYERS_HELP})")
     p.add_argument("--json", action="store_true", help="print one JSON object instead of streaming")
     p.set_defaults(func=cmd_generate)
 
@@ -71,8 +72,10 @@ def _utf8(flag: str, value: str | None) -> None:
 def cmd_generate(args: argparse.Namespace) -> int:
     _utf8("--prompt", args.prompt)
     _utf8("--system", args.system)
+    from engine.core import placement
     from engine.core.sampling import SamplingParams
     from engine.engine import DRAFT_FREE_MODES, Engine, EngineConfig, GenerationParams
+    from engine.stats import drafting_warning
 
     sampling = SamplingParams(args.temperature, args.top_k, args.top_p, args.min_p, args.seed)
     params = GenerationParams(
@@ -87,6 +90,9 @@ def cmd_generate(args: argparse.Namespace) -> int:
         remember_machine=True,
     )
     with Engine(config) as eng:
+        where = placement.loaded(eng.target_model, eng.draft_model)
+        if not args.json:
+            print(f"[{where.text}]", file=sys.stderr)
         prompt = eng.chat_tokens(args.prompt, args.system) if args.chat else eng.tokenize(args.prompt)
         stop = threading.Event()
         gen = eng.generate(prompt, params, stop)
@@ -98,8 +104,10 @@ def cmd_generate(args: argparse.Namespace) -> int:
         except KeyboardInterrupt:
             stop.set()
         s = gen.stats
+        warning = drafting_warning(s, where)
         if args.json:
-            print(json.dumps({"text": gen.text, "tokens": gen.tokens, "stats": s.to_dict()}))
+            print(json.dumps({"text": gen.text, "tokens": gen.tokens, "stats": s.to_dict(), "placement": where.text,
+                              "warning": warning}))
         else:
             hit = "-" if s.hit_rate is None else f"{s.hit_rate:.0%}"
             acc = "-" if s.acceptance_rate is None else f"{s.acceptance_rate:.0%}"
@@ -109,6 +117,8 @@ def cmd_generate(args: argparse.Namespace) -> int:
                 f"hit rate {hit}, backup uses {s.backup_uses}",
                 file=sys.stderr,
             )
+        if warning:
+            print(f"warning: {warning}", file=sys.stderr)
     return 0
 
 

@@ -5,6 +5,11 @@ from __future__ import annotations
 import argparse
 import textwrap
 
+from engine.core.options import ALL_LAYERS, AUTO_LAYERS
+
+LAYERS_HELP = "auto: every layer that fits in free GPU memory, the target's first; all; none; or a number"
+_LAYER_WORDS = {"auto": AUTO_LAYERS, "all": ALL_LAYERS, "none": 0}
+
 
 class HelpFormatter(argparse.ArgumentDefaultsHelpFormatter, argparse.RawDescriptionHelpFormatter):
     """Ends each optional argument's help with its default: ``(default: 4)``, ``(default: off)`` for a flag,
@@ -34,3 +39,14 @@ def listing(title: str, items: dict[str, str], footer: str = "", width: int = 88
     if footer:
         lines += ["", textwrap.fill(footer, width)]
     return "\n".join(lines)
+
+
+def gpu_layers(text: str) -> int:
+    """A --gpu-layers value: auto, all, none or a whole number (argparse's type; a bad one is a usage error)."""
+    word = text.strip().lower()
+    if word in _LAYER_WORDS:
+        return _LAYER_WORDS[word]
+    try:
+        return int(word)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected auto, all, none or a number of layers, got {text!r}") from None
