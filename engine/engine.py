@@ -9,27 +9,26 @@ import logging
 import threading
 import time
 from collections.abc import Generator, Sequence
-from dataclasses import dataclass, field
 
 import numpy as np
 
+from .config import EngineConfig as EngineConfig
+from .config import GenerationParams as GenerationParams
 from .core import chat
-from .core import options as opt
 from .core.backend import Model
 from .core.context import Context, ContextParams
 from .core.errors import ContextFullError, EngineError, ParameterError
 from .core.options import MAX_K, cpu_cores
-from .core.sampling import SamplingParams
 from .core.vocab import check_compatible
 from .generation import Generation, TokenEvent
 from .speculative import memory
 from .speculative.auto import K_MAX as AUTO_K_MAX
-from .speculative.auto import AutoMode, AutoPlanner, fitted_budget, measured_rates
+from .speculative.auto import AutoMode, AutoPlanner, measured_rates
 from .speculative.costmodel import CostModel, MeasuredRate
 from .speculative.drafter import Drafter, PromptRead
 from .speculative.lookup import MAX_DRAFT as LOOKUP_MAX
 from .speculative.lookup import Lookup, LookupMode
-from .speculative.observer import RoundObserver
+from .speculative.observer import RoundObserver, observer_for, tree_budget
 from .speculative.ssd import SSDMode, SSDOptions
 from .speculative.steps import ARMode, Mode, SDMode, Steps, Threads
 from .speculative.target import Target
@@ -39,52 +38,9 @@ from .stats import DecodeTimes, GenerationStats, StatsRecorder
 
 log = logging.getLogger(__name__)
 
-CONFIG_FIELDS = ("n_ctx", "threads", "draft_threads", "gpu_layers", "draft_gpu_layers", "max_branches", "flash_attn")
 DRAFT_FREE_MODES = ("ar", "lookup", "auto")  # modes that run on a target alone
 MODEL_DRAFT_MODES = ("sd", "ssd", "auto")  # modes that may draft with the draft model
 INLINE_DRAFT_MODES = ("sd",)  # modes whose draft decodes run on the generating thread (counted as the loop's)
-GENERATION_FIELDS = ("mode", "max_tokens", "k", "fanout", "geometric", "backup", "miss_limit", "early_stop",
-                     "adaptive", "budget")
-
-
-@dataclass(frozen=True, slots=True)
-class EngineConfig:
-    """Which models to load and how to run them (bounds and defaults: :mod:`engine.options`)."""
-
-    target_path: str
-    draft_path: str | None = None
-    n_ctx: int = opt.N_CTX.default
-    threads: int = opt.THREADS.default  # 0: all cores
-    draft_threads: int = opt.DRAFT_THREADS.default  # 0: all cores
-    gpu_layers: int = opt.GPU_LAYERS.default
-    draft_gpu_layers: int = opt.DRAFT_GPU_LAYERS.default
-    max_branches: int = opt.BRANCHES.default
-    flash_attn: bool = opt.FLASH_ATTN.default
-    sampling_path: str = "auto"  # where rounds sample: auto (llama.cpp's chain on a GPU), host or backend
-    remember_machine: bool = False  # keep auto's measurements on disk for the next start (engine.speculative.memory)
-
-    def __post_init__(self) -> None:
-        opt.check_fields(self, CONFIG_FIELDS)
-
-
-@dataclass(frozen=True, slots=True)
-class GenerationParams:
-    """One generation: mode, length, sampler and speculation settings (see :mod:`engine.options`)."""
-
-    mode: str = opt.MODE.default
-    max_tokens: int = opt.MAX_TOKENS.default
-    sampling: SamplingParams = field(default_factory=SamplingParams)
-    k: int = opt.K.default
-    fanout: int = opt.FANOUT.default
-    geometric: bool = opt.GEOMETRIC.default
-    backup: str = opt.BACKUP.default
-    miss_limit: int = opt.MISS_LIMIT.default
-    early_stop: bool = opt.EARLY_STOP.default
-    adaptive: bool = opt.ADAPTIVE.default  # auto: choose K per round (dynamic draft length)
-    budget: int = opt.BUDGET.default  # ssd tree branches per round (0: fan-out x (K + 1), cut to fit: _tree_budget)
-
-    def __post_init__(self) -> None:
-        opt.check_fields(self, GENERATION_FIELDS)
 
 
 class Engine:
@@ -217,9 +173,8 @@ class Engine:
 
     def _make_mode(self, params: GenerationParams, budget: int, reading: PromptRead | None = None,
                    recorder: StatsRecorder | None = None) -> Mode:
-        """The reply's mode; ``budget``: fixed-mode ssd's tree (:meth:`_tree_budget`). auto may start while the
-        draft still reads the prompt (``reading``): its drafter waits for the read at its first use, and the wait
-        goes to ``recorder``."""
+        """The reply's mode; ``budget``: fixed ssd's tree (observer.tree_budget). auto may start while the draft
+        still reads the prompt (``reading``): its drafter waits for it at first use (the wait: ``recorder``)."""
         if params.mode == "ar":
             return ARMode(Steps(self.target, None))
         k = params.k
@@ -301,9 +256,9 @@ class Engine:
                     if ahead is not None and reading is None:
                         self._join_read(ahead, recorder)
                         ahead = None
-                    budget = self._tree_budget(params) if params.mode == "ssd" else 0  # only fixed ssd builds one
+                    budget = tree_budget(self._cost_model, params) if params.mode == "ssd" else 0  # fixed ssd's tree
                     mode = self._make_mode(params, budget, reading, recorder)
-                    observer = self._observer(params, budget)
+                    observer = observer_for(self._cost_model, params, budget, draft=self.drafter is not None)
                 rr = mode.step()
                 n_round += 1
                 recorder.round(rr)
@@ -352,22 +307,6 @@ class Engine:
         """Whether the draft model reads the prompt on its own thread (:meth:`_read_ahead`)."""
         return self.drafter is not None and params.mode in MODEL_DRAFT_MODES and self.threads.split is None
 
-    def _observer(self, params: GenerationParams, budget: int) -> RoundObserver | None:
-        """A fixed mode's rounds teach auto's cost model (auto and lookup teach it themselves); ``budget`` is
-        fixed ssd's tree, which its rounds are filed under (ar and sd run no ssd round)."""
-        if params.mode not in ("ar", "sd", "ssd"):
-            return None
-        return RoundObserver(self._cost_model, params.k, budget, draft=self.drafter is not None, mode=params.mode,
-                             geometric=params.geometric)
-
-    def _tree_budget(self, params: GenerationParams) -> int:
-        """The tree fixed-mode ssd builds: the budget asked for, else fan-out x (K + 1) cut to the tree that pays
-        on this machine (its cost model: on a CPU draft every branch costs real time). Worked out once a reply,
-        before its first round: the mode builds it, the observer files the rounds under it."""
-        most = SSDOptions(k=params.k, fanout=params.fanout, budget=params.budget).tree_budget
-        return most if params.budget else fitted_budget(self._cost_model, params.k, most,
-                                                        early_stop=params.early_stop)
-
     def _sampling_path(self, params: GenerationParams) -> str:
         """host or backend (engine.core.outputs); "target/draft" when the two differ."""
         t = d = self.target.path
@@ -377,5 +316,5 @@ class Engine:
 
     def _decode_times(self) -> DecodeTimes:
         t, d = self.target_ctx, self.drafter.ctx if self.drafter else None
-        return DecodeTimes(t.decode_seconds, d.decode_seconds if d else 0.0,
-                           t.decode_cpu_seconds, d.decode_cpu_seconds if d else 0.0)
+        return DecodeTimes(t.decode_seconds, d.decode_seconds if d else 0.0, t.decode_cpu_seconds,
+                           d.decode_cpu_seconds if d else 0.0)

@@ -5,6 +5,7 @@ from __future__ import annotations
 from engine import Engine, EngineConfig, GenerationParams
 from engine.speculative.auto import AutoPlanner, fitted_budget
 from engine.speculative.costmodel import Plan
+from engine.speculative.observer import tree_budget
 from engine.speculative.ssd import SSDMode
 from tests.tiny_models import TinyPair
 
@@ -52,8 +53,8 @@ def test_the_draft_reports_its_catch_up_apart_from_its_round(tiny: TinyPair) -> 
 def test_fixed_ssd_sizes_its_tree_from_what_earlier_replies_measured(tiny: TinyPair) -> None:
     with Engine(EngineConfig(str(tiny.target), str(tiny.draft_related), n_ctx=1024)) as eng:
         asked, default = GenerationParams(mode="ssd", k=4, budget=3), GenerationParams(mode="ssd", k=4)
-        assert eng._tree_budget(asked) == 3
-        assert eng._tree_budget(default) == default.fanout * 5  # nothing measured: fan-out x (K + 1)
+        assert tree_budget(eng._cost_model, asked) == 3
+        assert tree_budget(eng._cost_model, default) == default.fanout * 5  # nothing measured: fan-out x (K + 1)
         model = eng._cost_model  # as a CPU draft measures: every branch of a tree level costs a token's time
         for _ in range(3):
             model.add_verify(1, 0.1)
@@ -63,8 +64,8 @@ def test_fixed_ssd_sizes_its_tree_from_what_earlier_replies_measured(tiny: TinyP
                 model.add_level(width, 0.025 * width)
         fitted = fitted_budget(model, 4, default.fanout * 5, early_stop=default.early_stop)
         assert fitted < default.fanout * 5
-        assert eng._tree_budget(default) == fitted and eng._tree_budget(asked) == 3
-        mode = eng._make_mode(default, eng._tree_budget(default))  # as a reply makes it, before its first round
+        assert tree_budget(eng._cost_model, default) == fitted and tree_budget(eng._cost_model, asked) == 3
+        mode = eng._make_mode(default, tree_budget(eng._cost_model, default))  # as a reply makes it
         try:
             assert isinstance(mode, SSDMode) and mode.opts.tree_budget == fitted  # the tree its rounds build
         finally:

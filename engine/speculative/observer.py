@@ -9,9 +9,15 @@ themselves (:meth:`engine.speculative.lookup.Lookup.learn`).
 
 from __future__ import annotations
 
-from .auto import AutoPlanner
+from typing import TYPE_CHECKING
+
+from .auto import AutoPlanner, fitted_budget
 from .costmodel import CostModel, Plan
+from .ssd import SSDOptions
 from .types import RoundResult
+
+if TYPE_CHECKING:
+    from engine.config import GenerationParams
 
 
 class RoundObserver:
@@ -40,3 +46,19 @@ class RoundObserver:
                 model.rounds += 1  # the mode was just measured: auto need not probe it again soon
                 model.last_run[plan.mode] = model.rounds
         self._rounds.clear()
+
+
+def observer_for(model: CostModel, params: GenerationParams, budget: int, *, draft: bool) -> RoundObserver | None:
+    """A fixed mode's rounds teach auto's cost model (auto and lookup teach it themselves); ``budget`` is fixed
+    ssd's tree, which its rounds are filed under (ar and sd run no ssd round)."""
+    if params.mode not in ("ar", "sd", "ssd"):
+        return None
+    return RoundObserver(model, params.k, budget, draft=draft, mode=params.mode, geometric=params.geometric)
+
+
+def tree_budget(model: CostModel, params: GenerationParams) -> int:
+    """The tree fixed-mode ssd builds: the budget asked for, else fan-out x (K + 1) cut to the tree that pays
+    on this machine (its cost model: on a CPU draft every branch costs real time). Worked out once a reply,
+    before its first round: the mode builds it, the observer files the rounds under it."""
+    most = SSDOptions(k=params.k, fanout=params.fanout, budget=params.budget).tree_budget
+    return most if params.budget else fitted_budget(model, params.k, most, early_stop=params.early_stop)

@@ -1,0 +1,52 @@
+"""What the engine is asked for: which models and how to run them (EngineConfig), and one generation's settings."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from .core import options as opt
+from .core.sampling import SamplingParams
+
+CONFIG_FIELDS = ("n_ctx", "threads", "draft_threads", "gpu_layers", "draft_gpu_layers", "max_branches", "flash_attn")
+GENERATION_FIELDS = ("mode", "max_tokens", "k", "fanout", "geometric", "backup", "miss_limit", "early_stop",
+                     "adaptive", "budget")
+
+
+@dataclass(frozen=True, slots=True)
+class EngineConfig:
+    """Which models to load and how to run them (bounds and defaults: :mod:`engine.options`)."""
+
+    target_path: str
+    draft_path: str | None = None
+    n_ctx: int = opt.N_CTX.default
+    threads: int = opt.THREADS.default  # 0: all cores
+    draft_threads: int = opt.DRAFT_THREADS.default  # 0: all cores
+    gpu_layers: int = opt.GPU_LAYERS.default
+    draft_gpu_layers: int = opt.DRAFT_GPU_LAYERS.default
+    max_branches: int = opt.BRANCHES.default
+    flash_attn: bool = opt.FLASH_ATTN.default
+    sampling_path: str = "auto"  # where rounds sample: auto (llama.cpp's chain on a GPU), host or backend
+    remember_machine: bool = False  # keep auto's measurements on disk for the next start (engine.speculative.memory)
+
+    def __post_init__(self) -> None:
+        opt.check_fields(self, CONFIG_FIELDS)
+
+
+@dataclass(frozen=True, slots=True)
+class GenerationParams:
+    """One generation: mode, length, sampler and speculation settings (see :mod:`engine.options`)."""
+
+    mode: str = opt.MODE.default
+    max_tokens: int = opt.MAX_TOKENS.default
+    sampling: SamplingParams = field(default_factory=SamplingParams)
+    k: int = opt.K.default
+    fanout: int = opt.FANOUT.default
+    geometric: bool = opt.GEOMETRIC.default
+    backup: str = opt.BACKUP.default
+    miss_limit: int = opt.MISS_LIMIT.default
+    early_stop: bool = opt.EARLY_STOP.default
+    adaptive: bool = opt.ADAPTIVE.default  # auto: choose K per round (dynamic draft length)
+    budget: int = opt.BUDGET.default  # ssd tree branches per round (0: fan-out x (K + 1), cut to fit: observer.tree_budget)
+
+    def __post_init__(self) -> None:
+        opt.check_fields(self, GENERATION_FIELDS)
