@@ -87,6 +87,12 @@ def hang_up_later(server: LocalServer, body: dict[str, Any]) -> Iterator[None]:
         yield
 
 
+# ``python -m engine`` with Ctrl+C handled even where the tests run with SIGINT ignored (a background job of a
+# non-interactive shell: its children inherit the ignored signal, and Python then installs no handler for it)
+WITH_CTRL_C = ("import runpy, signal, sys; signal.signal(signal.SIGINT, signal.default_int_handler); "
+               "sys.argv[0] = 'engine'; runpy.run_module('engine', run_name='__main__', alter_sys=True)")
+
+
 def sse_events(lines: Iterator[str]) -> Iterator[dict[str, Any] | str]:
     """Decode the ``data:`` lines of an SSE stream: JSON objects, and the closing "[DONE]"."""
     for line in lines:

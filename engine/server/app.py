@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import hmac
 import secrets
 import time
 import uuid
@@ -17,7 +16,6 @@ from fastapi.middleware.cors import CORSMiddleware
 from fastapi.responses import JSONResponse, Response, StreamingResponse
 from starlette.background import BackgroundTask
 from starlette.concurrency import run_in_threadpool
-from starlette.types import ASGIApp, Receive, Scope, Send
 
 from engine import (
     ChatMessage,
@@ -33,6 +31,7 @@ from . import errors, replies
 from .config import FinishedRequest, RunningRequest, ServerConfig
 from .errors import APIError
 from .gate import Gate, QueueFull
+from .guard import BearerAuth, BodyLimit, HostGuard
 from .job import Job, Outcome
 from .schemas import ChatCompletionRequest, CompletionRequest
 
@@ -41,25 +40,6 @@ async def client_gone(request: Request) -> None:
     """Return when the client disconnects (the body has been read, so only a disconnect can arrive)."""
     while (await request.receive())["type"] != "http.disconnect":
         pass
-
-
-class BearerAuth:
-    """Rejects /v1/* requests without ``Authorization: Bearer <key>`` (401, before the body is read)."""
-
-    def __init__(self, app: ASGIApp, key: str) -> None:
-        self.app = app
-        self._expected = f"Bearer {key}".encode()
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] == "http" and str(scope["path"]).startswith("/v1"):
-            given = dict(scope["headers"]).get(b"authorization", b"")
-            if not hmac.compare_digest(given, self._expected):
-                msg = "a valid API key is required: send 'Authorization: Bearer <key>'" if not given else \
-                    "the API key is not valid"
-                err = APIError(401, msg, code="invalid_api_key", headers={"WWW-Authenticate": "Bearer"})
-                await err.response()(scope, receive, send)
-                return
-        await self.app(scope, receive, send)
 
 
 class Service:
@@ -73,6 +53,7 @@ class Service:
         self.created = int(time.time())
         self.jobs: dict[str, Job] = {}  # the generation running (and, while it winds down, the one before)
         self.closing = False  # set while the server stops: nothing new starts
+        self._longest_piece = 0  # bytes of the vocabulary's longest token, looked up on the first long prompt
 
     def model_card(self) -> dict[str, Any]:
         draft = self.engine.config.draft_path
@@ -84,6 +65,19 @@ class Service:
         if name != self.model_id:
             raise APIError(404, f"the model {name!r} does not exist; this server has {self.model_id!r}",
                            param="model", code="model_not_found")
+
+    async def check_size(self, texts: list[str], field: str) -> None:
+        """Refuse, before tokenizing it, a prompt whose text alone needs more tokens than the context holds."""
+        size = sum(len(t.encode("utf-8", "surrogatepass")) for t in texts)
+        n_ctx = self.engine.n_ctx
+        if size < n_ctx:  # a token covers at least one byte: nothing to learn without tokenizing
+            return
+        if not self._longest_piece:
+            self._longest_piece = await run_in_threadpool(longest_piece, self.engine)
+        least = -(-size // self._longest_piece)  # no token covers more bytes than the longest one
+        if least + 1 >= n_ctx:
+            raise APIError(400, f"the prompt has at least {least:,} tokens ({size:,} bytes) but the context holds "
+                           f"only {n_ctx}", param=field, code="context_length_exceeded")
 
     def params(self, body: ChatCompletionRequest | CompletionRequest, n_prompt: int, prompt_field: str) \
             -> GenerationParams:
@@ -186,8 +180,8 @@ class Service:
             gone.cancel()
             job.cancel()
         out = job.outcome
-        if out.error is not None:
-            raise engine_failure(out.error)
+        if out.error is not None or (out.cancelled and self.closing):
+            raise self._failure(out, n_prompt)
         return JSONResponse(replies.whole(*head, text, out.finish_reason, n_prompt, out.stats))
 
     async def _stream(self, job: Job, head: tuple[str, str, int, str], body: ChatCompletionRequest |
@@ -198,9 +192,9 @@ class Service:
             async for piece in job.pieces():
                 yield replies.sse(replies.chunk(*head, text=piece))
             out = job.outcome
-            if out.error is not None:
+            if out.error is not None or (out.cancelled and self.closing):
                 self.gate.count_failure()
-                yield replies.sse(engine_failure(out.error).body())
+                yield replies.sse(self._failure(out, n_prompt).body())
             else:
                 yield replies.sse(replies.chunk(*head, finish=out.finish_reason, stats=out.stats))
                 if body.include_usage:
@@ -208,6 +202,14 @@ class Service:
             yield replies.sse("[DONE]")
         finally:  # also when the client has gone: stop the generation within one round
             job.cancel()
+
+    def _failure(self, out: Outcome, n_prompt: int) -> APIError:
+        """The error for a generation that failed, or that the server cut short because it is stopping."""
+        if out.error is not None:
+            return engine_failure(out.error)
+        made = out.stats.new_tokens if out.stats is not None else 0
+        return APIError(503, f"the server stopped before the reply was finished: it was cut after {made} tokens",
+                        code="server_stopping")
 
     def _ended(self, rid: str) -> None:
         """On the loop, once a generation has freed the engine."""
@@ -230,17 +232,26 @@ def engine_failure(exc: Exception) -> APIError:
     return APIError(503, f"the engine could not generate: {exc}", code="engine_unavailable")
 
 
+def longest_piece(engine: Engine) -> int:
+    """The most bytes of text one token of the target's vocabulary stands for."""
+    model = engine.target_model
+    return max((len(model.token_bytes(t)) for t in range(model.n_vocab)), default=1) or 1
+
+
 def create_app(engine: Engine, config: ServerConfig, gate: Gate | None = None) -> FastAPI:
     """The ASGI app for ``engine`` (already loaded); ``app.state.service`` holds its :class:`Service`."""
     service = Service(engine, config, gate or Gate(config.max_queue))
     app = FastAPI(title="ssd-chat local server", docs_url=None, redoc_url=None, openapi_url=None)
     app.state.service = service
     errors.install(app, on_error=service.gate.count_failure)
+    # the last added runs first: Host and Origin, then CORS (preflights need no key), the key, the body's size
+    app.add_middleware(BodyLimit, limit=config.max_body_bytes)
     if config.api_key:
         app.add_middleware(BearerAuth, key=config.api_key)
-    if config.cors_origins:  # added last: outermost, so preflight requests need no key
+    if config.cors_origins:
         app.add_middleware(CORSMiddleware, allow_origins=list(config.cors_origins), allow_methods=["GET", "POST"],
                            allow_headers=["Authorization", "Content-Type"])
+    app.add_middleware(HostGuard, bound=config.host, extra=config.allowed_hosts, origins=config.cors_origins)
 
     @app.get("/health")
     async def health() -> dict[str, Any]:
@@ -260,6 +271,7 @@ def create_app(engine: Engine, config: ServerConfig, gate: Gate | None = None) -
     async def chat_completions(request: Request) -> Response:
         body = errors.parse_body(await request.body(), ChatCompletionRequest)
         service.check_model(body.model)
+        await service.check_size([m.text for m in body.messages], "messages")
         messages: list[ChatMessage] = [{"role": "system" if m.role == "developer" else m.role, "content": m.text}
                                    for m in body.messages]
         try:
@@ -272,6 +284,7 @@ def create_app(engine: Engine, config: ServerConfig, gate: Gate | None = None) -
     async def completions(request: Request) -> Response:
         body = errors.parse_body(await request.body(), CompletionRequest)
         service.check_model(body.model)
+        await service.check_size([body.text], "prompt")
         try:
             prompt = await run_in_threadpool(engine.tokenize, body.text)
         except ParameterError as exc:  # text that is not UTF-8 (a lone surrogate escaped in the JSON)

@@ -20,6 +20,11 @@ def add_serve_parser(subparsers: argparse._SubParsersAction) -> None:  # type: i
     p.add_argument("--queue", type=int, default=8, help="requests that may wait for the engine before 429")
     p.add_argument("--cors-origin", action="append", default=[], metavar="ORIGIN",
                    help="allow browser requests from ORIGIN (repeatable; CORS is off by default)")
+    p.add_argument("--allow-host", action="append", default=[], metavar="NAME",
+                   help="accept requests that name this server NAME in their Host header (repeatable; addresses, "
+                        "localhost and this machine's name are always accepted)")
+    p.add_argument("--max-body-mb", type=float, default=None,
+                   help="largest request body in MB (default 4); a larger one is answered 413")
     p.add_argument("--k", type=int, default=4, help="draft length K")
     p.add_argument("--fanout", type=int, default=2, help="pre-speculated candidates per outcome position")
     p.add_argument("--ctx", type=int, default=4096, help="context length")
@@ -34,15 +39,17 @@ def cmd_serve(args: argparse.Namespace) -> int:
     """Load the engine, serve until interrupted; errors are ``EngineError`` (one line, exit 2)."""
     from engine import Engine, EngineConfig, EngineError, GenerationParams
 
-    from .config import ServerConfig
-    from .local import LocalServer
+    from .config import MAX_BODY_BYTES, ServerConfig
+    from .local import WILDCARDS, LocalServer
 
     mode = args.mode or ("auto" if args.draft else "ar")
     if mode != "ar" and not args.draft:
         raise EngineError(f"--mode {mode} needs --draft")
     gen = GenerationParams(mode=mode, k=args.k, fanout=args.fanout)
+    body = MAX_BODY_BYTES if args.max_body_mb is None else int(args.max_body_mb * (1 << 20))
     config = ServerConfig(host=args.host, port=args.port, api_key=args.api_key, model_id=args.model_id,
                           generation=gen, max_queue=args.queue, cors_origins=tuple(args.cors_origin),
+                          allowed_hosts=tuple(args.allow_host), max_body_bytes=body,
                           access_log=bool(getattr(args, "verbose", False)))
     engine_config = EngineConfig(
         args.target, args.draft if mode != "ar" else None, n_ctx=args.ctx, threads=args.threads,
@@ -52,8 +59,14 @@ def cmd_serve(args: argparse.Namespace) -> int:
     with Engine(engine_config) as engine:
         server = LocalServer(engine, config)
         server.start()
-        print(f"serving {server.status().url} (model {server.model_id!r}, mode {mode}); "
+        urls = server.urls
+        more = f" (also {', '.join(urls[1:])})" if len(urls) > 1 else ""
+        print(f"serving {urls[0]}{more} (model {server.model_id!r}, mode {mode}); "
               "Ctrl+C stops", file=sys.stderr, flush=True)
+        if args.host in WILDCARDS and not args.api_key:
+            print(f"WARNING: listening on every network address ({args.host}) with no API key: anyone who can "
+                  "reach this machine can use the model. Add --api-key KEY, or serve on 127.0.0.1.",
+                  file=sys.stderr, flush=True)
         try:
             server.wait()
         except KeyboardInterrupt:

@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from engine import GenerationParams, ParameterError
 
 MAX_QUEUE = 256
+MAX_BODY_BYTES = 4 << 20  # a long chat fits many times over; a bigger body is refused before it is read
 
 
 @dataclass(frozen=True, slots=True)
@@ -25,6 +26,8 @@ class ServerConfig:
     max_queue: int = 8  # requests that may wait for the engine; more get 429
     retry_after_s: int = 2  # the Retry-After header of a 429
     cors_origins: tuple[str, ...] = ()  # CORS is off unless origins are given
+    allowed_hosts: tuple[str, ...] = ()  # Host names accepted besides addresses, localhost and this machine's name
+    max_body_bytes: int = MAX_BODY_BYTES  # a request body over this is answered 413
     access_log: bool = False
 
     def __post_init__(self) -> None:
@@ -38,6 +41,8 @@ class ServerConfig:
             raise ParameterError("the API key must not be empty")
         if not self.host:
             raise ParameterError("the host must not be empty")
+        if self.max_body_bytes < 1:
+            raise ParameterError(f"the body limit must be at least 1 byte, got {self.max_body_bytes}")
 
 
 @dataclass(frozen=True, slots=True)

@@ -81,12 +81,16 @@ def parse_body(raw: bytes, model: type[Body]) -> Body:
         data = json.loads(raw)
     except (UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise APIError(400, f"malformed JSON in the request body: {exc}", code="invalid_json") from None
+    except RecursionError:
+        raise APIError(400, "the request body's JSON is nested too deeply", code="invalid_json") from None
     if not isinstance(data, dict):
         raise APIError(400, f"the request body must be a JSON object, got {type(data).__name__}", code="invalid_body")
     try:
         return model.model_validate(data)
     except ValidationError as exc:
         raise validation_error(exc.errors()) from None
+    except RecursionError:
+        raise APIError(400, "the request body's JSON is nested too deeply", code="invalid_json") from None
 
 
 def install(app: FastAPI, on_error: Any = None) -> None:

@@ -26,11 +26,37 @@ class ServerError(EngineError):
     """The server could not start (the port is taken, the host does not exist, ...)."""
 
 
+WILDCARDS = ("0.0.0.0", "::", "")  # hosts that mean "every address of this machine"
+
+
 def _url(host: str, port: int) -> str:
     shown = "127.0.0.1" if host in ("0.0.0.0", "") else ("[::1]" if host == "::" else host)
     if ":" in shown and not shown.startswith("["):
         shown = f"[{shown}]"
     return f"http://{shown}:{port}/v1"
+
+
+def machine_addresses(ipv6: bool) -> list[str]:
+    """This machine's own addresses other machines may reach it by (no loopback), best first."""
+    found: list[str] = []
+    family = socket.AF_INET6 if ipv6 else socket.AF_INET
+    probe = "2001:db8::1" if ipv6 else "192.0.2.1"  # documentation addresses: routed, never sent to (UDP connect)
+    with contextlib.suppress(OSError), socket.socket(family, socket.SOCK_DGRAM) as s:
+        s.connect((probe, 9))
+        found.append(str(s.getsockname()[0]))
+    with contextlib.suppress(OSError):
+        for *_, addr in socket.getaddrinfo(socket.gethostname(), None, family, socket.SOCK_STREAM):
+            found.append(str(addr[0]))
+    return [a for a in dict.fromkeys(found) if not a.startswith(("127.", "::1", "fe80:"))]
+
+
+def listening_urls(host: str, port: int) -> list[str]:
+    """The API bases clients can use: the loopback one first, then, for a wildcard host, each address of this
+    machine (``0.0.0.0`` listens on all IPv4 addresses, ``::`` on all addresses)."""
+    if host not in WILDCARDS:
+        return [_url(host, port)]
+    ipv6 = host == "::"
+    return [_url("::1" if ipv6 else "127.0.0.1", port)] + [_url(a, port) for a in machine_addresses(ipv6)]
 
 
 class LocalServer:
@@ -70,6 +96,11 @@ class LocalServer:
     def url(self) -> str:
         """The API base clients use (``base_url`` of the openai client); "" when not listening."""
         return _url(self.config.host, self._port) if self.running else ""
+
+    @property
+    def urls(self) -> list[str]:
+        """Every API base clients may use (one, unless the host is a wildcard); [] when not listening."""
+        return listening_urls(self.config.host, self._port) if self.running else []
 
     @property
     def port(self) -> int:
