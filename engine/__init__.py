@@ -25,8 +25,22 @@ from .core.errors import (
     VocabMismatchError,
 )
 from .core.fit import DROP_OLDEST, OVERFLOW_POLICIES, FittedChat, fit_messages
-from .core.options import MAX_BRANCHES, MAX_CONTEXT, MAX_FANOUT, MAX_K, MODES, OPTIONS, Option, cpu_cores
+from .core.options import (
+    ALL_LAYERS,
+    AUTO_LAYERS,
+    MAX_BRANCHES,
+    MAX_CONTEXT,
+    MAX_FANOUT,
+    MAX_K,
+    MODES,
+    OPTIONS,
+    Option,
+    cpu_cores,
+)
 from .core.paths import user_data_dir
+from .core.placement import Device as GpuDevice
+from .core.placement import Placement, place_layers
+from .core.placement import loaded as loaded_placement
 from .core.sampling import SamplingParams
 from .engine import DRAFT_FREE_MODES, Engine, EngineConfig, GenerationParams
 from .generation import Generation, TokenEvent
@@ -36,10 +50,12 @@ from .models.hub import DownloadCancelled, DownloadProgress
 from .models.store import InstalledPair, ModelStore, installed_as
 from .speculative.costmodel import MeasuredRate
 from .speculative.exactness import first_difference
-from .stats import GenerationStats
+from .stats import GenerationStats, drafting_warning
 from .tools.tinymodel import TinyPair, write_model
 
 __all__ = [
+    "ALL_LAYERS",
+    "AUTO_LAYERS",
     "DRAFT_FREE_MODES",
     "DROP_OLDEST",
     "MAX_BRANCHES",
@@ -65,6 +81,7 @@ __all__ = [
     "Generation",
     "GenerationParams",
     "GenerationStats",
+    "GpuDevice",
     "InstalledPair",
     "MeasuredRate",
     "ModelLoadError",
@@ -72,6 +89,7 @@ __all__ = [
     "Option",
     "PairSpec",
     "ParameterError",
+    "Placement",
     "SamplingParams",
     "TinyPair",
     "TokenEvent",
@@ -79,6 +97,7 @@ __all__ = [
     "check_cpu",
     "cpu_check_status",
     "cpu_cores",
+    "drafting_warning",
     "first_difference",
     "fit_label",
     "fit_messages",
@@ -87,7 +106,9 @@ __all__ = [
     "init_backend",
     "installed_as",
     "load_catalog",
+    "loaded_placement",
     "offline",
+    "place_layers",
     "server",
     "set_cpu_check_override",
     "supports_gpu_offload",

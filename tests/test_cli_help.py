@@ -40,7 +40,7 @@ def test_every_option_has_help_with_its_default(command: str) -> None:
 def test_help_shows_the_values(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["generate", "--help"]) == 0
     out = " ".join(capsys.readouterr().out.split())
-    for text in ("(default: ssd)", "(default: 128)", "(default: 0.0)", "(default: 4096)", "(default: off)"):
+    for text in ("(default: auto)", "(default: 128)", "(default: 0.0)", "(default: 4096)", "(default: off)"):
         assert text in out
 
 

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from . import bufts
+from .errors import ModelLoadError
 from .options import ALL_LAYERS, AUTO_LAYERS, MAX_BRANCHES, MAX_K
 
 if TYPE_CHECKING:
@@ -99,7 +100,10 @@ def read_size(path: str | os.PathLike[str]) -> ModelSize:
     """A GGUF model's :class:`ModelSize`, from its header (the tensors are not read)."""
     from gguf import GGUFReader
 
-    reader = GGUFReader(os.fspath(path))
+    try:
+        reader = GGUFReader(os.fspath(path))
+    except (ValueError, OSError, KeyError, IndexError) as exc:  # a truncated or damaged header
+        raise ModelLoadError(f"could not load the model (its GGUF header does not read: {exc}): {path}") from None
 
     def value(key: str, default: int = 0) -> int:
         field = reader.fields.get(key)
@@ -120,9 +124,13 @@ def read_size(path: str | os.PathLike[str]) -> ModelSize:
     kv_heads = value(f"{arch}.attention.head_count_kv", n_head)
     k_len = value(f"{arch}.attention.key_length", n_embd // max(n_head, 1))
     v_len = value(f"{arch}.attention.value_length", k_len)
-    n_vocab = value(f"{arch}.vocab_size") or len(reader.fields["tokenizer.ggml.tokens"].data)
+    tokens = reader.fields.get("tokenizer.ggml.tokens")
+    n_vocab = value(f"{arch}.vocab_size") or (len(tokens.data) if tokens is not None else 0)
     compute = BATCH * (n_vocab + 8 * n_embd) * 4 + COMPUTE_FIXED  # the batch's logits and activations, F32
     return ModelSize(n_layers, blocks // max(n_layers, 1), head, kv_heads * (k_len + v_len) * KV_BYTES, compute)
+
+
+_UNSIZED = ModelSize(0, 0, 0, 0, 0)  # a model whose header a CPU build need not read
 
 
 @dataclass(frozen=True, slots=True)
@@ -202,6 +210,8 @@ def place_layers(target_path: str | os.PathLike[str], draft_path: str | os.PathL
     """The GPU layers for the target and the draft at ``target_path`` / ``draft_path`` (see :func:`plan_layers`);
     ``device`` defaults to this machine's (:func:`probe_device`)."""
     device = probe_device() if device is None else device
+    if not device.offload:  # nothing to size: the layers stay on the CPU whatever their size
+        return plan_layers(_UNSIZED, _UNSIZED if draft_path else None, gpu_layers, draft_gpu_layers, n_ctx, device)
     target = read_size(Path(target_path))
     draft = read_size(Path(draft_path)) if draft_path else None
     placement = plan_layers(target, draft, gpu_layers, draft_gpu_layers, n_ctx, device)
