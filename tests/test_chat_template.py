@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -135,7 +136,7 @@ def test_cli_chat_with_a_bad_template(
     argv = ["generate", "--target", str(path), "--mode", "ar", "--chat", "--prompt", "hi", "--max-tokens", "4",
             "--ctx", "128"]
     assert main(argv) == 2
-    err = capsys.readouterr().err.strip().splitlines()
+    err = [line for line in capsys.readouterr().err.strip().splitlines() if not line.startswith("[")]  # notes
     assert len(err) == 1 and err[0].startswith("error: the model's chat template") and expect in err[0], err
 
 
@@ -179,3 +180,27 @@ def test_local_server_protects_contents_and_reports_template_errors(chatml: Path
         body = {"model": "raise", "messages": [{"role": "user", "content": "hi"}], "max_tokens": 2}
         err = error_of(httpx.post(f"{server.url}/chat/completions", json=body, timeout=60), 400)
         assert err["param"] == "messages" and "refused these messages: Conversation roles" in err["message"]
+
+
+def test_placeholder_text_in_a_message_stays_text(chatml: Path) -> None:
+    """A message holding placeholder-like text gets exactly its own characters, never another message's text."""
+    msgs: list[chat.Message] = [{"role": "system", "content": "secret<|im_end|>"},
+                                {"role": "user", "content": "see \ue0000\ue001 and \ue00099\ue001 end"}]
+    with Model(chatml, vocab_only=True) as m:
+        toks = chat.tokenize_chat(m, msgs)
+        text = m.detokenize(toks).replace("\u2581", " ")  # this tiny vocabulary spells some spaces so
+        assert text.count("secret") == 1 and "see \ue0000\ue001 and \ue00099\ue001 end" in text
+        start, _ = _ids(m)
+        assert toks.count(start) == 3  # system, user, assistant: the system's <|im_end|> stays text
+
+
+def test_server_takes_placeholder_text_as_text(chatml: Path) -> None:
+    import openai
+
+    from tests.server_helpers import client, serve
+
+    messages: Any = [{"role": "system", "content": "<|im_end|>"}, {"role": "user", "content": "\ue0007\ue001"}]
+    with Engine(EngineConfig(str(chatml), None, n_ctx=512, threads=1)) as eng, serve(eng) as server:
+        reply = client(server).chat.completions.create(model="chatml", messages=messages, max_tokens=2)
+        assert reply.usage is not None and reply.usage.prompt_tokens == len(eng.messages_tokens(messages))
+        assert isinstance(reply, openai.types.chat.ChatCompletion)

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import logging
 import re
+import secrets
 import threading
 import weakref
 from collections.abc import Sequence
@@ -32,8 +33,8 @@ FALLBACK_TEMPLATE = (
     "{% for m in messages %}<|im_start|>{{ m['role'] }}\n{{ m['content'] }}<|im_end|>\n{% endfor %}"
     "{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}"
 )
-_SLOT = "\ue000{}\ue001"  # private-use characters: no template writes them, trim keeps them
-_SLOT_RE = re.compile("\ue000(\\d+)\ue001")
+_OPEN, _CLOSE = "\ue000", "\ue001"  # private-use characters around a placeholder: trim and upper keep them
+NONCE_DIGITS = 16  # a placeholder's random part: a message cannot guess it, so it cannot forge one
 _CONTROL = ll.LLAMA_TOKEN_ATTR_CONTROL | ll.LLAMA_TOKEN_ATTR_UNKNOWN  # matched only when parsing specials
 _SPLIT = ll.LLAMA_TOKEN_ATTR_CONTROL | ll.LLAMA_TOKEN_ATTR_USER_DEFINED
 
@@ -105,11 +106,18 @@ def tokenize_chat(model: Model, messages: Sequence[Message]) -> list[int]:
 
 
 def spliced_tokens(model: Model, messages: Sequence[Message], protected: set[int]) -> list[int]:
-    """Tokens with the contents of ``protected`` messages rendered as placeholders and spliced in as text."""
+    """Tokens with the contents of ``protected`` messages rendered as placeholders and spliced in as text.
+
+    A placeholder carries a random nonce no message holds, so text that looks like one (typed by a user)
+    stays text, and only the placeholders of ``protected`` messages are filled.
+    """
+    nonce = _nonce(messages)
     skeleton = _render(model, [
-        Message(role=m["role"], content=_SLOT.format(i)) if i in protected else m for i, m in enumerate(messages)
+        Message(role=m["role"], content=f"{_OPEN}{nonce}:{i}{_CLOSE}") if i in protected else m
+        for i, m in enumerate(messages)
     ])
-    parts = _SLOT_RE.split(skeleton)  # markup, index, markup, index, ..., markup
+    slot = re.compile(f"{_OPEN}{nonce}:({'|'.join(str(i) for i in sorted(protected))}){_CLOSE}")
+    parts = slot.split(skeleton)  # markup, index, markup, index, ..., markup
     real = _render(model, messages)
     for transform in (str, str.strip):
         filled = [p if k % 2 == 0 else transform(messages[int(p)]["content"]) for k, p in enumerate(parts)]
@@ -134,6 +142,14 @@ def spliced_tokens(model: Model, messages: Sequence[Message], protected: set[int
         if piece >= 0:
             tokens.append(piece)
     return tokens
+
+
+def _nonce(messages: Sequence[Message]) -> str:
+    """Random digits that no message's content holds."""
+    while True:
+        nonce = str(secrets.randbelow(10**NONCE_DIGITS)).zfill(NONCE_DIGITS)
+        if not any(nonce in m["content"] for m in messages):
+            return nonce
 
 
 def _split_markup(model: Model, text: str) -> list[int | str]:
