@@ -46,7 +46,7 @@ class GenerationParams:
     miss_limit: int = opt.MISS_LIMIT.default
     early_stop: bool = opt.EARLY_STOP.default
     adaptive: bool = opt.ADAPTIVE.default  # auto: choose K per round (dynamic draft length)
-    budget: int = opt.BUDGET.default  # ssd tree branches per round (0: fan-out x (K + 1), cut to fit: observer.tree_budget)
+    budget: int = opt.BUDGET.default  # ssd tree branches per round (0: fan-out x (K + 1), cut to what fits here)
 
     def __post_init__(self) -> None:
         opt.check_fields(self, GENERATION_FIELDS)
