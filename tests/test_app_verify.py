@@ -3,15 +3,16 @@ margin there and what it means."""
 
 from __future__ import annotations
 
+import os
 import threading
 from pathlib import Path
 
 from PySide6.QtCore import Qt
-from PySide6.QtWidgets import QPushButton
+from PySide6.QtWidgets import QMessageBox, QPushButton
 from pytestqt.qtbot import QtBot
 
 from app.exactness.run import Verification, VerifyProgress
-from app.exactness.text import NEAR_TIE, details_html, pass_text, summary
+from app.exactness.text import NEAR_TIE, PROMISE, details_html, pass_text, passed, summary
 from app.main_window import MainWindow
 from app.worker.engine_worker import EngineState
 from engine import TinyPair
@@ -94,16 +95,43 @@ def test_the_first_difference_reads_plainly_with_its_margin_explained(
     near = different(0.0085)
     w.host.verification_finished.emit(near)  # the worker's signal path, as a real check ends
     assert w.readout.text() == ("Different: greedy ssd and ar first differ at token 59 (the target's top-2 margin "
-                                "there: 0.0085 logits, a near-tie).")
+                                "there: 0.0085 logits, a near-tie; on the CPU).")
     box = w.exactness.box
     assert box is not None and box.textFormat() == Qt.TextFormat.RichText
+    assert box.icon() == QMessageBox.Icon.Warning  # on the CPU a near-tie is no excuse: a failure
     text = box.text()
     assert "\\" not in text and repr(near.ar_text) not in text  # no repr() and no escapes like \\n
     assert "xs[::-1]↵<br>↵<br>This␣returns" not in text and "xs[::-1]↵<br>↵<br>This returns" in text
     assert "␣the␣list↵" in text and "→reverse" in text
-    assert "0.0085 logits apart: a near-tie" in text and "not a speculation error" in text
+    assert "0.0085 logits apart: a near-tie. On the CPU" in text and "this is a failure" in text
+    assert PROMISE in text
     far = different(2.5, ar_text="", spec_text="x")
     assert "(the end)" in details_html(far) and "a clear choice that rounding does not explain" in details_html(far)
-    assert summary(far).endswith("(the target's top-2 margin there: 2.5 logits, not a near-tie).")
+    assert summary(far).endswith("(the target's top-2 margin there: 2.5 logits, not a near-tie; on the CPU).")
+    assert not passed(far) and not passed(near)
+    far_gpu = different(2.5, device="GPU")
+    assert not passed(far_gpu) and summary(far_gpu).startswith("Different: ")
     assert NEAR_TIE == 0.5
     assert pass_text(VerifyProgress(2, "ssd", 7, 128)) == "Pass 2 of 2 — ssd: 7 of 128 tokens"
+
+
+def test_a_near_tie_on_a_gpu_is_identical_up_to_rounding_not_a_failure(
+    qtbot: QtBot, data_dir: Path, closing: list[MainWindow]
+) -> None:
+    w = open_window(qtbot, None)
+    closing.append(w)
+    near = different(0.008, device="GPU")  # the margin a GPU run diverged at on two of three prompts
+    assert passed(near)
+    w.host.verification_finished.emit(near)
+    assert w.readout.text() == ("Identical up to a floating-point near-tie: greedy ssd and ar first differ at token "
+                                "59, where the target's top-2 margin is 0.008 logits (GPU).")
+    box = w.exactness.box
+    assert box is not None and box.icon() == QMessageBox.Icon.Information
+    text = box.text()
+    assert "0.008 logits apart: a near-tie. On a GPU" in text and "not a speculation error" in text
+    assert ("token-identical on the CPU; on a GPU, identical up to floating-point near-ties (a divergence is shown "
+            "with its top-2 margin)") in text
+    shot = os.environ.get("SSD_CHAT_SCREENSHOT")  # where to save the box (the docs' picture of a near-tie)
+    if shot:
+        qtbot.waitExposed(box)
+        assert box.grab().save(shot)

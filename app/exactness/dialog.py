@@ -12,7 +12,7 @@ from PySide6.QtCore import QObject, Qt
 from PySide6.QtWidgets import QLabel, QMessageBox, QProgressBar, QProgressDialog, QWidget
 
 from app.exactness.run import Verification, VerifyProgress
-from app.exactness.text import PASSES, details_html, pass_text, summary
+from app.exactness.text import PASSES, details_html, pass_text, passed, summary
 from app.settings.values import Settings
 from app.worker.host import EngineHost
 
@@ -89,8 +89,8 @@ class ExactnessCheck(QObject):
         self.readout.setText(html.escape(summary(result), quote=False))
         if result.stopped:
             return
-        self.box = QMessageBox(QMessageBox.Icon.Information, "Verify exactness", details_html(result),
-                               parent=self.window)
+        icon = QMessageBox.Icon.Information if passed(result) else QMessageBox.Icon.Warning
+        self.box = QMessageBox(icon, "Verify exactness", details_html(result), parent=self.window)
         self.box.setTextFormat(Qt.TextFormat.RichText)
         self.box.open()
 

@@ -12,7 +12,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from threading import Event
 
-from engine import ChatMessage, Engine, GenerationParams, first_difference
+from engine import ChatMessage, Engine, GenerationParams, first_difference, loaded_placement
 
 REPORT_INTERVAL_S = 0.1
 CONTEXT_TOKENS = 24  # tokens shown before the first difference
@@ -35,7 +35,8 @@ class Verification:
 
     ``context`` is the text just before the first difference, ``ar_text`` and ``spec_text`` what each
     mode produced from there (the whole reply when identical); ``margin`` is the target's logit gap
-    between its two best tokens at that position. ``stopped``: cancelled, no verdict.
+    between its two best tokens at that position. ``stopped``: cancelled, no verdict. ``device``: where the
+    models ran (a near-tie may flip on a GPU, never on the CPU).
     """
 
     mode: str
@@ -49,6 +50,7 @@ class Verification:
     context: str = ""
     margin: float | None = None
     passes_done: int = 2
+    device: str = "CPU"  # where the target ran: "CPU", or "GPU" (any layer there), whose kernels round differently
 
 
 def cancelled_check(params: GenerationParams, *, ar_tokens: int = 0, passes_done: int = 0) -> Verification:
@@ -75,10 +77,13 @@ def run_check(eng: Engine, messages: Sequence[ChatMessage], params: GenerationPa
             return cancelled_check(params, ar_tokens=len(outputs[0]), passes_done=pass_no - 1)
     a, b = outputs
     at = first_difference(a, b)
+    where = loaded_placement(eng.target_model, eng.draft_model)
+    device = "GPU" if where.target_on_gpu or where.draft_on_gpu else "CPU"
     if at is None:
         text = eng.detokenize(a)
-        return Verification(params.mode, True, len(a), len(b), None, text, text, stopped=False)
+        return Verification(params.mode, True, len(a), len(b), None, text, text, stopped=False, device=device)
     return Verification(
         params.mode, False, len(a), len(b), at, ar_text=eng.detokenize(a[at:at + AFTER_TOKENS]),
         spec_text=eng.detokenize(b[at:at + AFTER_TOKENS]), stopped=False,
-        context=eng.detokenize(a[max(0, at - CONTEXT_TOKENS):at]), margin=eng.top2_margin(prompt + a[:at]))
+        context=eng.detokenize(a[max(0, at - CONTEXT_TOKENS):at]), margin=eng.top2_margin(prompt + a[:at]),
+        device=device)
