@@ -251,7 +251,6 @@ SCENARIOS = {
     "C": "the target dequantized to F16 (a memory-heavy target), all cores",
     "O": "alone: the engine's own overhead per round on tiny generated models, host and backend sampling "
          "(engine/tools/bench_overhead.py; its options start with O:)",
-    "S": "alone: every fixed plan and auto on simulated machines, 10 replies of 256 tokens (engine/tools/simbench.py)",
 }
 
 
@@ -260,7 +259,8 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
 
     epilog = listing("scenarios", SCENARIOS, "Every prompt runs every mode back to back (order rotated per prompt), "
                      "greedy and sampled; the table and a JSON file with every per-prompt figure are written. "
-                     "Without --target/--draft the offline pair is assembled first.")
+                     "Without --target/--draft the offline pair is assembled first. S alone: every fixed plan and "
+                     "auto on simulated machines, no model, 10 replies of 256 tokens (engine/tools/simbench.py).")
     p = sub.add_parser("bench", help="benchmark ar, sd, ssd, lookup and auto on the real pair",
                        formatter_class=HelpFormatter, epilog=epilog,
                        description="Measure tokens per second of every mode in hardware scenarios (see below).")

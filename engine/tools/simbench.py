@@ -192,8 +192,3 @@ def cmd_simulated(names: Sequence[str] = ()) -> int:
     print_rows(rows)
     return 0
 
-
-if __name__ == "__main__":
-    import sys
-
-    raise SystemExit(cmd_simulated(sys.argv[1:]))
