@@ -112,6 +112,39 @@ def test_a_bad_template_is_one_error(template: str, expect: str) -> None:
     assert str(err.value).startswith("the model's chat template")
 
 
+BIG = "'x' * 8000000"  # just under the size cap: allowed on its own
+BLOW_UPS = {
+    "join": f"{{{{ range(300)|join({BIG}) }}}}",
+    "join-generator": f"{{{{ range(300)|map('string')|join({BIG}) }}}}",
+    "join-items": f"{{{{ ([{BIG}] * 300)|join }}}}",
+    "replace": f"{{{{ ('a' * 5000)|replace('', {BIG}) }}}}",
+    "indent": f"{{{{ ('a\\n' * 5000)|indent({BIG}) }}}}",
+    "wordwrap": "{{ ('a ' * 4000000)|wordwrap(1, wrapstring='xxxx') }}",
+    "sum": "{{ ([[1] * 8000000] * 300)|sum(start=[]) }}",
+    "str.join": f"{{{{ ({BIG}).join(range(300)|map('string')) }}}}",
+    "str.replace": f"{{{{ ('a' * 5000).replace('', {BIG}) }}}}",
+    "expandtabs": "{{ ('\\t' * 5000).expandtabs(8000000) }}",
+}
+
+
+@pytest.mark.parametrize("template", BLOW_UPS.values(), ids=BLOW_UPS.keys())
+def test_a_filter_that_would_blow_up_is_refused_before_it_runs(template: str) -> None:
+    """The size is worked out from the arguments ("would build"), not found on a result already in memory."""
+    with pytest.raises(ChatTemplateError, match="would build more than") as err:
+        render_messages(template, [{"role": "user", "content": "hi"}], "<s>", "</s>")
+    assert "\n" not in str(err.value)
+
+
+def test_expanding_filters_still_work_at_ordinary_sizes() -> None:
+    template = ("{{ messages|map(attribute='content')|join(', ') }}|{{ 'a\\nb'|indent(2) }}"
+                "|{{ 'aXa'|replace('X', 'yy') }}|{{ '-'.join(['p', 'q']) }}|{{ [[1], [2]]|sum(start=[]) }}"
+                "|{{ {'k': [1]}|tojson(indent=2) }}")
+    out = render_messages(template, [{"role": "user", "content": "hi"}, {"role": "user", "content": "yo"}], "", "")
+    assert out == 'hi, yo|a\n  b|ayya|p-q|[1, 2]|{\n  "k": [\n    1\n  ]\n}'
+    with pytest.raises(ChatTemplateError, match="JSON indent"):
+        render_messages("{{ [1]|tojson(indent=100000) }}", [{"role": "user", "content": "hi"}], "", "")
+
+
 def test_budgets_leave_real_templates_alone() -> None:
     assert MAX_STEPS >= 1_000_000 and MAX_OUTPUT >= 1 << 20
     msgs = [{"role": "user", "content": "word " * 20000}] * 20

@@ -5,10 +5,11 @@ llama-cpp-python and transformers), and here also under a budget, because Python
 thread that never returns: every loop iteration, call, attribute and item lookup costs a step;
 rendering stops after :data:`MAX_STEPS` steps or :data:`DEADLINE_S` seconds; no string or list may
 grow past :data:`MAX_OUTPUT` characters (items) and no number past :data:`MAX_NUMBER_BITS` bits —
-checked before ``*``, ``**``, ``+``, ``~`` and ``%`` build one, after each call and filter, and over
-the rendered text. Every failure is a :class:`ChatTemplateError` with one plain line: a syntax
-error, an exception the template raises (``raise_exception``), an operation the sandbox forbids, or
-a budget overrun.
+checked before ``*``, ``**``, ``+``, ``~`` and ``%`` build one, before a filter or string method that
+can build many times its inputs (``join``, ``replace``, ``indent``...: :mod:`.templatesize`), after
+each call and filter, and over the rendered text. Every failure is a :class:`ChatTemplateError` with
+one plain line: a syntax error, an exception the template raises (``raise_exception``), an operation
+the sandbox forbids, or a budget overrun.
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ from jinja2.sandbox import ImmutableSandboxedEnvironment
 from jinja2.visitor import NodeTransformer
 
 from .errors import ChatTemplateError
+from .templatesize import TooBig, check_filter, check_method
 
 MAX_STEPS = 2_000_000
 DEADLINE_S = 5.0
@@ -70,8 +72,8 @@ class _Environment(ImmutableSandboxedEnvironment):
         super().__init__(loader=jinja2.BaseLoader(), trim_blocks=True, lstrip_blocks=True,
                          extensions=[_IgnoreGenerationTags, jinja2.ext.loopcontrols])
         self.budget = _Budget()
-        self.filters = {name: self._bounded(f) for name, f in self.filters.items()}
-        self.filters["tojson"] = self._bounded(_tojson)
+        self.filters = {name: self._bounded(f, name) for name, f in self.filters.items()}
+        self.filters["tojson"] = self._bounded(_tojson, "tojson")
         self.globals["ssd_iter"] = self._iterate
         self.globals["ssd_concat"] = _concat
 
@@ -90,11 +92,12 @@ class _Environment(ImmutableSandboxedEnvironment):
             self.tick()
             yield item
 
-    def _bounded(self, func: Callable[..., Any]) -> Callable[..., Any]:
+    def _bounded(self, func: Callable[..., Any], name: str) -> Callable[..., Any]:
         @wraps(func)
         def bounded(*args: Any, **kwargs: Any) -> Any:
             self.tick()
             _check_args(func, args, kwargs)
+            args, kwargs = check_filter(name, func, args, kwargs, MAX_OUTPUT)
             result = func(*args, **kwargs)
             _refuse_big(_size(result), "a filter's result")
             return result
@@ -104,6 +107,7 @@ class _Environment(ImmutableSandboxedEnvironment):
     def call(__self, __context: Any, __obj: Any, *args: Any, **kwargs: Any) -> Any:
         __self.tick()
         _check_args(__obj, args, kwargs)
+        args = check_method(__obj, args, kwargs, MAX_OUTPUT)
         result = super().call(__context, __obj, *args, **kwargs)
         _refuse_big(_size(result), "a call's result")
         return result
@@ -219,7 +223,7 @@ class ChatTemplate:
                 if size > MAX_OUTPUT:
                     raise BudgetExceeded(f"its output is longer than {MAX_OUTPUT:,} characters")
                 out.append(chunk)
-        except BudgetExceeded as exc:
+        except (BudgetExceeded, TooBig) as exc:
             raise ChatTemplateError(f"the model's chat template was stopped: {exc}") from None
         except _TemplateRaised as exc:
             raise ChatTemplateError(f"the model's chat template refused these messages: {exc}") from None
