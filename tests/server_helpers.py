@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import json
+import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -17,6 +19,7 @@ import openai
 
 from engine import Engine
 from engine.server import LocalServer, ServerConfig
+from tests.tiny_models import TinyPair
 
 
 @contextmanager
@@ -99,3 +102,30 @@ def sse_events(lines: Iterator[str]) -> Iterator[dict[str, Any] | str]:
         if line.startswith("data: "):
             data = line[len("data: "):]
             yield data if data == "[DONE]" else json.loads(data)
+
+
+def start_serve(tiny: TinyPair, *args: str) -> tuple[subprocess.Popen[str], str, list[str]]:
+    """``python -m engine serve`` on a free port: the process, its start-up line, and its stderr lines after."""
+    argv = [sys.executable, "-c", WITH_CTRL_C, "serve", "--target", str(tiny.target), "--port", "0", "--ctx", "2048",
+            "--threads", "1", *args]
+    proc = subprocess.Popen(argv, stderr=subprocess.PIPE, text=True)
+    assert proc.stderr is not None
+    line = ""
+    for line in proc.stderr:
+        if line.startswith("serving "):
+            break
+    rest: list[str] = []  # drained: a server blocked writing to a full pipe would never exit
+    threading.Thread(target=lambda: rest.extend(proc.stderr or ()), daemon=True).start()
+    return proc, line, rest
+
+
+def stop(proc: subprocess.Popen[str], *, signalled: bool = False) -> int:
+    """Ctrl+C (unless ``signalled`` already: a second one would cut the orderly stop short) and the exit code."""
+    if proc.poll() is None:
+        if not signalled:
+            proc.send_signal(signal.SIGINT)
+        try:
+            return proc.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+    return proc.wait()

@@ -5,9 +5,6 @@ official ``openai`` client, or httpx where the client cannot send the request.""
 from __future__ import annotations
 
 import signal
-import subprocess
-import sys
-import threading
 from collections.abc import Iterator
 from typing import Any
 
@@ -17,7 +14,7 @@ import pytest
 
 from engine import Engine, EngineConfig
 from engine.server import LocalServer
-from tests.server_helpers import WITH_CTRL_C, chat_body, client, error_of, serve
+from tests.server_helpers import chat_body, client, error_of, serve, start_serve, stop
 from tests.tiny_models import TinyPair
 
 pytestmark = pytest.mark.timeout(180)
@@ -116,33 +113,6 @@ def test_deeply_nested_json_is_a_400(server: LocalServer, depth: int) -> None:
 
 
 # -- rows 3 and 12: the command line --------------------------------------------------------------
-def start_serve(tiny: TinyPair, *args: str) -> tuple[subprocess.Popen[str], str, list[str]]:
-    """``python -m engine serve`` on a free port: the process, its start-up line, and its stderr lines after."""
-    argv = [sys.executable, "-c", WITH_CTRL_C, "serve", "--target", str(tiny.target), "--port", "0", "--ctx", "2048",
-            "--threads", "1", *args]
-    proc = subprocess.Popen(argv, stderr=subprocess.PIPE, text=True)
-    assert proc.stderr is not None
-    line = ""
-    for line in proc.stderr:
-        if line.startswith("serving "):
-            break
-    rest: list[str] = []  # drained: a server blocked writing to a full pipe would never exit
-    threading.Thread(target=lambda: rest.extend(proc.stderr or ()), daemon=True).start()
-    return proc, line, rest
-
-
-def stop(proc: subprocess.Popen[str], *, signalled: bool = False) -> int:
-    """Ctrl+C (unless ``signalled`` already: a second one would cut the orderly stop short) and the exit code."""
-    if proc.poll() is None:
-        if not signalled:
-            proc.send_signal(signal.SIGINT)
-        try:
-            return proc.wait(timeout=60)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-    return proc.wait()
-
-
 def test_all_addresses_without_a_key_warn_loudly_with_the_real_urls(tiny: TinyPair) -> None:
     proc, line, rest = start_serve(tiny, "--host", "0.0.0.0")
     try:

@@ -19,7 +19,7 @@ from PySide6.QtCore import QObject, Signal, Slot
 from app.exactness.run import run_check
 from app.server.slot import ServerEvent, ServerRequest, ServerSlot
 from app.worker.boundary import WorkerBoundary
-from engine import DROP_OLDEST, ChatMessage, Engine, EngineConfig, GenerationParams, fit_messages
+from engine import DROP_OLDEST, ChatMessage, Engine, EngineConfig, GenerationParams, fit_messages, server
 
 
 class EngineState(enum.Enum):
@@ -107,6 +107,7 @@ class EngineWorker(EngineSignals):
     def __init__(self) -> None:
         super().__init__()
         self._engine: Engine | None = None
+        self._files: server.ModelFiles | None = None  # the model files' size and time at load
         self._stops: set[threading.Event] = set()
         self._stops_lock = threading.Lock()
         self._next_id = 0
@@ -137,6 +138,8 @@ class EngineWorker(EngineSignals):
         self.state_changed.emit(EngineState.LOADING)
         with WorkerBoundary(f"Could not load {request.label}", self.failed.emit) as job:
             self._engine = Engine(request.config)
+            self._files = server.remember_model_files(self._engine, [request.config.target_path,
+                                                                     request.config.draft_path])
         if job.failed:
             self.state_changed.emit(EngineState.FAILED)
             return
@@ -155,6 +158,7 @@ class EngineWorker(EngineSignals):
         runs: list[tuple[int, bool]] = []
         with WorkerBoundary("Generation failed", self.failed.emit) as job, \
                 self.server.hold(request.stop, self._on_server_busy):
+            self._check_files()
             fitted = fit_messages(eng.messages_tokens, _chat(request.messages), n_ctx=eng.n_ctx,
                                   max_tokens=request.params.max_tokens, policy=request.overflow)
             if fitted.dropped_turns:
@@ -190,6 +194,7 @@ class EngineWorker(EngineSignals):
         self.state_changed.emit(EngineState.GENERATING)
         with WorkerBoundary("Verification failed", self.failed.emit) as job, \
                 self.server.hold(request.stop, self._on_server_busy):
+            self._check_files()
             result = run_check(eng, _chat(request.messages), request.params, request.stop,
                                self.verification_progressed.emit)
         self._forget(request)
@@ -233,6 +238,11 @@ class EngineWorker(EngineSignals):
             self.failed.emit("No model is loaded: pick a model pair in the model manager.")
         return self._engine
 
+    def _check_files(self) -> None:
+        """Refuse to generate from a model file changed on disk since it loaded (reading it could crash)."""
+        if self._files is not None:
+            self._files.check()
+
     def _stop_server(self, why: str) -> None:
         if self.server.stop():
             self.server_changed.emit(ServerEvent(message=why))
@@ -247,6 +257,7 @@ class EngineWorker(EngineSignals):
         if self._engine is not None:
             self._engine.close()
             self._engine = None
+            self._files = None
 
     def _forget(self, request: GenerateRequest) -> None:
         with self._stops_lock:

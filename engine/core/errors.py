@@ -33,3 +33,7 @@ class ChatTemplateError(EngineError):
 
 class DiskFullError(EngineError):
     """A file could not be written because the disk (or the user's quota) is full."""
+
+
+class ModelFileChangedError(ModelLoadError):
+    """A loaded model's file was changed, cut short or removed on disk: generating could read past its end."""
