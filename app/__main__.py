@@ -6,6 +6,10 @@ import argparse
 import logging
 import sys
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from app.history.store import History
 
 
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
@@ -46,7 +50,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 def run_gui() -> int:
     """Build the application and the window; returns the exit code."""
-    from PySide6.QtWidgets import QApplication, QMessageBox
+    from PySide6.QtWidgets import QApplication
 
     from app.startup import crash
     from app.startup.qt_platform import PluginWatch
@@ -59,14 +63,32 @@ def run_gui() -> int:
     crash.install()
     problem = early_check()
     if problem is not None:
-        QMessageBox.critical(None, "ssd-chat cannot start", problem)
+        return crash.fatal("ssd-chat cannot start", problem)
+    history = open_history()
+    if history is None:
         return 1
-    from .main_window import MainWindow
+    try:
+        from .main_window import MainWindow
 
-    window = MainWindow()
-    window.show()
-    window.pairs.start()
+        window = MainWindow(history=history)
+        window.show()
+        window.pairs.start()
+    except Exception as exc:  # before the window is up: say so and wait for the user, then exit
+        return crash.fatal_exception(exc)
     return int(app.exec())
+
+
+def open_history() -> History | None:
+    """The chat history; None once a modal dialog has told the user why it cannot be opened and what to do."""
+    from app.history.opening import HistoryOpenError
+    from app.history.store import History
+    from app.startup import crash
+
+    try:
+        return History()
+    except HistoryOpenError as exc:
+        crash.fatal("ssd-chat: the chat history cannot be opened", exc.text)
+        return None
 
 
 if __name__ == "__main__":

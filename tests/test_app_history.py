@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from app.history.opening import HistoryOpenError
 from app.history.store import DiskFullError, History
 
 
@@ -215,7 +216,7 @@ def test_a_file_that_is_not_a_database_at_all(data_dir: Path) -> None:
 
 def test_an_unopenable_path_is_not_called_damage(data_dir: Path) -> None:
     (data_dir / "history.sqlite3").mkdir(parents=True)  # a folder where the file should be
-    with pytest.raises(sqlite3.OperationalError):
+    with pytest.raises(HistoryOpenError, match="it is a folder, not a file"):
         History()
     assert (data_dir / "history.sqlite3").is_dir() and len(list(data_dir.iterdir())) == 1
 

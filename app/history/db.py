@@ -66,6 +66,7 @@ COLUMNS: dict[str, dict[str, tuple[type, ...]]] = {
                  "stats": (str, type(None)), "runs": (str, type(None)), "complete": (int,),
                  "created": (float, int)},
 }
+INDEXES = {"messages_by_conversation", "versions_by_message"}
 DAMAGE_CODES = {sqlite3.SQLITE_CORRUPT, sqlite3.SQLITE_NOTADB}
 SCAN_PAST_LAST = 500  # rowids tried past the last readable one when the table's end is unreadable
 MAGIC = b"SQLite format 3\x00"
@@ -125,7 +126,11 @@ def damage(path: Path) -> str | None:
 
 
 def migrate(db: sqlite3.Connection) -> None:
-    """Bring any earlier schema up to :data:`SCHEMA_VERSION` (old rows become single-version replies)."""
+    """Bring any earlier schema up to :data:`SCHEMA_VERSION` (old rows become single-version replies); a file
+    already there is not written (another program may hold a write lock on it)."""
+    names = {str(r[0]) for r in db.execute("SELECT name FROM sqlite_master")}
+    if db.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION and set(COLUMNS) | INDEXES <= names:
+        return
     db.executescript(_schema_without_indexes())
     columns = {row[1] for row in db.execute("PRAGMA table_info(messages)")}
     if "position" not in columns:

@@ -12,8 +12,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from app.history.db import Recovery, open_database
+from app.history.db import Recovery
 from app.history.export import export_json, export_markdown
+from app.history.opening import open_history
 from engine import user_data_dir
 
 # A reply's text as runs of (length in characters, came from an accepted draft).
@@ -87,8 +88,7 @@ class History:
 
     def __init__(self, path: Path | None = None) -> None:
         self.path = path or history_path()
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        self._db, self.recovery = open_database(self.path)
+        self._db, self.recovery = open_history(self.path)  # HistoryOpenError says why it cannot
 
     def close(self) -> None:
         """Close the database (idempotent)."""

@@ -128,16 +128,44 @@ def install() -> None:
     enable_fault_log()
 
 
-def enable_fault_log() -> Path:
-    """Let :mod:`faulthandler` write native faults to a fresh fault log (the last run's is set aside)."""
+def enable_fault_log() -> Path | None:
+    """Let :mod:`faulthandler` write native faults to a fresh fault log (the last run's is set aside); None (faults
+    then go to stderr) when the crash folder cannot be written."""
     global _fault_stream
     folder = crash_log_dir()
-    folder.mkdir(parents=True, exist_ok=True)
-    _set_aside_last_fault()
-    path = folder / FAULT_LOG
-    _fault_stream = path.open("w", encoding="utf-8")  # open for the life of the process, by design
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        _set_aside_last_fault()
+        path = folder / FAULT_LOG
+        _fault_stream = path.open("w", encoding="utf-8")  # open for the life of the process, by design
+    except OSError as exc:
+        log.warning("native faults go to stderr: the crash folder %s cannot be written (%s)", folder, exc)
+        with contextlib.suppress(RuntimeError, ValueError, OSError):  # no stderr either (a windowed build)
+            faulthandler.enable(all_threads=True)
+        return None
     faulthandler.enable(file=_fault_stream, all_threads=True)
     return path
+
+
+def fatal(title: str, text: str) -> int:
+    """A modal error box that waits for the user before the app exits without its window; returns 1, the exit code."""
+    from PySide6.QtWidgets import QApplication, QMessageBox
+
+    log.critical("%s: %s", title, text)
+    if QApplication.instance() is None:
+        print(f"{title}: {text}", file=sys.stderr)
+        return 1
+    box = QMessageBox(QMessageBox.Icon.Critical, title, text)
+    box.setObjectName("startup-error")
+    box.exec()
+    return 1
+
+
+def fatal_exception(exc: BaseException) -> int:
+    """:func:`fatal` for an unexpected error before the window is up, with a crash log if one can be written."""
+    path = write_crash_log(type(exc), exc, exc.__traceback__)
+    where = f"A crash log was written to {path}." if path else "No crash log could be written."
+    return fatal("ssd-chat could not start", f"Something went wrong: {type(exc).__name__}: {exc}\n\n{where}")
 
 
 def reply_started(conversation_id: int, message_id: int) -> None:
