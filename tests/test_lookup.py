@@ -3,13 +3,15 @@ speculator drafts only what pays (fake target, no model)."""
 
 from __future__ import annotations
 
+import copy
+
 import numpy as np
 import pytest
 
 from engine.speculative.costmodel import CostModel, Plan, Ratio
 from engine.speculative.lookup import Lookup, LookupMode, NgramPool
 from engine.speculative.steps import Steps
-from engine.speculative.types import NGRAM
+from engine.speculative.types import NGRAM, RoundResult
 from tests.spec_fakes import TRUTH, FakeTarget
 
 
@@ -265,3 +267,39 @@ def test_a_draft_carries_the_tokens_its_round_is_expected_to_emit() -> None:
         assert d.expected == model.lookup_expected(d.orders)[-1] > 1.0  # what auto weighs against its plan
     empty, _ = Lookup(model).choose([5, 6, 7])  # an empty pool: an ar step, expected to emit its one token
     assert not empty.tokens and empty.expected == 1.0
+
+
+def test_rounds_the_pool_cannot_draft_in_are_folded_at_the_replys_end_as_they_came() -> None:
+    model = CostModel()
+    for _ in range(3):
+        model.add_verify(1, 0.1)
+    reference = copy.deepcopy(model)
+    target = FakeTarget()
+    target.committed = TRUTH[:3]  # TRUTH never repeats: the pool has nothing to draft
+    look = Lookup(model, NgramPool(orders=(2, 3)))
+    look.start(target.committed)
+    mode = LookupMode(Steps(target, None), look, greedy=True)
+    rounds = [mode.step() for _ in range(12)]
+    assert all(not r.drafted and r.draft is not None and r.draft.tokens == [] for r in rounds)
+    assert model.verify[1].n == 3  # a plain step's round reads and writes no figure, as an ar round
+    mode.close()
+    for rr in rounds:  # each round as it would have been folded at once
+        reference.add_verify(1, rr.verify_s)
+        reference.observe(Plan("ar"), len(rr.tokens), rr.verify_s + rr.wait_s, 1.0, reference.t_verify(1))
+    assert model.verify[1].n == reference.verify[1].n == 15
+    assert model.verify[1].value == reference.verify[1].value
+    assert model.pace.get(1.0) == reference.pace.get(1.0)
+    assert model.tallies[Plan("ar")].n == reference.tallies[Plan("ar")].n == 12
+
+
+def test_a_decision_reads_the_model_with_every_plain_step_folded_first() -> None:
+    model = _costly_widths()
+    look = Lookup(model, NgramPool(orders=(2,)))
+    context = [50, 51, 52]
+    for i in range(5):  # plain steps: the pool knows nothing after these
+        assert look.propose(context).tokens == []
+        look.learn(RoundResult([60 + i], "lookup", None, 0, 0, verify_s=0.1, draft=None))
+        context = [*context, 60 + i]
+    assert model.verify[1].n == 5  # kept for later
+    look.choose([*context, 50, 51])  # "50 51" was followed by 52: a chain to weigh against a plain step
+    assert model.verify[1].n == 10
