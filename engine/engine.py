@@ -150,11 +150,8 @@ class Engine:
         params: GenerationParams,
         stop: threading.Event | None = None,
     ) -> Generation:
-        """Start a generation; iterate the result for tokens. Checks ``stop`` between rounds.
-
-        One generation runs at a time: one still open (running on another thread, or abandoned
-        unfinished) is closed first, which takes at most the rest of its round.
-        """
+        """Start a generation (iterate it for tokens); ``stop`` is checked between rounds and draft steps. One
+        generation runs at a time: one still open is closed first, which takes at most the rest of its round."""
         if params.mode not in DRAFT_FREE_MODES and self.drafter is None:
             raise ParameterError(f"mode {params.mode!r} needs a draft model")
         if len(prompt) + 1 >= self.n_ctx:
@@ -226,7 +223,7 @@ class Engine:
         start = self._decode_times()
         ahead: PromptRead | None = None
         try:
-            self._configure_drafter(params)  # before its prompt read: the read's thread owns the drafter
+            self._configure_drafter(params, stops)  # before its prompt read: the read's thread owns the drafter
             ahead = self._read_ahead(prompt, params)
             first = self.target.start(prompt, params.sampling, rng)
             recorder.first_token(self._decode_times())
@@ -282,11 +279,12 @@ class Engine:
             recorder.finish(start, self._decode_times(),
                             draft_on_this_thread=params.mode in INLINE_DRAFT_MODES and self.drafter is not None)
 
-    def _configure_drafter(self, params: GenerationParams) -> None:
+    def _configure_drafter(self, params: GenerationParams, stops: tuple[threading.Event, ...]) -> None:
         """The draft's sampler for this reply (a mode that may draft with it): its settings, random numbers and
-        the best ids kept per row (plain sd: the drafted token alone)."""
+        the best ids kept per row (plain sd: the drafted token alone); a stop cuts its draft after the step."""
         if self.drafter is None or params.mode not in MODEL_DRAFT_MODES:
             return
+        self.drafter.stop_when(*stops)
         self.drafter.configure(params.sampling, np.random.default_rng([params.sampling.seed, 1]),
                                top_count=1 if params.mode == "sd" else max(params.fanout + 2, 6))
 

@@ -9,7 +9,7 @@ from collections.abc import Callable, Iterator
 import numpy as np
 import pytest
 
-from engine import Engine, EngineConfig, SamplingParams, TinyPair
+from engine import Engine, EngineConfig, GenerationParams, SamplingParams, TinyPair
 from engine.speculative.fanout import fanout_fn
 from engine.speculative.steps import ARMode, SDMode, Steps
 from engine.speculative.worker import InlineDrafts
@@ -91,3 +91,30 @@ def test_a_stop_ends_the_tree_before_its_next_level(engine: Engine) -> None:
     stop.set()
     cut = drafter.build_tree(engine.target.committed, draft, K, 6, fanout_fn(False, 0.8), lambda: False)
     assert cut.levels == 0 and built.branches > 0
+
+
+def test_engine_generate_hands_its_stop_to_the_drafter(engine: Engine) -> None:
+    """Through Engine.generate: a stop set during sd's draft ends that draft after the step in progress, and the
+    reply ends as stopped with plain decoding's tokens."""
+    stop = threading.Event()
+    params = GenerationParams(mode="sd", k=K, max_tokens=64, sampling=SamplingParams(temperature=0.0))
+    assert engine.drafter is not None
+    drafter = engine.drafter
+    is_eog: Callable[[int], bool] = drafter.is_eog
+    seen = [0]
+
+    def counting(token: int) -> bool:
+        seen[0] += 1
+        if seen[0] == STOP_AFTER:
+            stop.set()
+        return is_eog(token)
+
+    drafter.is_eog = counting
+    gen = engine.generate(PROMPT, params, stop)
+    tokens = [event.token for event in gen]
+    assert gen.stats.finish_reason == "stopped"
+    assert seen[0] == STOP_AFTER  # no draft step ran after the one that saw the stop
+    drafter.is_eog = is_eog
+    plain = [event.token for event in engine.generate(PROMPT, GenerationParams(mode="ar", max_tokens=len(tokens),
+                                                                             sampling=SamplingParams()))]
+    assert tokens == plain[: len(tokens)]
