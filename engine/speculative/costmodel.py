@@ -37,6 +37,9 @@ UNTRIED_CAP = 1.25  # an unmeasured plan is trusted at most this far above what 
 CATCHUP_SHARE = 0.25  # a catch-up token (one batch) against a sequential draft token, before data
 HIT_DECAY = 0.97  # an ssd plan's hits against its predicted hits: about thirty rounds of memory
 HIT_PRIOR = 1.0  # ... starting from this many predicted hits seen
+# per-position acceptance: about ten rounds of memory (a mode left for ar keeps the figure its last rounds left: a
+# shorter memory leaves it on a few rounds' luck, and ar is then held on it)
+ACCEPT_DECAY = 0.9
 GUESS_ALPHA = 0.1  # the draft's top-1 and next-guess averages (a tree's hit probability): about ten rounds of memory
 
 
@@ -76,7 +79,7 @@ class Acceptance(Ema):
 
     SEED_TRIALS = 4.0  # the weight of a value restored from disk, in trials
 
-    def __init__(self, decay: float = 0.85) -> None:
+    def __init__(self, decay: float = ACCEPT_DECAY) -> None:
         super().__init__()
         self.decay = decay
         self.hits = self.trials = 0.0
