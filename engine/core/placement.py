@@ -100,6 +100,9 @@ def read_size(path: str | os.PathLike[str]) -> ModelSize:
     """A GGUF model's :class:`ModelSize`, from its header (the tensors are not read)."""
     from gguf import GGUFReader
 
+    from .backend import check_gguf_file
+
+    check_gguf_file(Path(path))  # a missing or non-GGUF file is said as a load would say it
     try:
         reader = GGUFReader(os.fspath(path))
     except (ValueError, OSError, KeyError, IndexError) as exc:  # a truncated or damaged header
