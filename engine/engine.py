@@ -19,6 +19,7 @@ from .core.backend import Model
 from .core.context import Context, ContextParams
 from .core.errors import ContextFullError, EngineError, ParameterError
 from .core.options import MAX_K, cpu_cores
+from .core.placement import place_layers
 from .core.vocab import check_compatible
 from .generation import Generation, TokenEvent
 from .speculative import memory
@@ -71,7 +72,10 @@ class Engine:
         cores = cpu_cores()
         threads = cfg.threads or cores
         dthreads = cfg.draft_threads or cores
-        self.target_model = self._stack.enter_context(Model(cfg.target_path, gpu_layers=cfg.gpu_layers))
+        # GPU layers for both models at once (auto: all that fit in free GPU memory, the target's first)
+        pl = self.placement = place_layers(cfg.target_path, cfg.draft_path, cfg.gpu_layers, cfg.draft_gpu_layers,
+                                           cfg.n_ctx)
+        self.target_model = self._stack.enter_context(Model(cfg.target_path, gpu_layers=pl.target_layers))
         n_ctx = min(cfg.n_ctx, max(self.target_model.n_ctx_train, 64)) if self.target_model.n_ctx_train else cfg.n_ctx
         self.target_ctx = self._stack.enter_context(
             Context(self.target_model, ContextParams(n_ctx=n_ctx, n_batch=512, n_threads=threads,
@@ -80,7 +84,7 @@ class Engine:
         )
         self.target = Target(self.target_model, self.target_ctx)
         if cfg.draft_path:
-            self.draft_model = self._stack.enter_context(Model(cfg.draft_path, gpu_layers=cfg.draft_gpu_layers))
+            self.draft_model = self._stack.enter_context(Model(cfg.draft_path, gpu_layers=pl.draft_layers))
             check_compatible(self.target_model, self.draft_model)
             extra = MAX_K * (cfg.max_branches + 1) + 16
             dctx = self._stack.enter_context(
@@ -91,11 +95,11 @@ class Engine:
             )
             self.drafter = Drafter(dctx, self.draft_model.is_eog, cfg.max_branches)
         split = None
-        if cfg.gpu_layers == 0 and cfg.draft_gpu_layers == 0 and threads + dthreads > cores:
+        if not pl.target_on_gpu and not pl.draft_on_gpu and threads + dthreads > cores:
             d = max(1, cores // 4)
             split = (max(1, cores - d), d)
         self.threads = Threads(threads, dthreads, split)
-        setup = f"threads {threads} {dthreads}, GPU layers {cfg.gpu_layers} {cfg.draft_gpu_layers}"
+        setup = f"threads {threads} {dthreads}, GPU layers {pl.target_on_gpu} {pl.draft_on_gpu}"
         self._memory = memory.memory_file([cfg.target_path, cfg.draft_path], setup) if cfg.remember_machine else None
         # auto's measurements of this machine, kept across replies (and across starts, with remember_machine)
         self._cost_model = memory.load(self._memory, bool(split)) if self._memory else CostModel(split=bool(split))
@@ -137,10 +141,8 @@ class Engine:
         return float(top[1] - top[0])
 
     def measured_rates(self) -> dict[str, MeasuredRate]:
-        """auto's measurements of this machine: per mode it has run, its best plan's predicted tok/s.
-
-        Read between generations on the thread that generates (auto updates the figures every round).
-        """
+        """auto's measurements of this machine: per mode it has run, its best plan's predicted tok/s. Read
+        between generations on the thread that generates (auto updates the figures every round)."""
         return measured_rates(self._cost_model, max_branches=self.config.max_branches)
 
     # -- generation -------------------------------------------------------------------------------
