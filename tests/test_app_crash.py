@@ -15,9 +15,9 @@ from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QMessageBox
 from pytestqt.qtbot import QtBot
 
-from app.startup import crash
 from app.history.store import History
 from app.main_window import MainWindow
+from app.startup import crash
 from tests.app_helpers import QT_STRICT, closing
 
 pytestmark = QT_STRICT

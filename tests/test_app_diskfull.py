@@ -18,10 +18,10 @@ from pathlib import Path
 import pytest
 from pytestqt.qtbot import QtBot
 
-from app.startup import crash
 from app.chat.reply_session import NOT_SENT
 from app.history.save_queue import DISK_FULL
 from app.main_window import MainWindow
+from app.startup import crash
 from app.worker.engine_worker import EngineState
 from engine import TinyPair
 from tests.app_helpers import QT_STRICT, REPLY_MS, TIMEOUT_MS, ReplyGate, closing, fast_settings, open_window, tiny_pair

@@ -10,9 +10,9 @@ import pytest
 from pytestqt.qtbot import QtBot
 
 import app.startup.selftest
-from app.startup import crash
 from app.__main__ import early_check, main, parse_args
 from app.main_window import MainWindow
+from app.startup import crash
 from engine import offline
 from tests.app_helpers import QT_STRICT, closing, fast_settings, open_window, send
 

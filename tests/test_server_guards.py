@@ -139,7 +139,7 @@ def test_ctrl_c_mid_stream_ends_it_with_an_error_not_a_finish(tiny: TinyPair) ->
                     chunks.append(chunk)
                     if len(chunks) == 5:
                         proc.send_signal(signal.SIGINT)
-        assert info.value.body is not None and "cut after" in str(info.value.message)
+        assert info.value.body is not None and "cut short" in str(info.value.message)
     finally:
         assert stop(proc, signalled=len(chunks) >= 5) == 0, "".join(rest)[-2000:]
     assert 5 <= len(chunks) < 1800

@@ -189,7 +189,7 @@ class Service:
             job.cancel()
         out = job.outcome
         if out.error is not None or (out.cancelled and self.closing):
-            raise self._failure(out, n_prompt)
+            raise self._failure(out)
         return JSONResponse(replies.whole(*head, text, out.finish_reason, n_prompt, out.stats))
 
     async def _stream(self, job: Job, head: tuple[str, str, int, str], body: ChatCompletionRequest |
@@ -197,12 +197,16 @@ class Service:
         try:
             if head[0] == replies.CHAT:
                 yield replies.sse(replies.chunk(*head, role=True, text=""))
+            cut = False  # the server stops: text made but not yet sent is not sent, the reply is cut
             async for piece in job.pieces():
+                if self.closing:
+                    cut = True
+                    break
                 yield replies.sse(replies.chunk(*head, text=piece))
             out = job.outcome
-            if out.error is not None or (out.cancelled and self.closing):
+            if out.error is not None or cut or (out.cancelled and self.closing):
                 self.gate.count_failure()
-                yield replies.sse(self._failure(out, n_prompt).body())
+                yield replies.sse(self._failure(out).body())
             else:
                 yield replies.sse(replies.chunk(*head, finish=out.finish_reason, stats=out.stats))
                 if body.include_usage:
@@ -211,12 +215,11 @@ class Service:
         finally:  # also when the client has gone: stop the generation within one round
             job.cancel()
 
-    def _failure(self, out: Outcome, n_prompt: int) -> APIError:
+    def _failure(self, out: Outcome) -> APIError:
         """The error for a generation that failed, or that the server cut short because it is stopping."""
         if out.error is not None:
             return engine_failure(out.error)
-        made = out.stats.new_tokens if out.stats is not None else 0
-        return APIError(503, f"the server stopped before the reply was finished: it was cut after {made} tokens",
+        return APIError(503, "the server stopped before the reply was finished: it was cut short",
                         code="server_stopping")
 
     def _ended(self, rid: str) -> None:

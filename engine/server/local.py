@@ -83,14 +83,16 @@ class LocalServer:
         self._service: Service = self.app.state.service
         self._server: uvicorn.Server | None = None
         self._thread: threading.Thread | None = None
+        # set when the server thread ends; Ctrl+C during Thread.join can make is_alive() False too early (3.11)
+        self._ended = threading.Event()
+        self._ended.set()
         self._port = 0
         self._error: BaseException | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
 
     @property
     def running(self) -> bool:
-        return self._server is not None and self._server.started and self._thread is not None \
-            and self._thread.is_alive()
+        return self._server is not None and self._server.started and not self._ended.is_set()
 
     @property
     def url(self) -> str:
@@ -118,7 +120,7 @@ class LocalServer:
 
     def start(self, timeout: float = 10.0) -> None:
         """Bind the port and serve on a daemon thread; returns once it accepts connections."""
-        if self._thread is not None and self._thread.is_alive():
+        if not self._ended.is_set():
             raise ServerError("the server is already running")
         sock = self._bind()
         self.gate.reset()
@@ -130,10 +132,11 @@ class LocalServer:
         self._server = uvicorn.Server(cfg)
         self._error = None
         self._thread = threading.Thread(target=self._serve, args=(sock,), name="ssd-chat-server", daemon=True)
+        self._ended.clear()
         self._thread.start()
         deadline = time.monotonic() + timeout
         while not self._server.started:
-            if not self._thread.is_alive() or time.monotonic() > deadline:
+            if self._ended.is_set() or time.monotonic() > deadline:
                 self.stop()
                 sock.close()
                 raise ServerError(f"the server did not start on {self.config.host}:{self._port}"
@@ -147,8 +150,7 @@ class LocalServer:
         if self._server is not None:
             self._server.should_exit = True
         if self._thread is not None:
-            self._thread.join(timeout)
-            if self._thread.is_alive():
+            if not self._ended.wait(timeout):
                 log.warning("the server thread did not stop within %.0f s", timeout)
         for job in list(self._service.jobs.values()):
             job.join(timeout)
@@ -187,8 +189,8 @@ class LocalServer:
 
     def wait(self) -> None:
         """Block until the server stops (the CLI's foreground)."""
-        while self._thread is not None and self._thread.is_alive():
-            self._thread.join(0.5)
+        while not self._ended.wait(0.5):
+            pass
 
     def __enter__(self) -> LocalServer:
         self.start()
@@ -233,3 +235,4 @@ class LocalServer:
         finally:
             self._loop = None
             sock.close()
+            self._ended.set()
