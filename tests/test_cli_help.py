@@ -81,3 +81,12 @@ def test_every_runnable_tool_has_a_help_that_writes_nothing(tool: str, tmp_path:
     assert "usage:" in done.stdout
     assert {p: p.stat().st_mtime_ns for p in (root / "resources").iterdir()} == before
     assert list(tmp_path.iterdir()) == []
+
+
+def test_serve_help_shows_every_default() -> None:
+    sub = _sub("serve")
+    formatter = sub._get_formatter()
+    for action in sub._actions:
+        if not action.option_strings or action.default in (None, [], argparse.SUPPRESS):
+            continue
+        assert "default" in formatter._expand_help(action), f"serve {action.option_strings[0]}"

@@ -14,9 +14,10 @@ import openai
 import pytest
 from pytestqt.qtbot import QtBot
 
+import engine
 from app.worker.engine_worker import EngineState
 from app.worker.host import EngineHost
-from engine import EngineConfig, GenerationParams, SamplingParams, TinyPair
+from engine import Engine, EngineConfig, GenerationParams, SamplingParams, TinyPair
 from engine.core.errors import ModelFileChangedError
 from engine.core.modelfile import ModelFiles
 from tests.app_helpers import QT_STRICT, TIMEOUT_MS
@@ -86,3 +87,16 @@ def test_the_app_worker_refuses_a_model_cut_short(qtbot: QtBot, tiny: TinyPair, 
             host.verify(CHAT, GREEDY)  # "Verify exactness" is refused too
     finally:
         host.shutdown()
+
+
+def test_engine_generate_refuses_a_model_file_cut_short_since_load(tiny: TinyPair, tmp_path: Path) -> None:
+    """Every caller of Engine.generate (the CLI included) gets the check, not only the server and the app."""
+    target = tmp_path / "target.gguf"
+    shutil.copy(tiny.target, target)
+    with Engine(EngineConfig(str(target), None, n_ctx=256)) as eng:
+        params = GenerationParams(mode="ar", max_tokens=2, sampling=SamplingParams())
+        assert eng.generate([1, 2, 3], params).run().tokens
+        os.truncate(target, target.stat().st_size // 2)
+        with pytest.raises(engine.ModelFileChangedError, match=r"target\.gguf"):
+            eng.generate([1, 2, 3], params)
+    assert engine.ModelFileChangedError is ModelFileChangedError

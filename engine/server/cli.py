@@ -8,16 +8,19 @@ import sys
 
 def add_serve_parser(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     """Register ``serve`` on the engine CLI's subcommands (imports nothing heavy)."""
+    from engine.tools.clihelp import LAYERS_HELP, gpu_layers
+
     p = subparsers.add_parser("serve", help="serve a model pair over an OpenAI-compatible HTTP API")
     p.add_argument("--target", required=True, help="target GGUF file")
     p.add_argument("--draft", help="draft GGUF file (needed for sd, ssd, auto)")
     p.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1: this machine only)")
-    p.add_argument("--port", type=int, default=8080, help="port (0 = any free port)")
+    p.add_argument("--port", type=int, default=8080, help="port (0 = any free port) (default: %(default)s)")
     p.add_argument("--mode", choices=["ar", "sd", "ssd", "auto"], default=None,
                    help="speculation mode (default: auto with a draft, ar without)")
     p.add_argument("--api-key", help="require 'Authorization: Bearer KEY' on /v1/*")
     p.add_argument("--model-id", default="", help="the model name clients send (default: the target's file name)")
-    p.add_argument("--queue", type=int, default=8, help="requests that may wait for the engine before 429")
+    p.add_argument("--queue", type=int, default=8,
+                   help="requests that may wait for the engine before 429 (default: %(default)s)")
     p.add_argument("--cors-origin", action="append", default=[], metavar="ORIGIN",
                    help="allow browser requests from ORIGIN (repeatable; CORS is off by default)")
     p.add_argument("--allow-host", action="append", default=[], metavar="NAME",
@@ -25,13 +28,17 @@ def add_serve_parser(subparsers: argparse._SubParsersAction) -> None:  # type: i
                         "localhost and this machine's name are always accepted)")
     p.add_argument("--max-body-mb", type=float, default=None,
                    help="largest request body in MB (default 4); a larger one is answered 413")
-    p.add_argument("--k", type=int, default=4, help="draft length K")
-    p.add_argument("--fanout", type=int, default=2, help="pre-speculated candidates per outcome position")
-    p.add_argument("--ctx", type=int, default=4096, help="context length")
-    p.add_argument("--threads", type=int, default=0, help="target CPU threads (0 = all cores)")
-    p.add_argument("--draft-threads", type=int, default=0, help="draft CPU threads (0 = all cores)")
-    p.add_argument("--gpu-layers", type=int, default=0, help="target layers on the GPU (-1 = all)")
-    p.add_argument("--draft-gpu-layers", type=int, default=0, help="draft layers on the GPU (-1 = all)")
+    p.add_argument("--k", type=int, default=4, help="draft length K (default: %(default)s)")
+    p.add_argument("--fanout", type=int, default=2,
+                   help="pre-speculated candidates per outcome position (default: %(default)s)")
+    p.add_argument("--ctx", type=int, default=4096, help="context length (default: %(default)s)")
+    p.add_argument("--threads", type=int, default=0, help="target CPU threads (0 = all cores) (default: %(default)s)")
+    p.add_argument("--draft-threads", type=int, default=0,
+                   help="draft CPU threads (0 = all cores) (default: %(default)s)")
+    p.add_argument("--gpu-layers", type=gpu_layers, default="auto",
+                   help=f"target layers on the GPU ({LAYERS_HELP}; default: %(default)s)")
+    p.add_argument("--draft-gpu-layers", type=gpu_layers, default="auto",
+                   help=f"draft layers on the GPU ({LAYERS_HELP}; default: %(default)s)")
     p.set_defaults(func=cmd_serve)
 
 
