@@ -14,7 +14,7 @@ import numpy as np
 
 from .config import EngineConfig as EngineConfig
 from .config import GenerationParams as GenerationParams
-from .core import chat
+from .core import chat, modelfile
 from .core.backend import Model
 from .core.context import Context, ContextParams
 from .core.errors import ContextFullError, EngineError, ParameterError
@@ -45,9 +45,8 @@ INLINE_DRAFT_MODES = ("sd",)  # modes whose draft decodes run on the generating 
 
 
 class Engine:
-    """Loads a target (and optionally a draft) and generates with ``ar``, ``sd``, ``ssd``, ``lookup`` or ``auto``.
-
-    ``lookup`` (the n-gram pool, no model) and ``auto`` (ar and lookup only) also run without a draft.
+    """Loads a target (and optionally a draft) and generates with ``ar``, ``sd``, ``ssd``, ``lookup`` or ``auto``
+    (``lookup``, and ``auto`` on ar and lookup, also run without a draft).
 
     Example:
         >>> with Engine(EngineConfig("target.gguf", "draft.gguf")) as eng:
@@ -105,6 +104,7 @@ class Engine:
         self._cost_model = memory.load(self._memory, bool(split)) if self._memory else CostModel(split=bool(split))
         self._lookup = Lookup(self._cost_model)  # the n-gram pool over the conversation (constant memory)
         self.n_ctx = self.target_ctx.n_ctx
+        self.files = modelfile.remember(self, [cfg.target_path, cfg.draft_path])  # size and mtime at load
 
     def close(self) -> None:
         """Free the models (any thread); a generation still running ends first, within one round."""
@@ -154,6 +154,7 @@ class Engine:
     ) -> Generation:
         """Start a generation (iterate it for tokens); ``stop`` is checked between rounds and draft steps. One
         generation runs at a time: one still open is closed first, which takes at most the rest of its round."""
+        self.files.check()  # ModelFileChangedError: a model file cut short under its mmap would SIGBUS on a read
         if params.mode not in DRAFT_FREE_MODES and self.drafter is None:
             raise ParameterError(f"mode {params.mode!r} needs a draft model")
         if len(prompt) + 1 >= self.n_ctx:
@@ -297,8 +298,7 @@ class Engine:
         recorder.draft_free(self._decode_times(), time.perf_counter() - t0)
 
     def _read_ahead(self, prompt: Sequence[int], params: GenerationParams) -> PromptRead | None:
-        """The draft reads the prompt while the target does, where it has cores or a device of its own (no
-        split of the cores: the two never share a core) and the mode may draft with it."""
+        """The draft reads the prompt beside the target where the two never share a core and the mode drafts."""
         if self.drafter is None or not self.reads_ahead(params):
             return None
         return PromptRead(self.drafter, prompt)

@@ -285,7 +285,7 @@ class AutoPlanner:
         if plan.mode == "ar" and not self.timed(1):
             return
         if plan.mode == "ar":
-            m.stale = False  # ar measured in this session
+            m.stale = False  # ar measured since the memory was read
         split = m.split and (plan.mode == "ssd" or split_threads)
         table = m.verify_split if split else m.verify
         per_token, catchup = _draft_token_time(rr)

@@ -10,7 +10,7 @@ line, never an error, and a model with such a figure is never written.
 
 What is read back is a prior, not a measurement: every figure is replaced by the first fresh sample of it, and the
 per-plan tallies count AGE_WEIGHT of what they held, so a file written while the machine was busy costs a few
-rounds, not every later session (:attr:`CostModel.stale` makes auto re-measure ar first).
+rounds, not every later run (:attr:`CostModel.stale` makes auto re-measure ar first).
 """
 
 from __future__ import annotations
