@@ -53,7 +53,7 @@ def test_load_then_generate_emits_in_strict_order(qtbot: QtBot, host: EngineHost
         order="strict",
         check_params_cbs=[
             lambda s: s == EngineState.LOADING,
-            lambda label: label == "tiny",
+            lambda label: label == "tiny (CPU build: the model on the CPU)",
             lambda s: s == EngineState.READY,
         ],
         timeout=TIMEOUT_MS,

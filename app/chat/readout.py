@@ -68,6 +68,8 @@ def readout_html(stats: Mapping[str, Any], plain: float | None = None) -> str:
     reason = str(stats.get("finish_reason") or "")
     if reason not in HIDDEN_REASONS:
         parts.append(html.escape(REASON_TEXT.get(reason, reason)))
+    if stats.get("warning"):  # a fixed drafting mode that cannot pay on this placement (engine.drafting_warning)
+        parts.append(f"⚠ {html.escape(str(stats['warning']))}")
     return " · ".join(parts)
 
 

@@ -19,7 +19,16 @@ from PySide6.QtCore import QObject, Signal, Slot
 from app.exactness.run import run_check
 from app.server.slot import ServerEvent, ServerRequest, ServerSlot
 from app.worker.boundary import WorkerBoundary
-from engine import DROP_OLDEST, ChatMessage, Engine, EngineConfig, GenerationParams, fit_messages, server
+from engine import (
+    DROP_OLDEST,
+    ChatMessage,
+    Engine,
+    EngineConfig,
+    GenerationParams,
+    drafting_warning,
+    fit_messages,
+    server,
+)
 
 
 class EngineState(enum.Enum):
@@ -140,10 +149,10 @@ class EngineWorker(EngineSignals):
             self._engine = Engine(request.config)
             self._files = server.remember_model_files(self._engine, [request.config.target_path,
                                                                      request.config.draft_path])
-        if job.failed:
+        if job.failed or self._engine is None:
             self.state_changed.emit(EngineState.FAILED)
             return
-        self.model_loaded.emit(request.label)
+        self.model_loaded.emit(f"{request.label} ({self._engine.placement.text})")  # where its layers went
         self.state_changed.emit(EngineState.READY)
 
     @Slot(object)
@@ -175,6 +184,9 @@ class EngineWorker(EngineSignals):
                     last = now
                     self.stats_changed.emit(gen.stats.to_dict())
             final = gen.stats.to_dict()
+            warning = drafting_warning(gen.stats, eng.placement)  # a fixed sd/ssd that cannot pay here
+            if warning:
+                final["warning"] = warning
             if request.params.mode == "auto":
                 self.rates_measured.emit(eng.measured_rates())
         self._forget(request)
