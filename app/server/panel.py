@@ -64,8 +64,8 @@ class ServerPanel(QWidget):
         self.indicator.hide()
         self.dock: QDockWidget | None = None
         self.note = QLabel("Listens on 127.0.0.1 only, with the mode and speculation settings of Settings when it "
-                           "starts. Loading another pair stops it. Examples for curl and the openai client: README, "
-                           "'Local server'.")
+                           "starts. Loading another pair stops it. Examples for curl and the openai client: "
+                           "docs/server.md.")
         self.note.setStyleSheet(NOTE_STYLE)
         never_widen(self.url_label, self.served_label, self.running_label, self.message, self.note)
         form = QFormLayout()
