@@ -22,6 +22,7 @@ from engine import (
     GenerationParams,
     GenerationStats,
     MeasuredRate,
+    Placement,
     TinyPair,
     TokenEvent,
 )
@@ -129,6 +130,7 @@ class SteppingEngine:
         self.step_s = step_s
         self.per_round = per_round
         self.rounds = 0
+        self.placement = Placement(0, 0, 0, 0, gpu_build=False, has_draft=True)  # as a CPU build places a pair
 
     def messages_tokens(self, messages: Sequence[ChatMessage]) -> list[int]:
         return list(range(4 * len(messages)))
