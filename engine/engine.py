@@ -104,7 +104,7 @@ class Engine:
         self._cost_model = memory.load(self._memory, bool(split)) if self._memory else CostModel(split=bool(split))
         self._lookup = Lookup(self._cost_model)  # the n-gram pool over the conversation (constant memory)
         self.n_ctx = self.target_ctx.n_ctx
-        self.files = modelfile.remember(self, [cfg.target_path, cfg.draft_path])  # size and mtime at load
+        self.files = modelfile.ModelFiles([cfg.target_path, cfg.draft_path])  # size and mtime at load
 
     def close(self) -> None:
         """Free the models (any thread); a generation still running ends first, within one round."""

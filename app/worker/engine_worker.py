@@ -27,7 +27,6 @@ from engine import (
     GenerationParams,
     drafting_warning,
     fit_messages,
-    server,
 )
 
 
@@ -116,7 +115,6 @@ class EngineWorker(EngineSignals):
     def __init__(self) -> None:
         super().__init__()
         self._engine: Engine | None = None
-        self._files: server.ModelFiles | None = None  # the model files' size and time at load
         self._stops: set[threading.Event] = set()
         self._stops_lock = threading.Lock()
         self._next_id = 0
@@ -147,8 +145,6 @@ class EngineWorker(EngineSignals):
         self.state_changed.emit(EngineState.LOADING)
         with WorkerBoundary(f"Could not load {request.label}", self.failed.emit) as job:
             self._engine = Engine(request.config)
-            self._files = server.remember_model_files(self._engine, [request.config.target_path,
-                                                                     request.config.draft_path])
         if job.failed or self._engine is None:
             self.state_changed.emit(EngineState.FAILED)
             return
@@ -167,7 +163,6 @@ class EngineWorker(EngineSignals):
         runs: list[tuple[int, bool]] = []
         with WorkerBoundary("Generation failed", self.failed.emit) as job, \
                 self.server.hold(request.stop, self._on_server_busy):
-            self._check_files()
             fitted = fit_messages(eng.messages_tokens, _chat(request.messages), n_ctx=eng.n_ctx,
                                   max_tokens=request.params.max_tokens, policy=request.overflow)
             if fitted.dropped_turns:
@@ -206,7 +201,6 @@ class EngineWorker(EngineSignals):
         self.state_changed.emit(EngineState.GENERATING)
         with WorkerBoundary("Verification failed", self.failed.emit) as job, \
                 self.server.hold(request.stop, self._on_server_busy):
-            self._check_files()
             result = run_check(eng, _chat(request.messages), request.params, request.stop,
                                self.verification_progressed.emit)
         self._forget(request)
@@ -250,11 +244,6 @@ class EngineWorker(EngineSignals):
             self.failed.emit("No model is loaded: pick a model pair in the model manager.")
         return self._engine
 
-    def _check_files(self) -> None:
-        """Refuse to generate from a model file changed on disk since it loaded (reading it could crash)."""
-        if self._files is not None:
-            self._files.check()
-
     def _stop_server(self, why: str) -> None:
         if self.server.stop():
             self.server_changed.emit(ServerEvent(message=why))
@@ -269,7 +258,6 @@ class EngineWorker(EngineSignals):
         if self._engine is not None:
             self._engine.close()
             self._engine = None
-            self._files = None
 
     def _forget(self, request: GenerateRequest) -> None:
         with self._stops_lock:

@@ -10,8 +10,6 @@ generation starts: a file cut short while a generation is running can still end 
 from __future__ import annotations
 
 import os
-import threading
-import weakref
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -56,21 +54,3 @@ class ModelFiles:
                     f"the model file {was.path} was rewritten since it was loaded; generating from it could "
                     "crash: load the model pair again")
 
-
-_loaded: weakref.WeakKeyDictionary[object, ModelFiles] = weakref.WeakKeyDictionary()
-_loaded_lock = threading.Lock()
-
-
-def remember(engine: object, paths: Sequence[str | None]) -> ModelFiles:
-    """Record the files of ``engine`` now (right after it loaded them); later :func:`files_of` calls get these."""
-    files = ModelFiles(paths)
-    with _loaded_lock:
-        _loaded[engine] = files
-    return files
-
-
-def files_of(engine: object, paths: Sequence[str | None]) -> ModelFiles:
-    """The files recorded for ``engine`` at load, or (if nobody recorded them) as they are now."""
-    with _loaded_lock:
-        files = _loaded.get(engine)
-    return files if files is not None else remember(engine, paths)

@@ -8,9 +8,7 @@ In-process use (the app's "Local server" switch)::
     server.status()           # ServerStatus: url, served, running, queued, rejected, failed
     server.stop()
 
-``ModelFiles`` and ``remember_model_files`` (the model files' size and time at load, checked before each
-generation) are the engine core's, offered here for the app's worker. Names are imported lazily, so
-``add_serve_parser`` costs the CLI nothing until ``serve`` runs.
+Names are imported lazily, so ``add_serve_parser`` costs the CLI nothing until ``serve`` runs.
 """
 
 from __future__ import annotations
@@ -19,9 +17,6 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from engine.core.modelfile import ModelFiles
-    from engine.core.modelfile import remember as remember_model_files
-
     from .app import create_app
     from .cli import add_serve_parser, cmd_serve
     from .config import FinishedRequest, RunningRequest, ServerConfig, ServerStatus
@@ -30,17 +25,14 @@ if TYPE_CHECKING:
 _WHERE = {
     "FinishedRequest": "config", "LocalServer": "local", "RunningRequest": "config", "ServerConfig": "config",
     "ServerError": "local", "ServerStatus": "config", "add_serve_parser": "cli", "cmd_serve": "cli",
-    "create_app": "app", "ModelFiles": "engine.core.modelfile",
-    "remember_model_files": "engine.core.modelfile:remember",
+    "create_app": "app",
 }
 
-__all__ = ["FinishedRequest", "LocalServer", "ModelFiles", "RunningRequest", "ServerConfig", "ServerError",
-           "ServerStatus", "add_serve_parser", "cmd_serve", "create_app", "remember_model_files"]
+__all__ = ["FinishedRequest", "LocalServer", "RunningRequest", "ServerConfig", "ServerError", "ServerStatus",
+           "add_serve_parser", "cmd_serve", "create_app"]
 
 
 def __getattr__(name: str) -> Any:
     if name in _WHERE:
-        module, _, attr = _WHERE[name].partition(":")
-        where = module if "." in module else f"{__name__}.{module}"
-        return getattr(importlib.import_module(where), attr or name)
+        return getattr(importlib.import_module(f"{__name__}.{_WHERE[name]}"), name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -27,7 +27,6 @@ from engine import (
     SamplingParams,
 )
 from engine.core.errors import ModelFileChangedError
-from engine.core.modelfile import files_of
 
 from . import errors, replies
 from .config import FinishedRequest, RunningRequest, ServerConfig
@@ -55,7 +54,6 @@ class Service:
         self.created = int(time.time())
         self.jobs: dict[str, Job] = {}  # the generation running (and, while it winds down, the one before)
         self.closing = False  # set while the server stops: nothing new starts
-        self.files = files_of(engine, [engine.config.target_path, engine.config.draft_path])
         self._longest_piece = 0  # bytes of the vocabulary's longest token, looked up on the first long prompt
 
     def model_card(self) -> dict[str, Any]:
@@ -138,7 +136,7 @@ class Service:
             self.gate.release()
             raise APIError(503, "the server is stopping", code="server_stopping")
         try:
-            self.files.check()  # a file cut short under the engine would end the process on the first read
+            self.engine.files.check()  # a file cut short under the engine would end the process on the first read
         except ModelFileChangedError as exc:
             self.gate.release()
             raise APIError(503, str(exc), code="model_file_changed") from exc
