@@ -26,14 +26,15 @@ def engine(tiny: TinyPair) -> Iterator[Engine]:
         yield eng
 
 
-def stop_after(eng: Engine, steps: int) -> threading.Event:
-    """An Event the drafter watches, set as its ``steps``-th drafted token is checked for end-of-generation."""
+def stop_after(eng: Engine, steps: int, seen: list[int] | None = None) -> threading.Event:
+    """An Event the drafter watches, set as its ``steps``-th drafted token is checked for end-of-generation;
+    ``seen[0]`` counts the drafted tokens checked."""
     assert eng.drafter is not None
     drafter = eng.drafter
     stop = threading.Event()
     drafter.stop_when(stop)
     is_eog: Callable[[int], bool] = drafter.is_eog
-    seen = [0]
+    seen = [0] if seen is None else seen
 
     def counting(token: int) -> bool:
         seen[0] += 1
@@ -96,25 +97,16 @@ def test_a_stop_ends_the_tree_before_its_next_level(engine: Engine) -> None:
 def test_engine_generate_hands_its_stop_to_the_drafter(engine: Engine) -> None:
     """Through Engine.generate: a stop set during sd's draft ends that draft after the step in progress, and the
     reply ends as stopped with plain decoding's tokens."""
-    stop = threading.Event()
     params = GenerationParams(mode="sd", k=K, max_tokens=64, sampling=SamplingParams(temperature=0.0))
     assert engine.drafter is not None
-    drafter = engine.drafter
-    is_eog: Callable[[int], bool] = drafter.is_eog
+    is_eog = engine.drafter.is_eog
     seen = [0]
-
-    def counting(token: int) -> bool:
-        seen[0] += 1
-        if seen[0] == STOP_AFTER:
-            stop.set()
-        return is_eog(token)
-
-    drafter.is_eog = counting
+    stop = stop_after(engine, STOP_AFTER, seen)
     gen = engine.generate(PROMPT, params, stop)
     tokens = [event.token for event in gen]
     assert gen.stats.finish_reason == "stopped"
     assert seen[0] == STOP_AFTER  # no draft step ran after the one that saw the stop
-    drafter.is_eog = is_eog
+    engine.drafter.is_eog = is_eog
     plain = [event.token for event in engine.generate(PROMPT, GenerationParams(mode="ar", max_tokens=len(tokens),
                                                                              sampling=SamplingParams()))]
     assert tokens == plain[: len(tokens)]
