@@ -49,8 +49,8 @@ from .models import hub, offline
 from .models.catalog import PairSpec, fit_label, format_bytes, load_catalog, system_memory
 from .models.hub import DownloadCancelled, DownloadProgress
 from .models.store import InstalledPair, ModelStore, installed_as
-from .speculative.costmodel import MeasuredRate
 from .speculative.exactness import first_difference
+from .speculative.plan import MeasuredRate
 from .stats import GenerationStats, drafting_warning
 from .tools.tinymodel import TinyPair, write_model
 

@@ -23,13 +23,14 @@ from .core.placement import place_layers
 from .core.vocab import check_compatible
 from .generation import Generation, TokenEvent
 from .speculative import memory
-from .speculative.auto import K_MAX as AUTO_K_MAX
-from .speculative.auto import AutoMode, AutoPlanner, measured_rates
-from .speculative.costmodel import CostModel, MeasuredRate
+from .speculative.auto import AutoMode, measured_rates
 from .speculative.drafter import Drafter, PromptRead
+from .speculative.knobs import K_MAX as AUTO_K_MAX
 from .speculative.lookup import MAX_DRAFT as LOOKUP_MAX
 from .speculative.lookup import Lookup, LookupMode
 from .speculative.observer import RoundObserver, observer_for, tree_budget
+from .speculative.plan import MeasuredRate
+from .speculative.planner import AutoPlanner
 from .speculative.ssd import SSDMode, SSDOptions
 from .speculative.steps import ARMode, Mode, SDMode, Steps, Threads
 from .speculative.target import Target
@@ -101,7 +102,7 @@ class Engine:
         setup = f"threads {threads} {dthreads}, GPU layers {pl.target_on_gpu} {pl.draft_on_gpu}"
         self._memory = memory.memory_file([cfg.target_path, cfg.draft_path], setup) if cfg.remember_machine else None
         # auto's measurements of this machine, kept across replies (and across starts, with remember_machine)
-        self._cost_model = memory.load(self._memory, bool(split)) if self._memory else CostModel(split=bool(split))
+        self._cost_model = memory.load(self._memory, bool(split))
         self._lookup = Lookup(self._cost_model)  # the n-gram pool over the conversation (constant memory)
         self.n_ctx = self.target_ctx.n_ctx
         self.files = modelfile.ModelFiles([cfg.target_path, cfg.draft_path])  # size and mtime at load
@@ -141,8 +142,7 @@ class Engine:
         return float(top[1] - top[0])
 
     def measured_rates(self) -> dict[str, MeasuredRate]:
-        """auto's measurements of this machine: per mode it has run, its best plan's predicted tok/s. Read
-        between generations on the thread that generates (auto updates the figures every round)."""
+        """auto's best plan per mode it has run here, with its predicted tok/s (read between generations)."""
         return measured_rates(self._cost_model, max_branches=self.config.max_branches)
 
     # -- generation -------------------------------------------------------------------------------

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from engine.speculative.costmodel import CostModel, Plan
+from engine.speculative.costmodel import CostModel
+from engine.speculative.plan import Plan
 
 
 def model_with(verify: dict[int, float], draft_token: float, acceptance: float, hit: float) -> CostModel:

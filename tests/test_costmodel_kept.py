@@ -6,8 +6,9 @@ from __future__ import annotations
 import numpy as np
 
 from engine.speculative import memory
-from engine.speculative.auto import AutoPlanner
-from engine.speculative.costmodel import CostModel, Plan
+from engine.speculative.costmodel import CostModel
+from engine.speculative.plan import Plan
+from engine.speculative.planner import AutoPlanner
 
 ORDERS = ([4, 4, 3, 2], [1], [2, 3, 4, 4, 4, 4, 4, 4, 4], [])
 

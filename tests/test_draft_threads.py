@@ -6,9 +6,11 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable, Sequence
 
-from engine.speculative.auto import AutoMode, AutoPlanner
-from engine.speculative.costmodel import CostModel, Plan
+from engine.speculative.auto import AutoMode
+from engine.speculative.costmodel import CostModel
 from engine.speculative.lookup import Lookup, NgramPool
+from engine.speculative.plan import Plan
+from engine.speculative.planner import AutoPlanner
 from engine.speculative.ssd import SSDOptions
 from engine.speculative.steps import Steps
 from engine.speculative.types import Draft, DraftRequest, TreeStats, Verdict

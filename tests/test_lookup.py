@@ -8,8 +8,10 @@ import copy
 import numpy as np
 import pytest
 
-from engine.speculative.costmodel import CostModel, Plan, Ratio
+from engine.speculative.costmodel import CostModel
+from engine.speculative.figures import Ratio
 from engine.speculative.lookup import Lookup, LookupMode, NgramPool
+from engine.speculative.plan import Plan
 from engine.speculative.steps import Steps
 from engine.speculative.types import NGRAM, RoundResult
 from tests.spec_fakes import TRUTH, FakeTarget

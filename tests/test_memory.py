@@ -9,7 +9,8 @@ import pytest
 
 from engine import Engine, EngineConfig, GenerationParams
 from engine.speculative import memory
-from engine.speculative.costmodel import CostModel, Plan
+from engine.speculative.costmodel import CostModel
+from engine.speculative.plan import Plan
 from tests.tiny_models import TinyPair
 
 

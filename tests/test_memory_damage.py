@@ -10,8 +10,9 @@ import pytest
 
 from engine import Engine, EngineConfig, GenerationParams
 from engine.speculative import memory
-from engine.speculative.auto import AutoPlanner
-from engine.speculative.costmodel import CostModel, Plan
+from engine.speculative.costmodel import CostModel
+from engine.speculative.plan import Plan
+from engine.speculative.planner import AutoPlanner
 from tests.tiny_models import TinyPair
 
 

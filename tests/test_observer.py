@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 from engine import Engine, EngineConfig, GenerationParams
-from engine.speculative.auto import AutoPlanner, fitted_budget
-from engine.speculative.costmodel import Plan
 from engine.speculative.observer import tree_budget
+from engine.speculative.plan import Plan
+from engine.speculative.planner import AutoPlanner, fitted_budget
 from engine.speculative.ssd import SSDMode
 from tests.tiny_models import TinyPair
 

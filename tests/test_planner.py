@@ -7,10 +7,13 @@ from collections.abc import Callable
 import numpy as np
 import pytest
 
-from engine.speculative.auto import FAR_HOLD_ROUNDS, HOLD_ROUNDS, AutoMode, AutoPlanner, fitted_budget, tree_budgets
-from engine.speculative.costmodel import CostModel, Plan
+from engine.speculative.auto import AutoMode
+from engine.speculative.costmodel import CostModel
+from engine.speculative.knobs import FAR_HOLD_ROUNDS, HOLD_ROUNDS
 from engine.speculative.lookup import Lookup, NgramPool
 from engine.speculative.observer import RoundObserver
+from engine.speculative.plan import Plan, tree_budgets
+from engine.speculative.planner import AutoPlanner, fitted_budget
 from engine.speculative.ssd import SSDOptions
 from engine.speculative.steps import Steps
 from engine.speculative.types import CACHE, JIT, NGRAM, ROUND_SYNC, Draft, RoundResult, TreeStats

@@ -11,9 +11,9 @@ import pytest
 from engine import Engine, EngineConfig, GenerationParams
 from engine.core.options import cpu_cores
 from engine.generation import Generation
-from engine.speculative.auto import AutoPlanner
 from engine.speculative.drafter import Drafter, PromptRead
 from engine.speculative.exactness import first_difference
+from engine.speculative.planner import AutoPlanner
 from engine.speculative.types import Draft
 from tests.test_planner import drive, world
 from tests.tiny_models import TinyPair

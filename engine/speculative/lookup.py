@@ -19,7 +19,8 @@ from typing import NamedTuple
 from engine.core.context import common_prefix
 from engine.core.sampling import Dist
 
-from .costmodel import CostModel, Plan
+from .costmodel import CostModel
+from .plan import Plan
 from .pool import ORDERS, NgramPool
 from .steps import Steps
 from .types import NGRAM, Draft, RoundResult

@@ -26,7 +26,10 @@ from typing import Any
 
 from engine.core import cpu_check
 
-from .costmodel import CostModel, Ema, Plan, Ratio, Tally, level_figure, lookup_prior, verify_figure
+from .costmodel import CostModel
+from .figures import Ema, Ratio, Tally, level_figure, lookup_prior, verify_figure
+from .knobs import AGE_WEIGHT
+from .plan import Plan
 
 log = logging.getLogger(__name__)
 
@@ -38,7 +41,6 @@ VERSION = 7  # 2: catch-up time and next_guess apart (1 kept inflated draft time
 # the cost model's single figures
 EMAS = ("pace", "draft_token", "draft_token_split", "catchup_token", "tree_glue", "acceptance", "hit", "top1",
         "next_guess")
-AGE_WEIGHT = 0.25  # a tally read back counts as this share of the rounds it summed (the machine may have changed)
 MAX_BYTES = 1 << 20  # a larger file is not a kept model (it holds a few hundred figures)
 PROBABILITIES = ("acceptance", "hit", "top1", "next_guess")  # figures in [0, 1]; the other single figures: seconds
 DIR_ENV = "SSD_CHAT_AUTO_MEMORY_DIR"  # where the files go instead of <cache>/auto (tests, portable installs)
@@ -188,8 +190,11 @@ def _no_constant(name: str) -> None:
     raise ValueError(f"{name} is not a figure")
 
 
-def load(path: Path, split: bool) -> CostModel:
-    """The kept model (aged: :func:`age`), or a fresh one when there is none or it cannot be read (logged)."""
+def load(path: Path | None, split: bool) -> CostModel:
+    """The kept model (aged: :func:`age`), or a fresh one when there is none (``path`` None: none is kept) or it
+    cannot be read (logged)."""
+    if path is None:
+        return CostModel(split=split)
     try:
         with path.open("rb") as f:
             raw = f.read(MAX_BYTES + 1)

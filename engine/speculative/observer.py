@@ -11,8 +11,10 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from .auto import AutoPlanner, fitted_budget
-from .costmodel import CostModel, Plan
+from .costmodel import CostModel
+from .learning import RoundLearner
+from .plan import Plan
+from .planner import fitted_budget
 from .ssd import SSDOptions
 from .types import RoundResult
 
@@ -27,7 +29,7 @@ class RoundObserver:
     before the next generation can read the model."""
 
     def __init__(self, model: CostModel, k: int, budget: int, *, draft: bool, mode: str, geometric: bool) -> None:
-        self._learner = AutoPlanner(model, k, adaptive=False, draft=draft, geometric=geometric)
+        self._learner = RoundLearner(model, geometric=geometric)
         self._plans = {"ar": Plan("ar"), "sd": Plan("sd", k), "ssd": Plan("ssd", k, budget)}
         self._rounds: list[RoundResult] = []
         # Fixed ssd's sd rounds (while its cache keeps missing) run on ssd's split threads where the machine splits

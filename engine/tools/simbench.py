@@ -18,9 +18,12 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from engine.speculative import memory
-from engine.speculative.auto import K_MAX, AutoMode, AutoPlanner, tree_budgets
-from engine.speculative.costmodel import AR, LOOKUP, CostModel, Plan
+from engine.speculative.auto import AutoMode
+from engine.speculative.costmodel import CostModel
+from engine.speculative.knobs import K_MAX
 from engine.speculative.lookup import Lookup, LookupMode
+from engine.speculative.plan import LOOKUP, Plan, plan_space
+from engine.speculative.planner import AutoPlanner
 from engine.speculative.ssd import SSDOptions
 from engine.speculative.types import JIT, NGRAM, RoundResult
 
@@ -49,9 +52,8 @@ class Run:
 
 
 def fixed_plans(k_max: int = K_MAX, most: int = MAX_BRANCHES) -> list[Plan]:
-    ks = range(1, k_max + 1)
-    return [AR, *(Plan("sd", k) for k in ks), *(Plan("ssd", k, b) for k in ks for b in tree_budgets(k, most)),
-            LOOKUP]
+    """auto's plan space, each plan run fixed, and lookup."""
+    return [*plan_space(range(1, k_max + 1), most), LOOKUP]
 
 
 def _seed(profile: Profile) -> int:

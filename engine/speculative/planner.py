@@ -1,0 +1,281 @@
+"""auto's planner: picks ar, sd or ssd, the draft length K and the tree size for every round.
+
+:class:`AutoPlanner` runs no round: it reads the :class:`~engine.speculative.costmodel.CostModel`, returns the next
+:class:`~engine.speculative.plan.Plan`, and hands the round's outcome to its
+:class:`~engine.speculative.learning.RoundLearner`. Every plan's predicted rate is corrected by what its rounds
+really did; it holds a plan for a few rounds, and re-measures another mode only when that mode is predicted close and
+not too soon: the gap doubles each time a probe loses, and lives in the cost model, so a later reply does not pay
+again for what cannot pay. The numbers it decides by: :mod:`engine.speculative.knobs`.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+
+from .costmodel import CostModel
+from .knobs import (
+    FAR_HOLD_ROUNDS,
+    FIRST_PROBE_GAP,
+    FIRST_PROBE_ROUNDS,
+    HOLD_ROUNDS,
+    HORIZON_TOKENS,
+    K_MAX,
+    MAX_PROBE_GAP,
+    PROBE_CATCHUP_SHARE,
+    PROBE_IF_WITHIN,
+    PROBE_ROUNDS,
+    SWITCH_GAIN,
+    UNTRIED_GAIN,
+)
+from .learning import DRAFT_MODES, RoundLearner
+from .plan import AR, Plan, tree_budgets
+from .types import ROUND_SYNC, RoundResult
+
+log = logging.getLogger(__name__)
+
+
+class AutoPlanner:
+    """Chooses a plan per round from the cost model and learns from what each round reports."""
+
+    def __init__(self, model: CostModel, k: int, *, adaptive: bool = True, k_max: int = K_MAX,
+                 max_branches: int = 32, draft: bool = True, early_stop: bool = True, draft_lag: int = 0,
+                 remaining: int = 0, prompt_read: bool = False, draft_busy: Callable[[], bool] | None = None,
+                 geometric: bool = True) -> None:
+        self.model = model  # the machine's timings outlive one reply: the engine passes the same model each time
+        self.k = k
+        self.adaptive = adaptive
+        self.k_max = max(k, k_max) if adaptive else k
+        self.max_branches = max_branches
+        self.draft = draft  # False: no draft model, only ar (AutoMode adds the pool's drafts)
+        self.early_stop = early_stop
+        self.learner = RoundLearner(model, geometric=geometric)
+        self.why = ""  # why the latest plan was chosen (reported with its round)
+        self.rates: dict[str, float] = {}  # predicted tok/s of the best plan per mode, at the latest decision
+        self.held = 0
+        self.hold = HOLD_ROUNDS  # rounds the current plan is held before the next decision
+        self.rounds = 0
+        self._probing: Plan | None = None
+        self._trees: list[Plan] | None = None
+        self.draft_lag = draft_lag  # tokens the draft model has not seen (it decodes them before it drafts)
+        self.remaining = remaining  # tokens the reply may still emit (0: not known)
+        # The draft model reads every prompt on cores (or a device) of its own: each reply starts with it in step
+        # (once its read is done), so a probe of a drafting mode that would first make it catch up waits for the
+        # next reply's start.
+        self.prompt_read = prompt_read
+        # Whether the draft model is still reading this reply's prompt on its own thread: a round that would draft
+        # runs ar meanwhile (the target would only wait), and the plan or probe runs once the read is done.
+        self.draft_busy = draft_busy
+        # Whether the latest plan was chosen while that read ran: the round shares the machine with it, so its time
+        # is not what the plan costs.
+        self.beside_read = False
+        self._probe: list[Plan] = self._first_probes()
+        # A model that has measured this machine before starts on its best plan, not on ar.
+        self.plan = Plan("ar")
+        if 1 in model.verify and not self._probe:  # from the modes run here (others: later, by probe or gain)
+            best_by_mode, rate = self._best_by_mode()
+            best = max((p for p in rate if p.mode == "ar" or model.mode_ran(p.mode)), key=rate.__getitem__)
+            self.plan = best if best == self.plan or self._worth(best, rate[self.plan]) else self.plan
+            if prompt_read and self.draft:  # any probe due runs now (one of a drafting mode may have waited for this)
+                self._plan_probe(best_by_mode, rate)
+
+    def _first_probes(self) -> list[Plan]:
+        """What is still unmeasured: ar's verify, a few sd rounds; a narrow tree only if it could pay."""
+        m = self.model
+        probes: list[Plan] = []
+        if 1 not in m.verify or m.stale:  # unmeasured, or read back from disk (a busy hour's figure)
+            probes.append(Plan("ar"))
+        if not self.draft:
+            return probes
+        if m.draft_token.value is None:
+            probes += [Plan("sd", self.k)] * PROBE_ROUNDS
+        elif not m.level and m.hit.value is None:  # no ssd round yet (one whose trees were all cut short counts)
+            best = max(self.candidates_without_ssd(), key=m.rate)
+            hopeful = Plan("ssd", self.k, 1)  # would a one-branch tree, on the figures so far, beat the best plan?
+            promising = m.raw_rate(hopeful) > SWITCH_GAIN * m.rate(best) and self._pays(hopeful, m.rate(best))
+            if promising:
+                probes += [hopeful] * PROBE_ROUNDS
+        return probes
+
+    def _ks(self) -> range | list[int]:
+        return range(1, self.k_max + 1) if self.adaptive else [self.k]
+
+    def candidates_without_ssd(self) -> list[Plan]:
+        if not self.draft:
+            return [Plan("ar")]
+        return [Plan("ar"), *(Plan("sd", k) for k in self._ks())]
+
+    def _ssd_plans(self) -> list[Plan]:
+        """Every tree auto weighs: per K, a few budgets (made once: a decision runs every few rounds)."""
+        if self._trees is None:
+            self._trees = [Plan("ssd", k, budget) for k in self._ks() for budget in tree_budgets(k, self.max_branches)]
+        return self._trees
+
+    def candidates(self) -> list[Plan]:
+        plans = self.candidates_without_ssd()
+        if not self.draft:
+            return plans
+        fits = self.model.fits_window
+        plans += [p for p in self._ssd_plans() if fits(p.k, p.budget, self.early_stop)]
+        return plans
+
+    def catchup(self, plan: Plan) -> float:
+        """Seconds ``plan``'s first round spends on the draft model catching up (0 for plans without it)."""
+        if plan.mode not in DRAFT_MODES or self.draft_lag <= ROUND_SYNC:
+            return 0.0
+        return self.model.catchup_time(self.draft_lag)
+
+    def _worth(self, plan: Plan, current: float) -> bool:
+        """Whether to move from the current plan (predicted ``current`` tok/s) to ``plan``: it must promise
+        SWITCH_GAIN more (UNTRIED_GAIN to start drafting, or to enter a mode never run here, on figures
+        alone) and pay for its catch-up."""
+        m = self.model
+        untried = not m.measured(plan) and (self.plan.mode not in DRAFT_MODES or not m.mode_ran(plan.mode))
+        risky = plan.mode in DRAFT_MODES and untried
+        gain = UNTRIED_GAIN if risky else SWITCH_GAIN
+        return m.rate(plan) > gain * current and self._pays(plan, current)
+
+    def _pays(self, plan: Plan, current: float) -> bool:
+        """Whether moving to ``plan`` saves more over the rest of the reply than its catch-up costs."""
+        cost = self.catchup(plan)
+        if not cost or current <= 0:
+            return True
+        n = self.remaining or HORIZON_TOKENS
+        return n / current - n / self.model.rate(plan) > cost
+
+    def detour(self, plan: Plan, tokens: float, *, tree_pending: bool) -> float:
+        """Seconds that a round off ``plan`` (a pool draft expected to emit ``tokens``) costs the plan's next
+        round: its draft model catches up on those tokens, and an ssd tree being built for this round's
+        outcome is lost (the next round misses where it would have hit: as the plan's own rounds are priced)."""
+        if plan.mode not in DRAFT_MODES:
+            return 0.0
+        m = self.model
+        cost = m.catchup_time(max(0.0, tokens - ROUND_SYNC))  # a round syncs ROUND_SYNC tokens anyway (catchup())
+        if plan.mode == "ssd" and tree_pending:
+            lost = m.outcome_time(plan, hit=False) - m.outcome_time(plan, hit=True)
+            cost += m.calibrated_hit(plan) * max(0.0, lost)
+        return cost
+
+    def note(self, rr: RoundResult) -> None:
+        """Any round of the reply (a lookup round too): how far behind the draft model now is."""
+        self.remaining = max(0, self.remaining - len(rr.tokens))
+        self.draft_lag = 0 if rr.mode in DRAFT_MODES else self.draft_lag + len(rr.tokens)
+
+    @property
+    def probing(self) -> bool:
+        """The latest plan is a probe (its round is for measuring, not to be replaced by a lookup)."""
+        return self._probing is not None
+
+    def next_plan(self) -> Plan:
+        """The plan for the next round (a probe, the held plan, or a better one; ar while the draft is busy)."""
+        busy = self.beside_read = self.draft_busy is not None and self.draft_busy()
+        if busy and self._probe and self._probe[0].mode in DRAFT_MODES:
+            plan = self._ar_while_reading(f"probe {self._probe[0]}")
+        else:
+            plan = self._choose()
+            if busy and plan.mode in DRAFT_MODES:
+                plan = self._ar_while_reading(self.why)
+            else:
+                self.held += 1
+                self.rounds += 1  # rounds of the reply's plans and probes
+        self.model.rounds += 1
+        self.model.last_run[plan.mode] = self.model.rounds
+        return plan
+
+    def _ar_while_reading(self, due: str) -> Plan:
+        """ar for a round that would draft while the draft model still reads the prompt (the target would only
+        wait); what is ``due`` (a probe, or the plan) stays due."""
+        self._probing = None
+        self.why = f"ar while the draft model reads the prompt ({due})"
+        return AR
+
+    def _choose(self) -> Plan:
+        self._probing = None
+        if self._probe:
+            plan = self._probe.pop(0)
+            self._probing = plan
+            self.why = f"probe {plan}"
+            if not self._probe:
+                self._probe = self._first_probes() if self.rounds < FIRST_PROBE_ROUNDS else []
+                self.held = self.hold  # decide right after the probes
+            return plan
+        self.why = f"plan {self.plan}"
+        if self.held < self.hold:
+            return self.plan
+        m = self.model
+        best_by_mode, rate = self._best_by_mode()
+        self.rates = {str(p): rate[p] for p in best_by_mode.values()}
+        best = max(best_by_mode.values(), key=rate.__getitem__)
+        current = rate.get(self.plan, 0.0)
+        if best != self.plan and self._worth(best, current):
+            self.why = f"plan {best}: predicted {current:.1f} -> {rate[best]:.1f} tok/s"
+            log.info("auto: %s -> %s", self.plan, self.why)
+            if best.mode != self.plan.mode:
+                m.probe_gap[best.mode] = FIRST_PROBE_GAP  # the mode won: probe it again soon if it loses
+            self.plan = best
+        self.held = 0
+        self._plan_probe(best_by_mode, rate)
+        self.hold = FAR_HOLD_ROUNDS if self._far_ahead(best_by_mode, rate) else HOLD_ROUNDS
+        return self.plan
+
+    def _far_ahead(self, best_by_mode: dict[str, Plan], rate: dict[Plan, float]) -> bool:
+        """Whether the plan is ar, no probe is due, and every other mode is predicted below PROBE_IF_WITHIN of it."""
+        if self.plan != AR or self._probe:
+            return False
+        current = rate[AR]
+        return not any(_worth_probing(rate[p], current) for mode, p in best_by_mode.items() if mode != "ar")
+
+    def _best_by_mode(self) -> tuple[dict[str, Plan], dict[Plan, float]]:
+        """Every candidate's predicted rate, and the best plan of each mode."""
+        rate = {p: self.model.rate(p) for p in self.candidates()}  # once each: a decision weighs dozens of plans
+        best_by_mode: dict[str, Plan] = {}
+        for p, r in rate.items():
+            if p.mode not in best_by_mode or r > rate[best_by_mode[p.mode]]:
+                best_by_mode[p.mode] = p
+        return best_by_mode, rate
+
+    def _plan_probe(self, best_by_mode: dict[str, Plan], rate: dict[Plan, float]) -> None:
+        """Re-measure the most promising other mode when it is predicted close and its gap has passed (where the
+        draft reads each prompt ahead, a probe with a catch-up waits for the next reply's start)."""
+        m = self.model
+        current = rate[self.plan] if self.plan in rate else m.rate(self.plan)
+        for mode, plan in sorted(best_by_mode.items(), key=lambda kv: -rate[kv[1]]):
+            if mode == self.plan.mode or not _worth_probing(rate[plan], current):
+                continue
+            catchup = self.catchup(plan)
+            if catchup and self.prompt_read:
+                continue  # the next reply starts with the draft model in step: probe then
+            if catchup > PROBE_CATCHUP_SHARE * (self.remaining or HORIZON_TOKENS) / current:
+                continue  # the draft model would first decode more than the rest of the reply can pay back
+            gap = m.probe_gap.get(mode, FIRST_PROBE_GAP)
+            if m.rounds - m.last_run.get(mode, 0) >= gap:
+                m.probe_gap[mode] = min(MAX_PROBE_GAP, 2 * gap)  # reset to the first gap only if it wins
+                self._probe = [plan] * PROBE_ROUNDS
+            return
+
+    def timed(self, width: int) -> bool:
+        """Whether the latest round's verify time (``width`` tokens) is to teach the cost model: not beside the
+        draft's prompt read, where the width has a figure already (a reply's pace would be read off the read)."""
+        e = self.model.verify.get(width)
+        return not self.beside_read or e is None or e.value is None
+
+    def learn(self, plan: Plan, rr: RoundResult) -> None:
+        """Fold one round into the cost model (an ar round beside the draft's prompt read only where ar's time is
+        not measured yet: :meth:`timed`)."""
+        self.learner.learn(plan, rr, timed=plan.mode != "ar" or self.timed(1))
+
+
+def _worth_probing(rate: float, current: float) -> bool:
+    """Whether another mode predicted at ``rate`` is close enough to the current plan's to be re-measured."""
+    return rate > PROBE_IF_WITHIN * current
+
+
+def fitted_budget(model: CostModel, k: int, most: int, *, early_stop: bool) -> int:
+    """The tree for a fixed K on this machine: of the sizes up to ``most`` (:func:`tree_budgets`, and ``most``
+    itself) whose tree fits one verify, the one with the best predicted rate; ``most`` while the machine has
+    no measured draft and verify times, the smallest tree when none fits (a CPU draft pays for every branch)."""
+    if most <= 1 or model.draft_token.value is None or 1 not in model.verify:
+        return most
+    sizes = sorted({*tree_budgets(k, most), most})
+    fits = [b for b in sizes if model.fits_window(k, b, early_stop)] or sizes[:1]
+    return max(fits, key=lambda b: (model.rate(Plan("ssd", k, b)), -b))

@@ -1,0 +1,104 @@
+"""The target's verify time by batch width: the machine's pace times each width's own figure.
+
+The pace follows the machine within two or three verifies (PACE_ALPHA); a width's figure, at pace 1, over about
+twenty (FIGURE_ALPHA): a slow spell seen by the widths that run moves the widths that do not with them. A pace
+that lasts past a spell is handed over to the figure of the width that ran (:meth:`VerifyTimes._hand_over`).
+"""
+
+from __future__ import annotations
+
+import bisect
+from dataclasses import dataclass, field
+
+from .figures import Ema, verify_figure
+from .knobs import (
+    PACE_AFTER,
+    PACE_ALPHA,
+    PACE_BAND,
+    PACE_HANDOVER,
+    SPELL_VERIFIES,
+    SPLIT_VERIFY_COST,
+    TIMING_CLIP,
+    VERIFY_PRIOR,
+    VERIFY_SLOPE_PRIOR,
+)
+
+
+@dataclass
+class VerifyTimes:
+    """Verify seconds by width, on all cores (``verify``) and on ssd's split threads (``verify_split``)."""
+
+    pace: Ema = field(default_factory=lambda: Ema(PACE_ALPHA, init=1.0, clip=TIMING_CLIP))
+    verify: dict[int, Ema] = field(default_factory=dict)  # by width (verify_figure)
+    verify_split: dict[int, Ema] = field(default_factory=dict)  # the same with ssd's split threads
+    # t_verify by (width, split) and the measured widths by table, kept until add_verify
+    _verify_at: dict[tuple[int, bool], float] = field(default_factory=dict, repr=False, compare=False)
+    _known: dict[bool, list[tuple[int, float]]] = field(default_factory=dict, repr=False, compare=False)
+    _away: int = field(default=0, repr=False, compare=False)  # verifies the pace has stayed on one side of PACE_BAND
+    _side: int = field(default=0, repr=False, compare=False)  # ... and which: 1 slow, -1 fast, 0 within the band
+
+    def add_verify(self, width: int, seconds: float, split: bool = False) -> None:
+        """One verify of ``width`` tokens: a width with a figure of PACE_AFTER samples moves the pace first (the
+        pace it implies: its seconds over the figure), then the width's figure learns the seconds at that pace, and
+        takes over a share of a pace that has lasted past a spell (:meth:`_hand_over`)."""
+        e = (self.verify_split if split else self.verify).setdefault(width, verify_figure())
+        new_width = e.value is None
+        if e.value and e.n >= PACE_AFTER:
+            self.pace.add(seconds / e.value)
+        e.add(seconds / self.pace.get(1.0))
+        self._hand_over(e)
+        self._verify_at.clear()  # the split table's estimate may derive from the other one
+        known = self._known.get(split)
+        if new_width or known is None:
+            self._known.pop(split, None)
+        else:  # the same widths: only this one's figure moves (a round's usual case)
+            known[bisect.bisect_left(known, (width,))] = (width, e.get(0.0))
+
+    def _hand_over(self, figure: Ema) -> None:
+        """Once the pace has stayed away from 1 past a spell, move PACE_HANDOVER of its distance into ``figure``
+        (the width that ran), their product kept."""
+        pace = self.pace.get(1.0)
+        side = 0 if abs(pace - 1.0) <= PACE_BAND else (1 if pace > 1.0 else -1)
+        self._away = self._away + 1 if side and side == self._side else int(bool(side))
+        self._side = side
+        if self._away <= SPELL_VERIFIES or figure.value is None:
+            return
+        kept = 1.0 + (1.0 - PACE_HANDOVER) * (pace - 1.0)
+        figure.value *= pace / kept
+        self.pace.value = kept
+
+    def t_verify(self, width: int, split: bool = False) -> float:
+        """Seconds a verify of ``width`` tokens takes now (at the machine's pace)."""
+        t = self._verify_at.get((width, split))
+        if t is None:
+            t = self._verify_at[(width, split)] = self._estimate_verify(width, split) * self.pace.get(1.0)
+        return t
+
+    def _known_verify(self, split: bool) -> list[tuple[int, float]]:
+        """(width, seconds) of the measured widths, narrowest first."""
+        known = self._known.get(split)
+        if known is None:
+            table = self.verify_split if split else self.verify
+            known = self._known[split] = sorted((w, e.get(0.0)) for w, e in table.items() if e.value is not None)
+        return known
+
+    def _estimate_verify(self, width: int, split: bool) -> float:
+        e = (self.verify_split if split else self.verify).get(width)
+        if e is not None and e.value is not None:  # measured
+            return e.value
+        known = self._known_verify(split)
+        if not known:
+            if split and self.verify:  # not measured yet: fewer threads cost more
+                return SPLIT_VERIFY_COST * self._estimate_verify(width, False)
+            return VERIFY_PRIOR * (1 + VERIFY_SLOPE_PRIOR * (width - 1))
+        if len(known) == 1:
+            w0, t0 = known[0]
+            slope = VERIFY_SLOPE_PRIOR
+            return t0 * (1 + slope * (width - w0)) if width > w0 else t0 / (1 + slope * (w0 - width))
+        i = bisect.bisect_left(known, (width,))  # the first measured width above this one (it is not measured)
+        lo, hi = known[max(i - 1, 0)], known[min(i, len(known) - 1)]
+        if lo[0] == hi[0]:  # outside the measured widths: the slope over all of them, never falling
+            (w0, t0), (w1, t1) = known[0], known[-1]
+            slope = max(0.0, (t1 - t0) / (w1 - w0))
+            return max(1e-6, t1 + slope * (width - w1)) if width > w1 else max(1e-6, t0 - slope * (w0 - width))
+        return lo[1] + (hi[1] - lo[1]) * (width - lo[0]) / (hi[0] - lo[0])
