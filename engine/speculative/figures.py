@@ -7,6 +7,8 @@ from typing import TypeGuard
 
 from .knobs import (
     ACCEPT_DECAY,
+    ACCEPT_PRIOR,
+    ACCEPT_PRIOR_TRIALS,
     ACCEPT_SEED_TRIALS,
     FACTOR_RANGE,
     FIGURE_ALPHA,
@@ -63,12 +65,17 @@ class Acceptance(Ema):
         self.hits = self.trials = 0.0
 
     def add_round(self, accepted: int, drafted: int) -> None:
-        if self.trials == 0 and self.value is not None:  # restored: the kept value counts as a few trials
-            self.hits, self.trials = self.value * ACCEPT_SEED_TRIALS, ACCEPT_SEED_TRIALS
+        if self.trials == 0:  # the first round here starts from a restored value, else from the prior
+            restored = self.value is not None
+            seed = self.value if self.value is not None else ACCEPT_PRIOR
+            weight = ACCEPT_SEED_TRIALS if restored else ACCEPT_PRIOR_TRIALS
+            self.hits, self.trials = seed * weight, weight
         self.n += 1
-        self.hits = self.decay * self.hits + accepted
-        self.trials = self.decay * self.trials + accepted + (1 if accepted < drafted else 0)
-        self.value = self.hits / self.trials
+        trials = accepted + (1 if accepted < drafted else 0)
+        fade = self.decay**trials  # a memory of trials, not rounds: a short draft's round says little
+        self.hits = fade * self.hits + accepted
+        self.trials = fade * self.trials + trials
+        self.value = self.hits / self.trials if self.trials else self.value
 
 
 class Ratio:

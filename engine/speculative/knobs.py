@@ -22,14 +22,15 @@ FIRST_PROBE_GAP = 32  # rounds before a mode is re-measured; doubles after each 
 MAX_PROBE_GAP = 1024  # ... up to this (four 256-token replies of ar): a machine that changed is seen again
 HORIZON_TOKENS = 128  # the tokens a switch is paid back over when the reply's length is not known
 PROBE_CATCHUP_SHARE = 0.05  # a probe's catch-up may cost at most this share of the rest of the reply
+STRETCH_ALPHA = 0.3  # the tokens between two of the pool's drafts: about three stretches of memory
 
 # -- the cost model's averages ----------------------------------------------------------------------------
 TIMING_CLIP = 1.5  # a timing sample moves its average as at most this factor (one stalled round moves it little)
 TIMING_ALPHA = 0.25  # draft, catch-up and tree times: about four rounds of memory
 HIT_ALPHA = 0.2  # ssd's cache-hit rate: about five rounds
 GUESS_ALPHA = 0.1  # the draft's top-1 and next-guess rates (a tree's hit probability): about ten rounds
-ACCEPT_DECAY = 0.9  # per-position acceptance: about ten rounds (shorter leaves a mode on a few rounds' luck)
-ACCEPT_SEED_TRIALS = 4.0  # a restored acceptance counts as this many trials until new rounds outweigh it
+ACCEPT_DECAY = 0.98  # per-position acceptance: about ten rounds (shorter leaves a mode on a few rounds' luck)
+ACCEPT_SEED_TRIALS = 16.0  # a restored acceptance counts as this many trials until new rounds outweigh it
 ACCEPT_MAX = 0.999  # the geometric expected-tokens model needs a < 1
 # The target's verify time is the machine's pace (PACE_ALPHA: two or three rounds of memory) times each width's
 # figure at pace 1 (FIGURE_ALPHA: about twenty): a slow spell seen by the widths that run moves the others too.
@@ -44,6 +45,7 @@ PACE_HANDOVER = 0.1
 
 # -- before data ------------------------------------------------------------------------------------------
 ACCEPT_PRIOR = 0.6  # per-position acceptance of a draft token (the shipped pairs measure 0.6-0.8)
+ACCEPT_PRIOR_TRIALS = 4.0  # ... worth this many trials: two rejected first rounds do not read as zero
 TOP1_PRIOR = 0.6  # the draft's best alternative is right after a rejection
 DRAFT_TOKEN_PRIOR = 0.02  # seconds per draft token: a 0.5 B draft on two cores
 VERIFY_PRIOR = 0.05  # seconds of a one-token verify: a 1.5 B target on two cores

@@ -25,6 +25,7 @@ from .knobs import (
     PROBE_CATCHUP_SHARE,
     PROBE_IF_WITHIN,
     PROBE_ROUNDS,
+    STRETCH_ALPHA,
     SWITCH_GAIN,
     UNTRIED_GAIN,
 )
@@ -59,6 +60,8 @@ class AutoPlanner:
         self._trees: list[Plan] | None = None
         self.draft_lag = draft_lag  # tokens the draft model has not seen (it decodes them before it drafts)
         self.remaining = remaining  # tokens the reply may still emit (0: not known)
+        self._since_pool = 0  # tokens emitted since the pool's last draft ran
+        self._pool_gap: float | None = None  # ... and between two of its drafts, on average (None: none yet)
         # The draft model reads every prompt on cores (or a device) of its own: each reply starts with it in step
         # (once its read is done), so a probe of a drafting mode that would first make it catch up waits for the
         # next reply's start.
@@ -157,9 +160,27 @@ class AutoPlanner:
         return cost
 
     def note(self, rr: RoundResult) -> None:
-        """Any round of the reply (a lookup round too): how far behind the draft model now is."""
+        """Any round of the reply (a lookup round too): how far behind the draft model now is, and how many tokens
+        the rounds between two of the pool's drafts emit (a code edit: a few new tokens between long copies)."""
         self.remaining = max(0, self.remaining - len(rr.tokens))
         self.draft_lag = 0 if rr.mode in DRAFT_MODES else self.draft_lag + len(rr.tokens)
+        if rr.mode != "lookup":
+            self._since_pool += len(rr.tokens)
+            return
+        if self._since_pool:
+            gap = float(self._since_pool)
+            self._pool_gap = gap if self._pool_gap is None else self._pool_gap + STRETCH_ALPHA * (gap - self._pool_gap)
+        self._since_pool = 0
+
+    def _lags_too_far(self, plan: Plan) -> bool:
+        """Whether ar beats ``plan`` until the pool's next draft is due, ``plan`` paying first for the draft model's
+        catch-up on what the pool's rounds emitted (between the copies of a code edit a drafting plan never pays)."""
+        cost = self.catchup(plan)
+        if not cost or self._pool_gap is None:
+            return False
+        n = max(self._pool_gap, float(self._since_pool))
+        rate = self.model.rate(plan)
+        return n / (n / rate + cost) < self.model.rate(AR) if rate > 0 else True
 
     @property
     def probing(self) -> bool:
@@ -175,6 +196,9 @@ class AutoPlanner:
             plan = self._choose()
             if busy and plan.mode in DRAFT_MODES:
                 plan = self._ar_while_reading(self.why)
+            elif plan.mode in DRAFT_MODES and not self.probing and self._lags_too_far(plan):
+                self.why = f"ar: {plan} would first catch up on {self.draft_lag} tokens before the pool's next draft"
+                plan = AR
             else:
                 self.held += 1
                 self.rounds += 1  # rounds of the reply's plans and probes

@@ -1,0 +1,67 @@
+"""Two rules of auto's planner that the simulated machines showed are needed: acceptance is remembered per trial
+(with a prior), and a drafting plan gives way to ar between the pool's drafts when its catch-up cannot pay."""
+
+from __future__ import annotations
+
+from engine.speculative.costmodel import CostModel
+from engine.speculative.figures import Acceptance
+from engine.speculative.knobs import ACCEPT_PRIOR
+from engine.speculative.plan import AR, Plan
+from engine.speculative.planner import AutoPlanner
+from engine.speculative.types import RoundResult
+
+
+def test_two_rejected_first_rounds_do_not_read_as_zero_acceptance() -> None:
+    a = Acceptance()
+    a.add_round(0, 4)
+    a.add_round(0, 4)
+    assert a.value is not None and 0.2 < a.value < ACCEPT_PRIOR
+
+
+def test_acceptance_is_remembered_per_trial_so_short_drafts_do_not_swing_it() -> None:
+    long_drafts, short_drafts = Acceptance(), Acceptance()
+    for _ in range(200):
+        long_drafts.add_round(4, 4)
+        short_drafts.add_round(1, 1)
+    for _ in range(4):  # four unlucky rounds after a long run of full acceptance
+        long_drafts.add_round(0, 4)
+        short_drafts.add_round(0, 1)
+    assert long_drafts.value is not None and short_drafts.value is not None
+    assert abs(long_drafts.value - short_drafts.value) < 0.02  # the same four trials failed
+    assert short_drafts.value > 0.9  # four of a memory of about fifty trials
+
+
+def test_a_restored_acceptance_outweighs_one_unlucky_round() -> None:
+    a = Acceptance()
+    a.value = 0.85  # as read back from the memory file
+    a.add_round(0, 4)
+    assert a.value is not None and a.value > 0.7
+
+
+def sd_model() -> CostModel:
+    """sd(K=4) predicted well above ar; a catch-up token costs 2 ms."""
+    m = CostModel()
+    for width in (1, 5):
+        for _ in range(4):
+            m.add_verify(width, 0.02 * (1 + 0.05 * (width - 1)))
+    for _ in range(4):
+        m.draft_token.add(0.002)
+        m.catchup_token.add(0.002)
+        m.acceptance.add_round(4, 4)
+    return m
+
+
+def test_between_the_pools_drafts_a_lagging_draft_plan_gives_way_to_ar() -> None:
+    m = sd_model()
+    planner = AutoPlanner(m, k=4, remaining=256)
+    planner._probe, planner.plan, planner.held = [], Plan("sd", 4), 0
+    assert planner.next_plan() == Plan("sd", 4)
+    for _ in range(3):  # a code edit: 40 tokens copied by the pool, then 4 new ones, and so on
+        planner.note(RoundResult(list(range(40)), "lookup"))
+        for _ in range(4):
+            planner.note(RoundResult([1], "ar"))
+    planner.note(RoundResult(list(range(40)), "lookup"))  # the draft model is 172 tokens behind
+    assert planner.next_plan() == AR and "catch up" in planner.why
+    for _ in range(60):  # a long stretch without the pool: the catch-up pays again
+        planner.note(RoundResult([1], "ar"))
+    assert planner.next_plan() == Plan("sd", 4)
