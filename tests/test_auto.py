@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from engine.speculative.costmodel import CostModel
+from engine.speculative.knobs import TIMING_CLIP
 from engine.speculative.plan import Plan
 
 
@@ -113,11 +114,16 @@ def test_acceptance_is_per_draft_position_so_expected_tokens_match_the_rounds() 
 
 def test_verify_estimates_follow_every_new_measurement() -> None:
     m = model_with({1: 0.1, 3: 0.2}, draft_token=0.01, acceptance=0.5, hit=0.5)
+    assert m.t_verify(2, split=True) == pytest.approx(0.15)  # ssd's: as sd's until measured, on a shared device
+    m = model_with({1: 0.1, 3: 0.2}, draft_token=0.01, acceptance=0.5, hit=0.5)
+    m.split = True  # ... and on split cores, SPLIT_VERIFY_COST more
     assert abs(m.t_verify(2) - 0.15) < 1e-9 and abs(m.t_verify(2, split=True) - 0.225) < 1e-9  # (kept for reuse)
     m.add_verify(2, 0.3)  # a new width measured: the kept estimates are redone
     assert m.t_verify(2) == 0.3 and abs(m.t_verify(2, split=True) - 0.45) < 1e-9
+    m.add_verify(2, 0.2, split=True)  # ssd's first verify of a width: clipped against its estimate (0.45)
+    assert m.t_verify(2, split=True) == pytest.approx(0.45 / TIMING_CLIP)
     m.add_verify(2, 0.2, split=True)
-    assert m.t_verify(2, split=True) == 0.2
+    assert m.t_verify(2, split=True) < 0.45 / TIMING_CLIP
 
 
 def test_a_lone_width_whose_figure_is_wrong_does_not_slow_the_others_for_as_long_as_it_runs() -> None:

@@ -18,9 +18,9 @@ from engine.tools.simmachine import PROFILES
 DATA = Path(__file__).parent / "data"
 LATER, EVERY, FIRST = 0.95, 0.90, 0.85  # the bars: replies 2-10, any one reply, the first reply
 BELOW = {  # (bar, profile) where auto is below the bar today
-    "later": {"cpu-2core-B", "deep-high"},
-    "every": {"cpu-2core-B", "h200-deep", "deep-high", "deep-code-edit", "cpu-A-code-edit"},
-    "first": {"cpu-2core-B", "deep-code-edit"},
+    "later": {"cpu-2core-B"},
+    "every": {"cpu-2core-A", "cpu-2core-B", "deep-code-edit", "cpu-A-code-edit"},
+    "first": {"cpu-2core-B", "cpu-2core-C", "deep-code-edit", "cpu-A-code-edit"},
 }
 _rows: dict[str, simbench.Row] = {}
 

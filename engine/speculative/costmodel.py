@@ -44,7 +44,6 @@ class CostModel(VerifyTimes, PoolFigures):
     tree_glue: Ema = field(default_factory=lambda: Ema(clip=TIMING_CLIP))  # a tree's first row: one draft token
     acceptance: Acceptance = field(default_factory=Acceptance)  # per draft position (see Acceptance)
     hit: Ema = field(default_factory=lambda: Ema(HIT_ALPHA))
-    split: bool = False  # ssd rounds run with split threads
     # After a rejection, how often the draft's best alternative is right (top1); after a full acceptance, its
     # next-token guess (next_guess).
     top1: Ema = field(default_factory=lambda: Ema(GUESS_ALPHA))
@@ -109,8 +108,7 @@ class CostModel(VerifyTimes, PoolFigures):
         return tokens * self.catchup_token.get(CATCHUP_SHARE * self.draft_token.get(DRAFT_TOKEN_PRIOR))
 
     def expected_tokens(self, k: int) -> float:
-        a = min(max(self.acceptance.get(ACCEPT_PRIOR), 0.0), ACCEPT_MAX)
-        return (1 - a ** (k + 1)) / (1 - a)
+        return sum(self.acceptance.reach(k))
 
     def tree_time(self, k: int, budget: int) -> float:
         """Seconds a tree of ``budget`` branches and ``k`` levels takes: its glue decode, then the levels."""
@@ -135,7 +133,7 @@ class CostModel(VerifyTimes, PoolFigures):
         """Seconds one ssd round takes with a given outcome: on a hit the verify (or the tree, where it is the
         longer), on a miss the draft's own tokens and then the verify. What this misses in practice, the plan's
         tally corrects."""
-        verify = self.t_verify(plan.k + 1, self.split)
+        verify = self.t_verify(plan.k + 1, True)
         if hit:
             return max(verify, self.tree_time(plan.k, plan.budget))
         return plan.k * self.ssd_draft_token() + verify
@@ -151,7 +149,7 @@ class CostModel(VerifyTimes, PoolFigures):
         alternative must be the target's correction (``top1``); after a full acceptance its next-token guess
         (``next_guess``, before data as often right as a draft token is accepted). The branches are spread
         as auto spreads them (geometric), or evenly (fixed ssd's default fan-out)."""
-        source = (self.acceptance.value, self.top1.value, self.next_guess.value)
+        source = (self.acceptance.value, self.acceptance.n, self.top1.value, self.next_guess.value)
         if source != self._hit_from:
             self._hit_at.clear()
             self._hit_from = source
@@ -163,7 +161,8 @@ class CostModel(VerifyTimes, PoolFigures):
     def _estimate_hit(self, k: int, budget: int, geometric: bool) -> float:
         a = min(max(self.acceptance.get(ACCEPT_PRIOR), 0.0), ACCEPT_MAX)
         counts = allocate(k, budget, geometric_on=geometric, acceptance=a)
-        probs = [a**j * (1 - a) for j in range(k)] + [a**k]
+        reach = self.acceptance.reach(k)  # outcome j: the first j accepted, the next one rejected
+        probs = [reach[j] * (1 - self.acceptance.at(j)) for j in range(k)] + [reach[k]]
         right = [self.top1.get(TOP1_PRIOR)] * k + [self.next_guess.get(a)]
         return sum(p * (1 - (1 - r) ** f) for p, r, f in zip(probs, right, counts, strict=True) if f > 0)
 
@@ -234,7 +233,7 @@ class CostModel(VerifyTimes, PoolFigures):
 
     def fits_window(self, k: int, budget: int, early_stop: bool = False) -> bool:
         margin = EARLY_STOP_MARGIN if early_stop else WINDOW_MARGIN
-        return self.tree_time(k, budget) <= margin * self.t_verify(k + 1, self.split)
+        return self.tree_time(k, budget) <= margin * self.t_verify(k + 1, True)
 
     def lookup_best(self, orders: Sequence[int]) -> tuple[int, float]:
         """The draft length with the most predicted tokens per second (0: a plain ar step), and that rate; a

@@ -7,6 +7,7 @@ from typing import TypeGuard
 
 from .knobs import (
     ACCEPT_DECAY,
+    ACCEPT_MAX,
     ACCEPT_PRIOR,
     ACCEPT_PRIOR_TRIALS,
     ACCEPT_SEED_TRIALS,
@@ -14,6 +15,7 @@ from .knobs import (
     FIGURE_ALPHA,
     HIT_DECAY,
     HIT_PRIOR,
+    K_MAX,
     LOOKUP_PRIOR,
     RATIO_DECAY,
     RATIO_WEIGHT,
@@ -54,15 +56,19 @@ class Ema:
 
 
 class Acceptance(Ema):
-    """The per-position acceptance ``a`` that :meth:`CostModel.expected_tokens`' geometric model assumes: the
-    probability a draft token is accepted when the ones before it were. Accepted tokens count as successes, a
-    rejection as one failure, a fully accepted draft as none (decayed sums per round). The plain fraction
-    accepted / drafted underestimates it: 91 % of K = 4 accepted is a ≈ 0.96."""
+    """Acceptance of draft tokens: ``value``, the per-position acceptance ``a`` over all positions (accepted tokens
+    count as successes, a rejection as one failure, a fully accepted draft as none; the plain fraction accepted /
+    drafted underestimates it: 91 % of K = 4 accepted is a ≈ 0.96), and :meth:`at`, the same by draft position: a
+    draft's later tokens are accepted less often, so one ``a`` learnt from long drafts underrates short ones. Sums
+    decay per trial; a position's estimate starts from the shallower one's, worth ACCEPT_PRIOR_TRIALS trials."""
 
     def __init__(self, decay: float = ACCEPT_DECAY) -> None:
         super().__init__()
         self.decay = decay
         self.hits = self.trials = 0.0
+        self.pos_hits = [0.0] * K_MAX  # by draft position (the last one: it and any deeper)
+        self.pos_trials = [0.0] * K_MAX
+        self._at: list[float] | None = None  # at() by position, kept until the next round
 
     def add_round(self, accepted: int, drafted: int) -> None:
         if self.trials == 0:  # the first round here starts from a restored value, else from the prior
@@ -76,6 +82,28 @@ class Acceptance(Ema):
         self.hits = fade * self.hits + accepted
         self.trials = fade * self.trials + trials
         self.value = self.hits / self.trials if self.trials else self.value
+        for j in range(trials):
+            i = min(j, K_MAX - 1)
+            self.pos_hits[i] = self.decay * self.pos_hits[i] + (1.0 if j < accepted else 0.0)
+            self.pos_trials[i] = self.decay * self.pos_trials[i] + 1.0
+        self._at = None
+
+    def at(self, position: int) -> float:
+        """P(the draft token at ``position`` is accepted | the ones before it were), within [0, ACCEPT_MAX]."""
+        if self._at is None:
+            prior, out = self.get(ACCEPT_PRIOR), []
+            for h, t in zip(self.pos_hits, self.pos_trials, strict=True):
+                prior = (h + ACCEPT_PRIOR_TRIALS * prior) / (t + ACCEPT_PRIOR_TRIALS)
+                out.append(min(max(prior, 0.0), ACCEPT_MAX))
+            self._at = out
+        return self._at[min(position, K_MAX - 1)]
+
+    def reach(self, k: int) -> list[float]:
+        """P(the first j draft tokens are all accepted), for j = 0..k."""
+        out = [1.0]
+        for j in range(k):
+            out.append(out[-1] * self.at(j))
+        return out
 
 
 class Ratio:
@@ -143,9 +171,10 @@ class Tally:
         return (self.hits + HIT_PRIOR) / (self.pred_hits + HIT_PRIOR)
 
 
-def verify_figure() -> Ema:
-    """One verify width's figure: seconds at pace 1 (:attr:`CostModel.pace`)."""
-    return Ema(FIGURE_ALPHA, clip=TIMING_CLIP, warm=True)
+def verify_figure(init: float | None = None) -> Ema:
+    """One verify width's figure: seconds at pace 1 (:attr:`CostModel.pace`); ``init``: what is predicted for
+    it before its first sample, which is then clipped against it (its mean replaces it)."""
+    return Ema(FIGURE_ALPHA, init=init, clip=TIMING_CLIP, warm=True)
 
 
 def level_figure() -> Ema:

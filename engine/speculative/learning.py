@@ -47,12 +47,13 @@ class RoundLearner:
         if plan.mode == "ar":
             m.stale = False  # ar measured since the memory was read
         split = m.split and (plan.mode == "ssd" or split_threads)
-        table = m.verify_split if split else m.verify
+        beside = plan.mode == "ssd" or split  # the verify ran beside a tree, or on ssd's split threads
+        table = m.verify_split if beside else m.verify
         per_token, catchup = _draft_token_time(rr)
         measured = rr.drafted + 1 in table and (plan.mode == "ar" or m.draft_token.value is not None)
         # The verify first: the round is weighed against a prediction at the pace it showed (a slow spell of the
         # machine is not the plan's).
-        m.add_verify(rr.drafted + 1, rr.verify_s, split)
+        m.add_verify(rr.drafted + 1, rr.verify_s, beside)
         if measured and not split_threads:
             pred_tokens, pred_seconds = self.predicted(plan)  # from measured figures, not the defaults
             tokens: float = len(rr.tokens)

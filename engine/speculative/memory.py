@@ -27,16 +27,17 @@ from typing import Any
 from engine.core import cpu_check
 
 from .costmodel import CostModel
-from .figures import Ema, Ratio, Tally, level_figure, lookup_prior, verify_figure
+from .figures import Acceptance, Ema, Ratio, Tally, level_figure, lookup_prior, verify_figure
 from .knobs import AGE_WEIGHT
 from .plan import Plan
 
 log = logging.getLogger(__name__)
 
-VERSION = 7  # 2: catch-up time and next_guess apart (1 kept inflated draft times); 3: pool acceptance by depth too;
+VERSION = 8  # 2: catch-up time and next_guess apart (1 kept inflated draft times); 3: pool acceptance by depth too;
 # 4: tree levels timed apart from the glue decode (3 kept their average); 5: ssd tallies without the outcome's luck,
 # and their hits (4 kept round times that swung with the hits); 6: the draft's token on ssd's split threads apart;
-# 7: the verify widths' figures relative to the machine's pace, and the pace
+# 7: the verify widths' figures relative to the machine's pace, and the pace; 8: acceptance by draft position
+# too, and ssd's verify apart from sd's on every machine (7 mixed them where the cores are not split)
 
 # the cost model's single figures
 EMAS = ("pace", "draft_token", "draft_token_split", "catchup_token", "tree_glue", "acceptance", "hit", "top1",
@@ -117,6 +118,7 @@ def dump(m: CostModel) -> dict[str, Any]:
         "level": {str(w): _ema(e) for w, e in m.level.items()},
         **{name: _ema(getattr(m, name)) for name in EMAS},
         "lookup_accept": {f"{o}:{d}": [r.hits, r.seen] for (o, d), r in m.lookup_accept.items()},
+        "acceptance_at": [list(pair) for pair in zip(m.acceptance.pos_hits, m.acceptance.pos_trials, strict=True)],
         "tallies": {_plan_key(p): [getattr(t, f) for f in Tally.FIELDS] for p, t in m.tallies.items()},
         "mode_tallies": {mode: [getattr(t, f) for f in Tally.FIELDS] for mode, t in m.mode_tallies.items()},
         "probe_gap": m.probe_gap, "rounds": m.rounds, "last_run": m.last_run,
@@ -143,6 +145,7 @@ def restore(data: dict[str, Any], split: bool) -> CostModel:
             raise ValueError(f"pool acceptance {hits}/{seen}")
         r = m.lookup_accept.setdefault((order, depth), Ratio(lookup_prior(order)))  # as learn_lookup makes it
         r.hits, r.seen = hits, seen
+    _set_positions(m.acceptance, data["acceptance_at"])
     for key, vals in data["tallies"].items():
         m.tallies[_plan(key)] = _tally(vals)
     for mode, vals in data["mode_tallies"].items():
@@ -151,6 +154,17 @@ def restore(data: dict[str, Any], split: bool) -> CostModel:
     m.rounds = _count(data["rounds"])
     m.last_run = {str(k): _count(v) for k, v in data["last_run"].items()}
     return m
+
+
+def _set_positions(a: Acceptance, raw: list[Any]) -> None:
+    """Acceptance by draft position from disk: (hits, trials) per position."""
+    if not isinstance(raw, list) or len(raw) != len(a.pos_trials):
+        raise ValueError(f"{raw!r} is not acceptance by position")
+    for i, pair in enumerate(raw):
+        hits, trials = (_number(x) for x in pair)
+        if hits > trials:
+            raise ValueError(f"acceptance at {i}: {hits}/{trials}")
+        a.pos_hits[i], a.pos_trials[i] = hits, trials
 
 
 def _width(x: str) -> int:

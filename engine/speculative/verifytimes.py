@@ -26,11 +26,14 @@ from .knobs import (
 
 @dataclass
 class VerifyTimes:
-    """Verify seconds by width, on all cores (``verify``) and on ssd's split threads (``verify_split``)."""
+    """Verify seconds by width: plain (``verify``), and ssd's (``verify_split``)."""
 
     pace: Ema = field(default_factory=lambda: Ema(PACE_ALPHA, init=1.0, clip=TIMING_CLIP))
     verify: dict[int, Ema] = field(default_factory=dict)  # by width (verify_figure)
-    verify_split: dict[int, Ema] = field(default_factory=dict)  # the same with ssd's split threads
+    # ... the same for ssd's rounds: beside the tree the draft builds (a device the two share), on its split threads
+    # where the machine splits its cores
+    verify_split: dict[int, Ema] = field(default_factory=dict)
+    split: bool = False  # ssd rounds run with split threads
     # t_verify by (width, split) and the measured widths by table, kept until add_verify
     _verify_at: dict[tuple[int, bool], float] = field(default_factory=dict, repr=False, compare=False)
     _known: dict[bool, list[tuple[int, float]]] = field(default_factory=dict, repr=False, compare=False)
@@ -41,8 +44,11 @@ class VerifyTimes:
         """One verify of ``width`` tokens: a width with a figure of PACE_AFTER samples moves the pace first (the
         pace it implies: its seconds over the figure), then the width's figure learns the seconds at that pace, and
         takes over a share of a pace that has lasted past a spell (:meth:`_hand_over`)."""
-        e = (self.verify_split if split else self.verify).setdefault(width, verify_figure())
-        new_width = e.value is None
+        table = self.verify_split if split else self.verify
+        e = table.get(width)
+        if e is None:  # ssd's first verify of a width is clipped against what sd's widths predict for it
+            e = table[width] = verify_figure(self._estimate_verify(width, split) if split and self.verify else None)
+        new_width = e.n == 0
         if e.value and e.n >= PACE_AFTER:
             self.pace.add(seconds / e.value)
         e.add(seconds / self.pace.get(1.0))
@@ -87,9 +93,12 @@ class VerifyTimes:
         if e is not None and e.value is not None:  # measured
             return e.value
         known = self._known_verify(split)
+        if split:  # ssd's: the all-core figure, scaled as at the nearest width measured for ssd
+            if not known:
+                return (SPLIT_VERIFY_COST if self.split else 1.0) * self._estimate_verify(width, False)
+            w0, t0 = min(known, key=lambda wt: abs(wt[0] - width))
+            return t0 * self._estimate_verify(width, False) / self._estimate_verify(w0, False)
         if not known:
-            if split and self.verify:  # not measured yet: fewer threads cost more
-                return SPLIT_VERIFY_COST * self._estimate_verify(width, False)
             return VERIFY_PRIOR * (1 + VERIFY_SLOPE_PRIOR * (width - 1))
         if len(known) == 1:
             w0, t0 = known[0]

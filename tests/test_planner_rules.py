@@ -1,11 +1,14 @@
-"""Two rules of auto's planner that the simulated machines showed are needed: acceptance is remembered per trial
-(with a prior), and a drafting plan gives way to ar between the pool's drafts when its catch-up cannot pay."""
+"""Rules of auto's cost model and planner that the simulated machines (tests/test_simulated.py) showed are needed:
+acceptance is remembered per trial (with a prior) and by draft position; ssd's verify, beside its tree, is kept
+apart from sd's; a drafting plan gives way to ar between the pool's drafts when its catch-up cannot pay."""
 
 from __future__ import annotations
 
+import pytest
+
 from engine.speculative.costmodel import CostModel
 from engine.speculative.figures import Acceptance
-from engine.speculative.knobs import ACCEPT_PRIOR
+from engine.speculative.knobs import ACCEPT_PRIOR, TIMING_CLIP
 from engine.speculative.plan import AR, Plan
 from engine.speculative.planner import AutoPlanner
 from engine.speculative.types import RoundResult
@@ -65,3 +68,31 @@ def test_between_the_pools_drafts_a_lagging_draft_plan_gives_way_to_ar() -> None
     for _ in range(60):  # a long stretch without the pool: the catch-up pays again
         planner.note(RoundResult([1], "ar"))
     assert planner.next_plan() == Plan("sd", 4)
+
+
+def test_acceptance_is_learnt_by_position_so_long_drafts_do_not_underrate_short_ones() -> None:
+    a = Acceptance()
+    for _ in range(300):  # eight-token drafts: the first tokens right, the last ones mostly wrong
+        a.add_round(5, 8)
+    assert a.at(0) > 0.95 and a.at(5) < 0.1
+    model = CostModel()
+    model.acceptance = a
+    assert model.expected_tokens(2) > 2.8  # three tokens a round for K = 2, as its positions say
+    assert a.value is not None and a.value < 0.85  # the one figure over all positions would say far fewer
+
+
+def test_ssds_verify_beside_its_tree_is_kept_apart_from_sds_on_a_shared_device() -> None:
+    m = CostModel()  # a GPU: no split cores, the tree runs beside the verify on the same device
+    for _ in range(6):
+        m.add_verify(5, 0.0139)  # sd's verify of five tokens
+        m.add_verify(5, 0.0175, True)  # ssd's, with a tree being built beside it
+    assert m.t_verify(5) == pytest.approx(0.0139, rel=0.02)
+    assert m.t_verify(5, True) == pytest.approx(0.0175, rel=0.02)
+
+
+def test_one_stalled_first_ssd_verify_moves_its_figure_at_most_timing_clip() -> None:
+    m = CostModel()
+    for _ in range(4):
+        m.add_verify(5, 0.014)
+    m.add_verify(5, 0.07, True)  # another process stalled this round 5x
+    assert m.t_verify(5, True) == pytest.approx(0.014 * TIMING_CLIP, rel=0.02)
