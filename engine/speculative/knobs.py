@@ -7,7 +7,8 @@ to any of them on every simulated machine at once; a change judged on one bench 
 from __future__ import annotations
 
 # -- the plan space ---------------------------------------------------------------------------------------
-K_MAX = 8  # the longest draft auto weighs: at acceptance 0.7 a ninth token would add about 1 % a round
+K_MAX = 8  # the longest draft auto weighs (at acceptance 0.7 a ninth token adds about 1 %), and the positions
+# whose acceptance is learnt apart (the last one: it and any deeper)
 PROBE_ROUNDS = 2  # rounds a probe runs: one round's acceptance is a coin, two halve the chance of a false zero
 FIRST_PROBE_ROUNDS = 8  # a reply's first rounds re-plan the first probes (what the probes measured may open others)
 
@@ -29,9 +30,9 @@ TIMING_CLIP = 1.5  # a timing sample moves its average as at most this factor (o
 TIMING_ALPHA = 0.25  # draft, catch-up and tree times: about four rounds of memory
 HIT_ALPHA = 0.2  # ssd's cache-hit rate: about five rounds
 GUESS_ALPHA = 0.1  # the draft's top-1 and next-guess rates (a tree's hit probability): about ten rounds
-ACCEPT_DECAY = 0.98  # per-position acceptance: about ten rounds (shorter leaves a mode on a few rounds' luck)
+ACCEPT_DECAY = 0.98  # acceptance fades per draft token: about fifty (a short draft's round says little)
 ACCEPT_SEED_TRIALS = 16.0  # a restored acceptance counts as this many trials until new rounds outweigh it
-ACCEPT_MAX = 0.999  # the geometric expected-tokens model needs a < 1
+ACCEPT_MAX = 0.999  # a position's acceptance stays below 1 (no run of luck makes a long draft look free)
 # The target's verify time is the machine's pace (PACE_ALPHA: two or three rounds of memory) times each width's
 # figure at pace 1 (FIGURE_ALPHA: about twenty): a slow spell seen by the widths that run moves the others too.
 PACE_ALPHA = 0.4
@@ -45,7 +46,8 @@ PACE_HANDOVER = 0.1
 
 # -- before data ------------------------------------------------------------------------------------------
 ACCEPT_PRIOR = 0.6  # per-position acceptance of a draft token (the shipped pairs measure 0.6-0.8)
-ACCEPT_PRIOR_TRIALS = 4.0  # ... worth this many trials: two rejected first rounds do not read as zero
+ACCEPT_PRIOR_TRIALS = 4.0  # ... worth this many trials (two rejected first rounds do not read as zero); a deeper
+# position starts from the shallower one's acceptance, worth as many
 TOP1_PRIOR = 0.6  # the draft's best alternative is right after a rejection
 DRAFT_TOKEN_PRIOR = 0.02  # seconds per draft token: a 0.5 B draft on two cores
 VERIFY_PRIOR = 0.05  # seconds of a one-token verify: a 1.5 B target on two cores
