@@ -1,14 +1,16 @@
 """Rules of auto's cost model and planner that the simulated machines (tests/test_simulated.py) showed are needed:
 acceptance is remembered per trial (with a prior) and by draft position; ssd's verify, beside its tree, is kept
-apart from sd's; a drafting plan gives way to ar between the pool's drafts when its catch-up cannot pay."""
+apart from sd's; a drafting plan gives way to ar between the pool's drafts when its catch-up cannot pay, and the
+tokens between those drafts outlive the reply; a probe gives way to the pool's draft."""
 
 from __future__ import annotations
 
 import pytest
 
+from engine.speculative import memory
 from engine.speculative.costmodel import CostModel
 from engine.speculative.figures import Acceptance
-from engine.speculative.knobs import ACCEPT_PRIOR, TIMING_CLIP
+from engine.speculative.knobs import ACCEPT_PRIOR, FIRST_PROBE_ROUNDS, TIMING_CLIP
 from engine.speculative.plan import AR, Plan
 from engine.speculative.planner import AutoPlanner
 from engine.speculative.types import RoundResult
@@ -59,15 +61,59 @@ def test_between_the_pools_drafts_a_lagging_draft_plan_gives_way_to_ar() -> None
     planner = AutoPlanner(m, k=4, remaining=256)
     planner._probe, planner.plan, planner.held = [], Plan("sd", 4), 0
     assert planner.next_plan() == Plan("sd", 4)
-    for _ in range(3):  # a code edit: 40 tokens copied by the pool, then 4 new ones, and so on
-        planner.note(RoundResult(list(range(40)), "lookup"))
-        for _ in range(4):
-            planner.note(RoundResult([1], "ar"))
+    edit(planner)
     planner.note(RoundResult(list(range(40)), "lookup"))  # the draft model is 172 tokens behind
     assert planner.next_plan() == AR and "catch up" in planner.why
     for _ in range(60):  # a long stretch without the pool: the catch-up pays again
         planner.note(RoundResult([1], "ar"))
     assert planner.next_plan() == Plan("sd", 4)
+
+
+def edit(planner: AutoPlanner) -> None:
+    """A code edit's rounds: 40 tokens copied by the pool, then 4 new ones, three times."""
+    for _ in range(3):
+        planner.note(RoundResult(list(range(40)), "lookup"))
+        for _ in range(4):
+            planner.note(RoundResult([1], "ar"))
+
+
+def test_the_tokens_between_the_pools_drafts_outlive_the_reply() -> None:
+    m = sd_model()
+    edit(AutoPlanner(m, k=4, remaining=256))
+    assert m.pool_gap == pytest.approx(4.0)
+    restored = memory.restore(memory.dump(m), split=False)  # the next reply (or start) reads it back
+    planner = AutoPlanner(restored, k=4, remaining=256)
+    planner._probe, planner.plan, planner.held = [], Plan("sd", 4), 0
+    planner.note(RoundResult(list(range(40)), "lookup"))  # the reply's first copy: the draft model is 40 behind
+    assert planner.next_plan() == AR and "catch up" in planner.why
+
+
+def test_a_replys_first_stretch_is_no_gap_between_the_pools_drafts() -> None:
+    m = sd_model()
+    planner = AutoPlanner(m, k=4, remaining=256)
+    for _ in range(30):  # the pool matches only once the reply has begun a copy
+        planner.note(RoundResult([1], "ar"))
+    planner.note(RoundResult(list(range(40)), "lookup"))
+    assert m.pool_gap is None
+
+
+def test_a_first_probe_gives_way_to_the_pools_draft_and_runs_after_it() -> None:
+    planner = AutoPlanner(CostModel(), k=4, remaining=256)
+    probe = planner.next_plan()
+    assert planner.probing
+    planner.defer_probe()  # the pool had a long match: AutoMode ran it instead
+    assert not planner.probing
+    assert planner.next_plan() == probe and planner.probing
+
+
+def test_a_later_probe_given_way_to_the_pool_waits_for_its_next_turn() -> None:
+    m = sd_model()
+    planner = AutoPlanner(m, k=4, remaining=256)
+    planner.plan, planner.rounds = Plan("sd", 4), FIRST_PROBE_ROUNDS
+    planner._probe, planner.held = [Plan("ssd", 2, 6)] * 2, 0
+    assert planner.next_plan() == Plan("ssd", 2, 6)
+    planner.defer_probe()  # after the copy its draft would first catch up on it
+    assert planner.next_plan() == Plan("sd", 4) and not planner.probing
 
 
 def test_acceptance_is_learnt_by_position_so_long_drafts_do_not_underrate_short_ones() -> None:

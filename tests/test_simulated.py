@@ -20,7 +20,7 @@ LATER, EVERY, FIRST = 0.95, 0.90, 0.85  # the bars: replies 2-10, any one reply,
 BELOW = {  # (bar, profile) where auto is below the bar today
     "later": {"cpu-2core-B"},
     "every": {"cpu-2core-A", "cpu-2core-B", "deep-code-edit", "cpu-A-code-edit"},
-    "first": {"cpu-2core-B", "cpu-2core-C", "deep-code-edit", "cpu-A-code-edit"},
+    "first": {"cpu-2core-B", "cpu-2core-C"},
 }
 _rows: dict[str, simbench.Row] = {}
 

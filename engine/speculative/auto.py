@@ -81,9 +81,12 @@ class AutoMode:
         return rr
 
     def _lookup_round(self, plan: Plan) -> RoundResult | None:
-        """A round on the pool's draft when it predicts LOOKUP_GAIN more than ``plan`` (never during a probe)."""
-        if self.lookup is None or self.planner.probing:
+        """A round on the pool's draft when it predicts LOOKUP_GAIN more than ``plan`` (during a probe: than the
+        plan held; the probe then waits for a round without such a draft)."""
+        if self.lookup is None:
             return None
+        probe = self.planner.probing
+        plan = self.planner.plan if probe else plan
         model = self.planner.model
         draft, rate = self.lookup.choose(self.steps.target.committed, greedy=self.greedy)
         if not draft.tokens:
@@ -94,6 +97,8 @@ class AutoMode:
         plan_rate = model.rate(plan)
         if rate <= LOOKUP_GAIN * plan_rate:
             return None
+        if probe:
+            self.planner.defer_probe()
         why = f"lookup: a {len(draft.tokens)}-token pool match, predicted {rate:.1f} > {plan_rate:.1f} tok/s"
         self._idle_drafts()
         rr = self.steps.lookup(draft, why=why, rates=self._rates())

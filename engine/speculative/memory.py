@@ -33,11 +33,12 @@ from .plan import Plan
 
 log = logging.getLogger(__name__)
 
-VERSION = 8  # 2: catch-up time and next_guess apart (1 kept inflated draft times); 3: pool acceptance by depth too;
+VERSION = 9  # 2: catch-up time and next_guess apart (1 kept inflated draft times); 3: pool acceptance by depth too;
 # 4: tree levels timed apart from the glue decode (3 kept their average); 5: ssd tallies without the outcome's luck,
 # and their hits (4 kept round times that swung with the hits); 6: the draft's token on ssd's split threads apart;
 # 7: the verify widths' figures relative to the machine's pace, and the pace; 8: acceptance by draft position
-# too, and ssd's verify apart from sd's on every machine (7 mixed them where the cores are not split)
+# too, and ssd's verify apart from sd's on every machine (7 mixed them where the cores are not split); 9: the
+# tokens between the pool's drafts
 
 # the cost model's single figures
 EMAS = ("pace", "draft_token", "draft_token_split", "catchup_token", "tree_glue", "acceptance", "hit", "top1",
@@ -121,7 +122,7 @@ def dump(m: CostModel) -> dict[str, Any]:
         "acceptance_at": [list(pair) for pair in zip(m.acceptance.pos_hits, m.acceptance.pos_trials, strict=True)],
         "tallies": {_plan_key(p): [getattr(t, f) for f in Tally.FIELDS] for p, t in m.tallies.items()},
         "mode_tallies": {mode: [getattr(t, f) for f in Tally.FIELDS] for mode, t in m.mode_tallies.items()},
-        "probe_gap": m.probe_gap, "rounds": m.rounds, "last_run": m.last_run,
+        "probe_gap": m.probe_gap, "rounds": m.rounds, "last_run": m.last_run, "pool_gap": m.pool_gap,
     }
 
 
@@ -153,6 +154,7 @@ def restore(data: dict[str, Any], split: bool) -> CostModel:
     m.probe_gap = {str(k): max(1, _count(v)) for k, v in data["probe_gap"].items()}
     m.rounds = _count(data["rounds"])
     m.last_run = {str(k): _count(v) for k, v in data["last_run"].items()}
+    m.pool_gap = None if data["pool_gap"] is None else _number(data["pool_gap"])
     return m
 
 

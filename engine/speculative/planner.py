@@ -25,7 +25,6 @@ from .knobs import (
     PROBE_CATCHUP_SHARE,
     PROBE_IF_WITHIN,
     PROBE_ROUNDS,
-    STRETCH_ALPHA,
     SWITCH_GAIN,
     UNTRIED_GAIN,
 )
@@ -60,8 +59,7 @@ class AutoPlanner:
         self._trees: list[Plan] | None = None
         self.draft_lag = draft_lag  # tokens the draft model has not seen (it decodes them before it drafts)
         self.remaining = remaining  # tokens the reply may still emit (0: not known)
-        self._since_pool = 0  # tokens emitted since the pool's last draft ran
-        self._pool_gap: float | None = None  # ... and between two of its drafts, on average (None: none yet)
+        self._since_pool: int | None = None  # tokens emitted since the pool's last draft ran (None: none yet)
         # The draft model reads every prompt on cores (or a device) of its own: each reply starts with it in step
         # (once its read is done), so a probe of a drafting mode that would first make it catch up waits for the
         # next reply's start.
@@ -165,22 +163,32 @@ class AutoPlanner:
         self.remaining = max(0, self.remaining - len(rr.tokens))
         self.draft_lag = 0 if rr.mode in DRAFT_MODES else self.draft_lag + len(rr.tokens)
         if rr.mode != "lookup":
-            self._since_pool += len(rr.tokens)
+            if self._since_pool is not None:
+                self._since_pool += len(rr.tokens)
             return
-        if self._since_pool:
-            gap = float(self._since_pool)
-            self._pool_gap = gap if self._pool_gap is None else self._pool_gap + STRETCH_ALPHA * (gap - self._pool_gap)
+        if self._since_pool:  # not the reply's start: its first stretch waits for the pool to match at all
+            self.model.add_pool_gap(self._since_pool)
         self._since_pool = 0
 
     def _lags_too_far(self, plan: Plan) -> bool:
         """Whether ar beats ``plan`` until the pool's next draft is due, ``plan`` paying first for the draft model's
         catch-up on what the pool's rounds emitted (between the copies of a code edit a drafting plan never pays)."""
         cost = self.catchup(plan)
-        if not cost or self._pool_gap is None:
+        gap = self.model.pool_gap
+        if not cost or gap is None:
             return False
-        n = max(self._pool_gap, float(self._since_pool))
+        n = max(gap, float(self._since_pool or 0))
         rate = self.model.rate(plan)
         return n / (n / rate + cost) < self.model.rate(AR) if rate > 0 else True
+
+    def defer_probe(self) -> None:
+        """The latest plan, a probe, gives way to a pool draft: a first probe (what the machine lacks) runs at the
+        next round without one; a later one waits for its next turn (its draft would first catch up on the copy)."""
+        if self._probing is not None and self.rounds < FIRST_PROBE_ROUNDS:
+            self._probe.insert(0, self._probing)
+        elif self._probing is not None:
+            self._probe.clear()
+        self._probing = None
 
     @property
     def probing(self) -> bool:

@@ -11,7 +11,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from .figures import Ratio, lookup_prior
-from .knobs import LOOKUP_DEPTHS
+from .knobs import LOOKUP_DEPTHS, STRETCH_ALPHA
 
 
 @dataclass
@@ -19,6 +19,9 @@ class PoolFigures:
     """Pool tokens accepted by (n-gram order, chain depth); the cost model's part for lookup drafts."""
 
     lookup_accept: dict[tuple[int, int], Ratio] = field(default_factory=dict)
+    # tokens the rounds between two of the pool's drafts emit, on average (None: no two drafts yet); kept across
+    # replies: a conversation that edits code goes on editing it
+    pool_gap: float | None = None
     # a pool token's acceptance by (order, depth), kept until learn_lookup
     _accept_at: dict[tuple[int, int], float] = field(default_factory=dict, repr=False, compare=False)
 
@@ -41,6 +44,11 @@ class PoolFigures:
             key = (order, min(depth + i, LOOKUP_DEPTHS - 1))
             self.lookup_accept.setdefault(key, Ratio(lookup_prior(order))).add(i < accepted)
         self._accept_at.clear()
+
+    def add_pool_gap(self, tokens: int) -> None:
+        """The tokens emitted between the pool's latest two drafts."""
+        gap = self.pool_gap
+        self.pool_gap = float(tokens) if gap is None else gap + STRETCH_ALPHA * (tokens - gap)
 
     def lookup_expected(self, orders: Sequence[int]) -> list[float]:
         """Expected tokens of a round verifying the first L tokens of a pool draft, for L = 0..len."""
