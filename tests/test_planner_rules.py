@@ -1,19 +1,21 @@
 """Rules of auto's cost model and planner that the simulated machines (tests/test_simulated.py) showed are needed:
 acceptance is remembered per trial (with a prior) and by draft position; ssd's verify, beside its tree, is kept
 apart from sd's; a drafting plan gives way to ar between the pool's drafts when its catch-up cannot pay, and the
-tokens between those drafts outlive the reply; a probe gives way to the pool's draft."""
+tokens between those drafts outlive the reply; a probe gives way to the pool's draft; nothing one unlucky sample
+says is kept for good: a plan's few rounds, a width's lone verify, the draft's first guess, a tree level's width."""
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 
 from engine.speculative import memory
 from engine.speculative.costmodel import CostModel
 from engine.speculative.figures import Acceptance
-from engine.speculative.knobs import ACCEPT_PRIOR, FIRST_PROBE_ROUNDS, TIMING_CLIP
+from engine.speculative.knobs import ACCEPT_PRIOR, FIRST_PROBE_ROUNDS, TIMING_CLIP, TOP1_PRIOR
 from engine.speculative.plan import AR, Plan
 from engine.speculative.planner import AutoPlanner
-from engine.speculative.types import RoundResult
+from engine.speculative.types import JIT, Draft, RoundResult
 
 
 def test_two_rejected_first_rounds_do_not_read_as_zero_acceptance() -> None:
@@ -142,3 +144,37 @@ def test_one_stalled_first_ssd_verify_moves_its_figure_at_most_timing_clip() -> 
         m.add_verify(5, 0.014)
     m.add_verify(5, 0.07, True)  # another process stalled this round 5x
     assert m.t_verify(5, True) == pytest.approx(0.014 * TIMING_CLIP, rel=0.02)
+def test_a_plans_few_rounds_are_weighed_against_its_modes_many() -> None:
+    m = sd_model()
+    few, many = Plan("sd", 3), Plan("sd", 4)
+    for _ in range(40):  # the mode's rounds ran as predicted
+        m.observe(many, 5.0, 0.1, 5.0, 0.1)
+    for seconds in (0.1, 0.1, 0.1, 0.25):  # four rounds of another plan, one of them stalled
+        m.observe(few, 4.0, seconds, 4.0, 0.1)
+    own = m.tallies[few].factor(tokens=False)
+    assert own < 0.8 < m.correction(few) < 1.0  # the stall's share is not pinned on the plan for good
+
+
+def test_a_lone_stalled_width_does_not_set_the_slope_of_every_wider_one() -> None:
+    m = CostModel()
+    m.add_verify(1, 0.10)
+    m.add_verify(5, 0.25)  # one verify of 5 tokens during a stall (its true time: 0.125)
+    for _ in range(8):  # then only widths 1 and 3 run (the pool's short drafts)
+        m.add_verify(1, 0.10)
+        m.add_verify(3, 0.11)
+    assert m.t_verify(5) == pytest.approx(0.25, rel=0.05)  # its own figure stands until it runs again ...
+    assert m.t_verify(17) < 0.2  # ... but wider widths are read off the widths that ran often, so they get tried
+
+
+def test_one_wrong_guess_does_not_read_as_a_draft_that_is_never_right() -> None:
+    m = CostModel()
+    planner = AutoPlanner(m, k=2)
+    draft = Draft([5, 6], None, JIT, top=[np.array([5, 7]), np.array([6, 8])], serve_s=0.04)
+    planner.learn(Plan("sd", 2), RoundResult([5, 9], "sd", JIT, 2, 1, verify_s=0.1, draft=draft))
+    assert m.top1.value is not None and 0.5 < m.top1.value < TOP1_PRIOR  # the alternative 8 was wrong, once
+
+
+def test_a_narrow_tree_level_is_estimated_between_one_draft_token_and_a_measured_wide_level() -> None:
+    m = sd_model()  # a draft token: 2 ms; the target's verify nearly flat in width
+    m.add_tree(18, 1, 0.002, 0.056)  # a level of 18 branches: 56 ms (a CPU draft pays for every branch)
+    assert 0.002 < m.t_level(2) < 0.008  # not 56 ms because the target's verify barely grows with width

@@ -21,6 +21,7 @@ from .knobs import (
     GUESS_ALPHA,
     HIT_ALPHA,
     LOOKUP_GAIN,
+    TALLY_SHRINK_ROUNDS,
     TIMING_CLIP,
     TOP1_PRIOR,
     UNTRIED_CAP,
@@ -97,10 +98,15 @@ class CostModel(VerifyTimes, PoolFigures):
         e = self.level.get(width)
         if e is not None and e.value is not None:
             return e.value
-        known = [(w, x.get(0.0)) for w, x in self.level.items() if x.value is not None]
-        nearest = min(known, key=lambda wt: abs(wt[0] - width)) if known else None
-        w0, t0 = nearest or (1, self.draft_token.get(DRAFT_TOKEN_PRIOR))
-        return t0 * self.t_verify(width) / self.t_verify(w0)
+        known = {w: x.get(0.0) for w, x in self.level.items() if x.value is not None}
+        known.setdefault(1, self.draft_token.get(DRAFT_TOKEN_PRIOR))  # a level of one branch: one draft token
+        below = max((w for w in known if w < width), default=None)
+        above = min((w for w in known if w > width), default=None)
+        if below is not None and above is not None:  # between two known widths: on the line between them
+            t0, t1 = known[below], known[above]
+            return t0 + (t1 - t0) * (width - below) / (above - below)
+        w0 = below if below is not None else min(known)
+        return known[w0] * self.t_verify(width) / self.t_verify(w0)
 
     def catchup_time(self, tokens: float) -> float:
         """Seconds the draft model takes to decode ``tokens`` it has not seen (the prompt, or what ar rounds
@@ -185,9 +191,17 @@ class CostModel(VerifyTimes, PoolFigures):
 
     def _correction(self, plan: Plan, own: Tally | None) -> float:
         t = self._corrector(plan, own)
+        if t is None:
+            return 1.0
         # ssd's tokens per round also depend on how deep the served branches are (early stop), which only its
         # tally sees; sd's and lookup's follow from the acceptance figures alone.
-        return 1.0 if t is None else t.factor(tokens=plan.mode == "ssd")
+        tokens = plan.mode == "ssd"
+        f = t.factor(tokens=tokens)
+        mode = self.mode_tallies.get(plan.mode)
+        if t is own and enough(mode):  # a plan's few rounds are weighed against its mode's many (a stall's share)
+            w = own.n / (own.n + TALLY_SHRINK_ROUNDS)
+            f = f**w * mode.factor(tokens=tokens) ** (1 - w)
+        return f
 
     def _corrector(self, plan: Plan, own: Tally | None) -> Tally | None:
         """The tally that corrects ``plan``'s prediction: its own (``own``) once it holds enough rounds, else its

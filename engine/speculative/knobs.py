@@ -60,6 +60,8 @@ LOOKUP_PRIOR = {1: 0.25, 2: 0.4, 3: 0.55, 4: 0.65}  # acceptance of a pool token
 TALLY_ROUNDS = 3  # rounds of a plan (or its mode) before their tally corrects its prediction
 TALLY_DECAY = 0.9  # a tally's memory: about ten rounds, so the figure follows the machine
 TALLY_CLIP = 2.5  # a round counts as at most this many times its prediction (another process's stall)
+TALLY_SHRINK_ROUNDS = 8  # a plan's own tally outweighs its mode's after this many rounds (four rounds, one stalled,
+# would read a fifth slow)
 FACTOR_RANGE = (0.25, 4.0)  # a tally's correction stays within this (a figure that far off is re-measured)
 UNTRIED_CAP = 1.25  # an unmeasured plan is trusted at most this far above what its mode's plans delivered
 HIT_DECAY = 0.97  # an ssd plan's hits against its predicted hits: about thirty rounds (a hit is luck)

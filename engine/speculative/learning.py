@@ -10,7 +10,8 @@ import math
 
 from .costmodel import CostModel
 from .fanout import allocate
-from .knobs import ACCEPT_PRIOR
+from .figures import Ema
+from .knobs import ACCEPT_PRIOR, TOP1_PRIOR
 from .plan import Plan
 from .types import JIT, NGRAM, RoundResult
 
@@ -83,7 +84,10 @@ class RoundLearner:
                 m.hit.add(1.0 if rr.hit else 0.0)
                 if self._covered is not None:  # the outcome had a branch: a hit means its best candidate was right
                     # after a rejection the draft's best alternative; after a full acceptance its next-token guess
-                    (m.top1 if self._covered == REJECTED else m.next_guess).add(1.0 if rr.hit else 0.0)
+                    if self._covered == REJECTED:
+                        _add_guess(m.top1, TOP1_PRIOR, bool(rr.hit))
+                    else:
+                        _add_guess(m.next_guess, m.acceptance.get(ACCEPT_PRIOR), bool(rr.hit))
             counts = allocate(n, plan.budget, geometric_on=self.geometric, acceptance=m.acceptance.get(ACCEPT_PRIOR))
             covered = n > 0 and counts[min(rr.accepted, n)] > 0
             self._covered = None if not covered else REJECTED if rr.accepted < n else ALL_ACCEPTED
@@ -93,9 +97,17 @@ class RoundLearner:
             # observer, counted every rejection as the alternative being wrong).
             cands = [int(t) for t in d.top[rr.accepted] if int(t) != d.tokens[rr.accepted]][:1]
             if cands:
-                m.top1.add(1.0 if rr.next_token in cands else 0.0)
+                _add_guess(m.top1, TOP1_PRIOR, rr.next_token in cands)
         if not math.isfinite(m.round_time(plan)):
             raise AssertionError("cost model produced a non-finite estimate")
+
+
+def _add_guess(figure: Ema, prior: float, right: bool) -> None:
+    """One guess of the draft's into ``figure``, which starts from ``prior``: the first guess moves it as any later
+    one does (one wrong guess read as never right kept ssd's trees from ever being weighed again)."""
+    if figure.value is None:
+        figure.value = prior
+    figure.add(1.0 if right else 0.0)
 
 
 def ssd_tally_figures(model: CostModel, plan: Plan, rr: RoundResult) -> tuple[float, float]:

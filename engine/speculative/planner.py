@@ -275,8 +275,6 @@ class AutoPlanner:
             if mode == self.plan.mode or not _worth_probing(rate[plan], current):
                 continue
             catchup = self.catchup(plan)
-            if catchup and self.prompt_read:
-                continue  # the next reply starts with the draft model in step: probe then
             if catchup > PROBE_CATCHUP_SHARE * (self.remaining or HORIZON_TOKENS) / current:
                 continue  # the draft model would first decode more than the rest of the reply can pay back
             gap = m.probe_gap.get(mode, FIRST_PROBE_GAP)

@@ -55,10 +55,12 @@ class VerifyTimes:
         self._hand_over(e)
         self._verify_at.clear()  # the split table's estimate may derive from the other one
         known = self._known.get(split)
-        if new_width or known is None:
+        if new_width or known is None or e.n == PACE_AFTER:  # PACE_AFTER: the width may now join the trusted ones
             self._known.pop(split, None)
         else:  # the same widths: only this one's figure moves (a round's usual case)
-            known[bisect.bisect_left(known, (width,))] = (width, e.get(0.0))
+            i = bisect.bisect_left(known, (width,))
+            if i < len(known) and known[i][0] == width:
+                known[i] = (width, e.get(0.0))
 
     def _hand_over(self, figure: Ema) -> None:
         """Once the pace has stayed away from 1 past a spell, move PACE_HANDOVER of its distance into ``figure``
@@ -81,11 +83,16 @@ class VerifyTimes:
         return t
 
     def _known_verify(self, split: bool) -> list[tuple[int, float]]:
-        """(width, seconds) of the measured widths, narrowest first."""
+        """(width, seconds) of the measured widths that other widths are read off, narrowest first: those of
+        PACE_AFTER samples once two widths have that many (a lone stalled sample of a width that then never runs
+        again would set the slope of every wider one), else every measured width."""
         known = self._known.get(split)
         if known is None:
             table = self.verify_split if split else self.verify
-            known = self._known[split] = sorted((w, e.get(0.0)) for w, e in table.items() if e.value is not None)
+            measured = [(w, e) for w, e in table.items() if e.value is not None]
+            settled = [(w, e) for w, e in measured if e.n >= PACE_AFTER]
+            trusted = settled if len(settled) >= 2 else measured
+            known = self._known[split] = sorted((w, e.get(0.0)) for w, e in trusted)
         return known
 
     def _estimate_verify(self, width: int, split: bool) -> float:

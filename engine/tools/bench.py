@@ -190,7 +190,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
         return cmd_overhead(args)
     if args.scenarios.strip().upper() == "S":  # simulated machines: no model, no clock
         from .simbench import cmd_simulated
-        return cmd_simulated()
+        return cmd_simulated(seeds=args.seeds)
     args.repeats = args.repeats or REPEATS
     if args.target and args.draft:
         target, draft = Path(args.target), Path(args.draft)
@@ -265,6 +265,8 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
                        formatter_class=HelpFormatter, epilog=epilog,
                        description="Measure tokens per second of every mode in hardware scenarios (see below).")
     p.add_argument("--scenarios", default="A,B,C", help="comma list of A, B, C; or O or S alone (see below)")
+    p.add_argument("--seeds", type=int, default=1, help="S: run every profile on this many seeds and print the bars "
+                   "at their lowest and mean")
     p.add_argument("--modes", default=",".join(MODES), help="comma list of the modes to run")
     p.add_argument("--max-tokens", type=int, default=128, help="tokens per reply")
     p.add_argument("--prompts", type=int, default=None, help="use only the first N prompts of the set")

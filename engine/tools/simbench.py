@@ -34,6 +34,7 @@ LENGTH = 256  # tokens per reply
 MAX_BRANCHES = 32  # the engine's default tree cap (auto's widest tree)
 SCREEN = 4  # replies every fixed plan runs before the ones far behind the leader stop
 SCREEN_SHARE = 0.85  # ... far behind: below this share of the leader's rate over those replies
+BARS = (0.95, 0.85, 0.90)  # issue 34's bars for auto / the best fixed plan: replies 2-10, the first, any one reply
 
 
 @dataclass
@@ -56,12 +57,12 @@ def fixed_plans(k_max: int = K_MAX, most: int = MAX_BRANCHES) -> list[Plan]:
     return [*plan_space(range(1, k_max + 1), most), LOOKUP]
 
 
-def _seed(profile: Profile) -> int:
-    return zlib.crc32(profile.name.encode())
+def _seed(profile: Profile, seed: int) -> int:
+    return zlib.crc32(profile.name.encode()) + seed
 
 
-def _steps(profile: Profile, i: int, length: int) -> SimSteps:
-    seed = _seed(profile)
+def _steps(profile: Profile, i: int, length: int, seed: int) -> SimSteps:
+    seed = _seed(profile, seed)
     reply = Reply.make(profile.regime, np.random.default_rng([seed, i, 0]), length)
     return SimSteps(profile.machine, profile.regime, reply, np.random.default_rng([seed, i, 1]), length)
 
@@ -85,11 +86,11 @@ class FixedSSD:
         return rr
 
 
-def run_fixed(profile: Profile, plan: Plan, replies: int = REPLIES, length: int = LENGTH) -> Run:
+def run_fixed(profile: Profile, plan: Plan, replies: int = REPLIES, length: int = LENGTH, seed: int = 0) -> Run:
     run = Run(str(plan))
     lookup = Lookup(CostModel(split=profile.machine.split))
     for i in range(replies):
-        steps = _steps(profile, i, length)
+        steps = _steps(profile, i, length, seed)
         if plan.mode == "ar":
             run.rates.append(_finish(steps, steps.ar, length))
         elif plan.mode == "sd":
@@ -103,14 +104,14 @@ def run_fixed(profile: Profile, plan: Plan, replies: int = REPLIES, length: int 
 
 
 def run_auto(profile: Profile, replies: int = REPLIES, length: int = LENGTH, model: CostModel | None = None,
-             k: int = 4) -> Run:
+             k: int = 4, seed: int = 0) -> Run:
     """auto on ``profile``: one cost model (``model``, else a fresh one) over the replies, kept on 'disk'
     between them (dumped and restored as the memory file keeps it)."""
     split = profile.machine.split
     model = model if model is not None else CostModel(split=split)
     run = Run("auto")
     for i in range(replies):
-        steps = _steps(profile, i, length)
+        steps = _steps(profile, i, length, seed)
         lookup = Lookup(model)
         lookup.start(steps.target.committed)
         planner = AutoPlanner(model, k, max_branches=MAX_BRANCHES, remaining=length, prompt_read=not split)
@@ -148,13 +149,14 @@ class Row:
         return min(a / b for a, b in zip(self.auto.rates[1:], self.best.rates[1:], strict=True))
 
 
-def best_fixed(profile: Profile, replies: int = REPLIES, length: int = LENGTH) -> Run:
+def best_fixed(profile: Profile, replies: int = REPLIES, length: int = LENGTH, seed: int = 0) -> Run:
     """The fixed plan with the highest rate over replies 2 onwards. Every plan runs the first SCREEN replies; only
     those within SCREEN_SHARE of the leader's rate there run the rest (each reply has its own seed, so a plan's
     replies are the same whether or not others ran)."""
-    runs = [run_fixed(profile, p, min(replies, SCREEN), length) for p in fixed_plans()]
+    runs = [run_fixed(profile, p, min(replies, SCREEN), length, seed) for p in fixed_plans()]
     lead = max(r.later() for r in runs)
-    runs = [run_fixed(profile, _plan(r.plan), replies, length) for r in runs if r.later() >= SCREEN_SHARE * lead]
+    runs = [run_fixed(profile, _plan(r.plan), replies, length, seed) for r in runs
+            if r.later() >= SCREEN_SHARE * lead]
     return max(runs, key=Run.later)
 
 
@@ -173,8 +175,8 @@ def poisoned(model: CostModel, slow: dict[int, float]) -> CostModel:
     return memory.age(memory.restore(data, model.split))
 
 
-def bench_profile(profile: Profile, replies: int = REPLIES, length: int = LENGTH) -> Row:
-    return Row(profile.name, best_fixed(profile, replies, length), run_auto(profile, replies, length))
+def bench_profile(profile: Profile, replies: int = REPLIES, length: int = LENGTH, seed: int = 0) -> Row:
+    return Row(profile.name, best_fixed(profile, replies, length, seed), run_auto(profile, replies, length, seed=seed))
 
 
 def print_rows(rows: list[Row]) -> None:
@@ -188,9 +190,26 @@ def print_rows(rows: list[Row]) -> None:
               f"{r.first:7.2f} {r.worst:6.2f}  {top}")
 
 
-def cmd_simulated(names: Sequence[str] = ()) -> int:
-    """Run and print the simulated bench (every profile, or those named)."""
-    rows = [bench_profile(PROFILES[n]) for n in (names or PROFILES)]
-    print_rows(rows)
-    return 0
+def print_seeds(rows: dict[str, list[Row]]) -> None:
+    """Each profile over several seeds (other replies, noise and acceptance draws): the bars' figures at their
+    lowest and on average, and how many of the bars (three per seed) auto misses."""
+    head = f"{'profile':22} {'replies 2-10':>13} {'first reply':>12} {'worst reply':>12} {'bars missed':>12}"
+    print(head)
+    print("-" * len(head))
+    missed_all = bars_all = 0
+    for name, rs in rows.items():
+        figures = [(r.ratio, r.first, r.worst) for r in rs]
+        missed = sum(x < bar for f in figures for x, bar in zip(f, BARS, strict=True))
+        missed_all, bars_all = missed_all + missed, bars_all + len(BARS) * len(rs)
+        cols = [f"{min(c):.2f} / {sum(c) / len(c):.2f}" for c in zip(*figures, strict=True)]
+        print(f"{name:22} {cols[0]:>13} {cols[1]:>12} {cols[2]:>12} {missed:>5} of {len(BARS) * len(rs):<3}")
+    print(f"lowest / mean over {len(next(iter(rows.values())))} seeds; bars missed in all: {missed_all} of {bars_all}")
 
+
+def cmd_simulated(names: Sequence[str] = (), seeds: int = 1) -> int:
+    """Run and print the simulated bench (every profile, or those named), on one seed or over several."""
+    if seeds <= 1:
+        print_rows([bench_profile(PROFILES[n]) for n in (names or PROFILES)])
+        return 0
+    print_seeds({n: [bench_profile(PROFILES[n], seed=s) for s in range(seeds)] for n in (names or PROFILES)})
+    return 0
