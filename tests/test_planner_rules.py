@@ -2,7 +2,8 @@
 acceptance is remembered per trial (with a prior) and by draft position; ssd's verify, beside its tree, is kept
 apart from sd's; a drafting plan gives way to ar between the pool's drafts when its catch-up cannot pay, and the
 tokens between those drafts outlive the reply; a probe gives way to the pool's draft; nothing one unlucky sample
-says is kept for good: a plan's few rounds, a width's lone verify, the draft's first guess, a tree level's width."""
+says is kept for good: a plan's few rounds, a width's lone verify, the draft's first guess, a tree level's width;
+each mode is probed on its own gap."""
 
 from __future__ import annotations
 
@@ -178,3 +179,22 @@ def test_a_narrow_tree_level_is_estimated_between_one_draft_token_and_a_measured
     m = sd_model()  # a draft token: 2 ms; the target's verify nearly flat in width
     m.add_tree(18, 1, 0.002, 0.056)  # a level of 18 branches: 56 ms (a CPU draft pays for every branch)
     assert 0.002 < m.t_level(2) < 0.008  # not 56 ms because the target's verify barely grows with width
+
+
+def test_before_any_tree_a_wide_level_costs_at_least_a_batch_of_as_many_draft_tokens() -> None:
+    m = CostModel()
+    for _ in range(4):  # a flat target verify (an F16 target on one thread) beside a CPU draft
+        m.add_verify(1, 0.377)
+        m.add_verify(5, 0.401)
+        m.draft_token.add(0.072)
+    assert m.t_level(18) >= m.catchup_time(18) > 4 * 0.072  # not 1.1 draft tokens, as the target's verify would say
+    assert m.t_level(1) == pytest.approx(0.072)
+
+
+def test_each_mode_keeps_its_own_probe_gap() -> None:
+    planner = AutoPlanner(sd_model(), k=4, remaining=256)
+    m, sd, ssd = planner.model, Plan("sd", 4), Plan("ssd", 2, 6)
+    planner.plan, planner._probe = AR, []
+    m.rounds, m.last_run, m.probe_gap = 100, {"sd": 90, "ssd": 0}, {"sd": 64, "ssd": 32}
+    planner._plan_probe({"ar": AR, "sd": sd, "ssd": ssd}, {AR: 10.0, sd: 9.5, ssd: 9.0})
+    assert planner._probe and planner._probe[0] == ssd  # sd, lost often, is not due; ssd is

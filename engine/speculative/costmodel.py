@@ -99,6 +99,10 @@ class CostModel(VerifyTimes, PoolFigures):
         if e is not None and e.value is not None:
             return e.value
         known = {w: x.get(0.0) for w, x in self.level.items() if x.value is not None}
+        if not known:  # before any tree: one branch costs a draft token, more at least a batch of as many tokens
+            # (the draft's catch-up: a CPU pays for every branch, however flat the target's verify is)
+            td = self.draft_token.get(DRAFT_TOKEN_PRIOR)
+            return max(td * self.t_verify(width) / self.t_verify(1), self.catchup_time(width))
         known.setdefault(1, self.draft_token.get(DRAFT_TOKEN_PRIOR))  # a level of one branch: one draft token
         below = max((w for w in known if w < width), default=None)
         above = min((w for w in known if w > width), default=None)

@@ -267,8 +267,8 @@ class AutoPlanner:
         return best_by_mode, rate
 
     def _plan_probe(self, best_by_mode: dict[str, Plan], rate: dict[Plan, float]) -> None:
-        """Re-measure the most promising other mode when it is predicted close and its gap has passed (where the
-        draft reads each prompt ahead, a probe with a catch-up waits for the next reply's start)."""
+        """Re-measure the most promising other mode that is predicted close and whose gap has passed (each mode
+        keeps its own gap: one that lost often does not keep another from being measured again)."""
         m = self.model
         current = rate[self.plan] if self.plan in rate else m.rate(self.plan)
         for mode, plan in sorted(best_by_mode.items(), key=lambda kv: -rate[kv[1]]):
@@ -281,7 +281,7 @@ class AutoPlanner:
             if m.rounds - m.last_run.get(mode, 0) >= gap:
                 m.probe_gap[mode] = min(MAX_PROBE_GAP, 2 * gap)  # reset to the first gap only if it wins
                 self._probe = [plan] * PROBE_ROUNDS
-            return
+                return
 
     def timed(self, width: int) -> bool:
         """Whether the latest round's verify time (``width`` tokens) is to teach the cost model: not beside the
