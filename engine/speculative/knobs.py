@@ -29,7 +29,8 @@ STRETCH_ALPHA = 0.3  # the tokens between two of the pool's drafts: about three 
 TIMING_CLIP = 1.5  # a timing sample moves its average as at most this factor (one stalled round moves it little)
 TIMING_ALPHA = 0.25  # draft, catch-up and tree times: about four rounds of memory
 HIT_ALPHA = 0.2  # ssd's cache-hit rate: about five rounds
-GUESS_ALPHA = 0.1  # the draft's top-1 and next-guess rates (a tree's hit probability): about ten rounds
+GUESS_ALPHA = 0.1  # the draft's top-1 and next-guess rates (a tree's hit probability): about ten rounds, from
+# their priors (TOP1_PRIOR; the next guess: the acceptance)
 ACCEPT_DECAY = 0.98  # acceptance fades per draft token: about fifty (a short draft's round says little)
 ACCEPT_SEED_TRIALS = 16.0  # a restored acceptance counts as this many trials until new rounds outweigh it
 ACCEPT_MAX = 0.999  # a position's acceptance stays below 1 (no run of luck makes a long draft look free)
@@ -37,7 +38,8 @@ ACCEPT_MAX = 0.999  # a position's acceptance stays below 1 (no run of luck make
 # figure at pace 1 (FIGURE_ALPHA: about twenty): a slow spell seen by the widths that run moves the others too.
 PACE_ALPHA = 0.4
 FIGURE_ALPHA = 0.05
-PACE_AFTER = 3  # a width's samples before its verifies move the pace (its figure is their mean until then)
+PACE_AFTER = 3  # a width's samples before its verifies move the pace (its figure is their mean until then) and,
+# once two widths have as many, before other widths are read off it
 # A pace that stays beyond PACE_BAND on one side for SPELL_VERIFIES verifies is no spell: each further verify
 # hands PACE_HANDOVER of its distance from 1 to the figure of the width that ran (a lone wrong width stays its own).
 PACE_BAND = 0.05
