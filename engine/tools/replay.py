@@ -1,4 +1,4 @@
-"""auto's decisions on recorded rounds: record a session of auto replies on real models, replay it without them.
+"""auto's decisions on recorded rounds: record auto replies on real models, replay them without.
 
 :func:`recording` logs, for every auto reply, the planner's settings, each plan it chose and every round it learnt
 from (the pool's rounds too) as JSON-ready events. :func:`replay` feeds the same rounds to a fresh
@@ -114,7 +114,7 @@ def recorded_plans(events: list[Event]) -> list[str]:
 
 
 def replay(events: list[Event]) -> list[str]:
-    """The plans a fresh planner chooses on the recorded rounds (one cost model over the session's replies); it stops
+    """The plans a fresh planner chooses on the recorded rounds (one cost model over all the replies); it stops
     at the first plan that differs from the recording, whose rounds are then not the ones that plan would have had."""
     model: CostModel | None = None
     lookup: Lookup | None = None
