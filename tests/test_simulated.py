@@ -56,7 +56,7 @@ def test_the_simulation_is_deterministic() -> None:
     assert simbench.run_auto(p, replies=2).rates == simbench.run_auto(p, replies=2).rates
 
 
-@pytest.mark.parametrize("name", ["deep-low", "gpu-target-cpu-draft", "cpu-2core-A"])
+@pytest.mark.parametrize("name", list(PROFILES))
 def test_a_memory_written_while_busy_is_measured_again_within_the_first_reply(name: str) -> None:
     p = PROFILES[name]
     model = CostModel(split=p.machine.split)
