@@ -61,8 +61,7 @@ class AutoPlanner:
         self.remaining = remaining  # tokens the reply may still emit (0: not known)
         self._since_pool: int | None = None  # tokens emitted since the pool's last draft ran (None: none yet)
         # The draft model reads every prompt on cores (or a device) of its own: each reply starts with it in step
-        # (once its read is done), so a probe of a drafting mode that would first make it catch up waits for the
-        # next reply's start.
+        # (once its read is done), so a probe that is due runs at the reply's start, before a catch-up costs it.
         self.prompt_read = prompt_read
         # Whether the draft model is still reading this reply's prompt on its own thread: a round that would draft
         # runs ar meanwhile (the target would only wait), and the plan or probe runs once the read is done.
