@@ -58,10 +58,11 @@ class CostModel(VerifyTimes, PoolFigures):
 
     # Derived figures a round's decisions ask for dozens of times, kept until what they derive from changes:
     # each mode's delivered rate (until observe), t_level by width (until add_level or add_verify, or the draft's
-    # token time moves), and a tree's hit probability by (K, budget) (until the ratios it is made of move).
+    # token or catch-up time moves), and a tree's hit probability by (K, budget) (until the ratios it is made of
+    # move).
     _delivered: dict[str, float] = field(default_factory=dict, repr=False, compare=False)
     _level_at: dict[int, float] = field(default_factory=dict, repr=False, compare=False)
-    _level_td: float | None = field(default=None, repr=False, compare=False)
+    _level_from: tuple[float | None, float | None] = field(default=(None, None), repr=False, compare=False)
     _hit_at: dict[tuple[int, int, bool], float] = field(default_factory=dict, repr=False, compare=False)
     _hit_from: tuple[float | None, ...] = field(default=(), repr=False, compare=False)
 
@@ -83,18 +84,21 @@ class CostModel(VerifyTimes, PoolFigures):
         self._level_at.clear()
 
     def t_level(self, width: int) -> float:
-        if self._level_td != self.draft_token.value:  # the unmeasured widths' estimates follow the draft's time
+        source = (self.draft_token.value, self.catchup_token.value)  # what the unmeasured widths' estimates follow
+        if source != self._level_from:
             self._level_at.clear()
-            self._level_td = self.draft_token.value
+            self._level_from = source
         t = self._level_at.get(width)
         if t is None:
             t = self._level_at[width] = self._estimate_level(width)
         return t
 
     def _estimate_level(self, width: int) -> float:
-        """A level's seconds at ``width`` branches: measured, else the nearest measured width's (the draft's
-        single token before any) scaled as the target's verify scales between the two widths on this machine. A
-        CPU batches a few tokens at a few times one token's cost, an accelerator at about one token's."""
+        """A level's seconds at ``width`` branches: measured; else on the line between the nearest measured widths
+        below and above it (one branch: a draft token); above the widest, that width's scaled as the target's
+        verify scales between the two widths on this machine (a CPU batches a few tokens at a few times one
+        token's cost, an accelerator at about one token's); before any tree, at least a catch-up batch of
+        ``width`` tokens."""
         e = self.level.get(width)
         if e is not None and e.value is not None:
             return e.value

@@ -183,15 +183,15 @@ class AutoPlanner:
     def defer_probe(self) -> None:
         """The latest plan, a probe, gives way to a pool draft: a first probe (what the machine lacks) runs at the
         next round without one; a later one waits for its next turn (its draft would first catch up on the copy)."""
-        if self._probing is not None and self.rounds < FIRST_PROBE_ROUNDS:
-            self._probe.insert(0, self._probing)
-        elif self._probing is not None:
+        probe, self._probing = self._probing, None
+        if probe is not None and self.rounds < FIRST_PROBE_ROUNDS:
+            self._probe.insert(0, probe)
+        elif probe is not None:
             self._probe.clear()
-        self._probing = None
 
     @property
     def probing(self) -> bool:
-        """The latest plan is a probe (its round is for measuring, not to be replaced by a lookup)."""
+        """The latest plan is a probe (a pool draft that replaces its round defers it: :meth:`defer_probe`)."""
         return self._probing is not None
 
     def next_plan(self) -> Plan:

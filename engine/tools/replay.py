@@ -126,8 +126,8 @@ def replay(events: list[Event]) -> list[str]:
         if kind == "start":
             model = model or CostModel(split=e["split"])
             lookup = lookup or Lookup(model)
-            settings = {s: e[s] for s in SETTINGS if s != "k"}
-            planner = AutoPlanner(model, e["k"], **settings, draft_busy=lambda: busy.pop(0) if busy else False)
+            settings = {s: e[s] for s in SETTINGS}
+            planner = AutoPlanner(model, **settings, draft_busy=lambda: busy.pop(0) if busy else False)
         elif kind == "busy":
             busy.append(e["busy"])
         elif kind == "plan":
