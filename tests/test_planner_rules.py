@@ -66,7 +66,7 @@ def test_between_the_pools_drafts_a_lagging_draft_plan_gives_way_to_ar() -> None
     assert planner.next_plan() == Plan("sd", 4)
     edit(planner)
     planner.note(RoundResult(list(range(40)), "lookup"))  # the draft model is 172 tokens behind
-    assert planner.next_plan() == AR and "catch up" in planner.why
+    assert planner.next_plan() == AR and "catch-up" in planner.why
     for _ in range(60):  # a long stretch without the pool: the catch-up pays again
         planner.note(RoundResult([1], "ar"))
     assert planner.next_plan() == Plan("sd", 4)
@@ -88,7 +88,7 @@ def test_the_tokens_between_the_pools_drafts_outlive_the_reply() -> None:
     planner = AutoPlanner(restored, k=4, remaining=256)
     planner._probe, planner.plan, planner.held = [], Plan("sd", 4), 0
     planner.note(RoundResult(list(range(40)), "lookup"))  # the reply's first copy: the draft model is 40 behind
-    assert planner.next_plan() == AR and "catch up" in planner.why
+    assert planner.next_plan() == AR and "catch-up" in planner.why
 
 
 def test_a_replys_first_stretch_is_no_gap_between_the_pools_drafts() -> None:
@@ -117,6 +117,36 @@ def test_a_later_probe_given_way_to_the_pool_waits_for_its_next_turn() -> None:
     assert planner.next_plan() == Plan("ssd", 2, 6)
     planner.defer_probe()  # after the copy its draft would first catch up on it
     assert planner.next_plan() == Plan("sd", 4) and not planner.probing
+
+
+def test_a_measuring_probe_given_way_to_the_pool_at_the_replys_start_waits_for_its_next_turn() -> None:
+    m = sd_model()
+    m.hit.value, m.rounds = 0.5, 64  # ssd has run too, long ago: a mode is due to be measured again
+    planner = AutoPlanner(m, k=4, remaining=256, prompt_read=True)  # a probe due runs at the reply's start
+    probe = planner.next_plan()
+    assert planner.rounds < FIRST_PROBE_ROUNDS and planner.probing and probe != planner.plan
+    planner.defer_probe()  # after the copy its draft would first catch up on it
+    assert planner.next_plan() == planner.plan and not planner.probing
+
+
+def test_between_the_pools_drafts_what_drafting_delivered_there_decides() -> None:
+    m = sd_model()
+    planner = AutoPlanner(m, k=4, remaining=256)
+    planner._probe, planner.plan, planner.held = [], Plan("sd", 4), 0
+    edit(planner)
+    planner.note(RoundResult(list(range(40)), "lookup"))
+    for _ in range(3):  # new text between the copies: each round's first draft token is rejected
+        draft = Draft([1, 2, 3, 4], None, JIT, serve_s=0.008)
+        rr = RoundResult([9], "sd", JIT, 4, 0, verify_s=0.021, draft=draft)
+        planner.learn(Plan("sd", 4), rr)
+        planner.note(rr)
+    assert planner.draft_lag == 0 and m.gap_factor() < 0.5
+    assert planner.next_plan() == AR and "0.3" in planner.why  # no catch-up due, yet ar pays more there
+    restored = memory.restore(memory.dump(m), split=False)
+    assert restored.gap_factor() == pytest.approx(m.gap_factor())  # a conversation that edits code goes on
+    fresh = AutoPlanner(restored, k=4, remaining=256)
+    fresh._probe, fresh.plan, fresh.held = [], Plan("sd", 4), 0
+    assert fresh.next_plan() == Plan("sd", 4)  # a reply whose pool has not drafted yet is no gap between copies
 
 
 def test_acceptance_is_learnt_by_position_so_long_drafts_do_not_underrate_short_ones() -> None:

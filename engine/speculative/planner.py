@@ -70,6 +70,7 @@ class AutoPlanner:
         # is not what the plan costs.
         self.beside_read = False
         self._probe: list[Plan] = self._first_probes()
+        self._remeasure = False  # the probes re-measure a mode (:meth:`_plan_probe`), not what the machine lacks
         # A model that has measured this machine before starts on its best plan, not on ar.
         self.plan = Plan("ar")
         if 1 in model.verify and not self._probe:  # from the modes run here (others: later, by probe or gain)
@@ -172,19 +173,20 @@ class AutoPlanner:
     def _lags_too_far(self, plan: Plan) -> bool:
         """Whether ar beats ``plan`` until the pool's next draft is due, ``plan`` paying first for the draft model's
         catch-up on what the pool's rounds emitted (between the copies of a code edit a drafting plan never pays)."""
-        cost = self.catchup(plan)
-        gap = self.model.pool_gap
-        if not cost or gap is None:
+        gap, since = self.model.pool_gap, self._since_pool
+        if gap is None or since is None:  # no pool draft yet this reply
             return False
-        n = max(gap, float(self._since_pool or 0))
+        n = max(gap, float(since))
         rate = self.model.rate(plan)
-        return n / (n / rate + cost) < self.model.rate(AR) if rate > 0 else True
+        # what drafting between the pool's drafts delivered, fading as this stretch outgrows the usual gap
+        factor = self.model.gap_factor() ** (gap / n)
+        return n / (n / rate + self.catchup(plan)) * factor < self.model.rate(AR) if rate > 0 else True
 
     def defer_probe(self) -> None:
         """The latest plan, a probe, gives way to a pool draft: a first probe (what the machine lacks) runs at the
         next round without one; a later one waits for its next turn (its draft would first catch up on the copy)."""
         probe, self._probing = self._probing, None
-        if probe is not None and self.rounds < FIRST_PROBE_ROUNDS:
+        if probe is not None and self.rounds < FIRST_PROBE_ROUNDS and not self._remeasure:
             self._probe.insert(0, probe)
         elif probe is not None:
             self._probe.clear()
@@ -204,7 +206,8 @@ class AutoPlanner:
             if busy and plan.mode in DRAFT_MODES:
                 plan = self._ar_while_reading(self.why)
             elif plan.mode in DRAFT_MODES and not self.probing and self._lags_too_far(plan):
-                self.why = f"ar: {plan} would first catch up on {self.draft_lag} tokens before the pool's next draft"
+                self.why = (f"ar: {plan} would not pay before the pool's next draft (a catch-up of {self.draft_lag} "
+                            f"tokens; drafting there ran at {self.model.gap_factor():.2f}x its prediction)")
                 plan = AR
             else:
                 self.held += 1
@@ -227,7 +230,9 @@ class AutoPlanner:
             self._probing = plan
             self.why = f"probe {plan}"
             if not self._probe:
-                self._probe = self._first_probes() if self.rounds < FIRST_PROBE_ROUNDS else []
+                refill = self._first_probes() if self.rounds < FIRST_PROBE_ROUNDS else []
+                if refill:  # (else the flag stays the popped probe's)
+                    self._probe, self._remeasure = refill, False
                 self.held = self.hold  # decide right after the probes
             return plan
         self.why = f"plan {self.plan}"
@@ -279,7 +284,7 @@ class AutoPlanner:
             gap = m.probe_gap.get(mode, FIRST_PROBE_GAP)
             if m.rounds - m.last_run.get(mode, 0) >= gap:
                 m.probe_gap[mode] = min(MAX_PROBE_GAP, 2 * gap)  # reset to the first gap only if it wins
-                self._probe = [plan] * PROBE_ROUNDS
+                self._probe, self._remeasure = [plan] * PROBE_ROUNDS, True
                 return
 
     def timed(self, width: int) -> bool:
@@ -291,7 +296,8 @@ class AutoPlanner:
     def learn(self, plan: Plan, rr: RoundResult) -> None:
         """Fold one round into the cost model (an ar round beside the draft's prompt read only where ar's time is
         not measured yet: :meth:`timed`)."""
-        self.learner.learn(plan, rr, timed=plan.mode != "ar" or self.timed(1))
+        between = plan.mode in DRAFT_MODES and self._since_pool is not None  # between two of the pool's drafts
+        self.learner.learn(plan, rr, timed=plan.mode != "ar" or self.timed(1), between_pool_drafts=between)
 
 
 def _worth_probing(rate: float, current: float) -> bool:

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from .figures import Ratio, lookup_prior
+from .figures import Ratio, Tally, enough, lookup_prior
 from .knobs import LOOKUP_DEPTHS, STRETCH_ALPHA
 
 
@@ -22,6 +22,9 @@ class PoolFigures:
     # tokens the rounds between two of the pool's drafts emit, on average (None: no two drafts yet); kept across
     # replies: a conversation that edits code goes on editing it
     pool_gap: float | None = None
+    # the drafting rounds between two of the pool's drafts (catch-up and a cold start included) against their
+    # plans' steady-state predictions: new text between the copies of a code edit is not what the draft met elsewhere
+    gap_tally: Tally = field(default_factory=Tally)
     # a pool token's acceptance by (order, depth), kept until learn_lookup
     _accept_at: dict[tuple[int, int], float] = field(default_factory=dict, repr=False, compare=False)
 
@@ -49,6 +52,10 @@ class PoolFigures:
         """The tokens emitted between the pool's latest two drafts."""
         gap = self.pool_gap
         self.pool_gap = float(tokens) if gap is None else gap + STRETCH_ALPHA * (tokens - gap)
+
+    def gap_factor(self) -> float:
+        """How far drafting between the pool's drafts ran from its predictions (1 until enough such rounds)."""
+        return self.gap_tally.factor(tokens=True) if enough(self.gap_tally) else 1.0
 
     def lookup_expected(self, orders: Sequence[int]) -> list[float]:
         """Expected tokens of a round verifying the first L tokens of a pool draft, for L = 0..len."""
