@@ -1,9 +1,10 @@
 """Rules of auto's cost model and planner that the simulated machines (tests/test_simulated.py) showed are needed:
 acceptance is remembered per trial (with a prior) and by draft position; ssd's verify, beside its tree, is kept
-apart from sd's; a drafting plan gives way to ar between the pool's drafts when its catch-up cannot pay, and the
-tokens between those drafts outlive the reply; a probe gives way to the pool's draft; nothing one unlucky sample
-says is kept for good: a plan's few rounds, a width's lone verify, the draft's first guess, a tree level's width;
-each mode is probed on its own gap."""
+apart from sd's; a drafting plan (a probe too) gives way to ar between the pool's drafts when its catch-up, or what
+drafting delivered there, cannot pay, and the tokens between those drafts outlive the reply; a probe gives way to
+the pool's draft; a width read back slow from disk is never slower than the widths measured since; nothing one
+unlucky sample says is kept for good: a plan's few rounds, a width's lone verify, the draft's first guess, a tree
+level's width; each mode is probed on its own gap."""
 
 from __future__ import annotations
 
@@ -142,11 +143,28 @@ def test_between_the_pools_drafts_what_drafting_delivered_there_decides() -> Non
         planner.note(rr)
     assert planner.draft_lag == 0 and m.gap_factor() < 0.5
     assert planner.next_plan() == AR and "0.3" in planner.why  # no catch-up due, yet ar pays more there
+    planner._probe, planner._remeasure = [Plan("sd", 2)] * 2, True  # a re-measure falls due here
+    assert planner.next_plan() == AR and not planner._probe  # it waits for its next turn, as for a pool draft
     restored = memory.restore(memory.dump(m), split=False)
     assert restored.gap_factor() == pytest.approx(m.gap_factor())  # a conversation that edits code goes on
     fresh = AutoPlanner(restored, k=4, remaining=256)
     fresh._probe, fresh.plan, fresh.held = [], Plan("sd", 4), 0
     assert fresh.next_plan() == Plan("sd", 4)  # a reply whose pool has not drafted yet is no gap between copies
+
+
+def test_a_wide_verify_read_back_slow_is_never_slower_than_the_widths_measured_since_imply() -> None:
+    m = CostModel()
+    for width, seconds in ((1, 0.2), (3, 0.21), (5, 0.22)):
+        for _ in range(4):
+            m.add_verify(width, seconds)
+    data = memory.dump(m)
+    data["verify"]["5"][0] *= 3.5  # written while the machine was busy
+    busy = memory.age(memory.restore(data, split=False))
+    assert busy.t_verify(5) == pytest.approx(0.77)  # nothing measured since: the file's figure
+    busy.add_verify(1, 0.2)  # ar re-measured: width 5 no longer reads as 3.5x the rest (no sd plan would run)
+    assert busy.t_verify(5) < 0.2 * 2.5 and busy.t_verify(4) < busy.t_verify(5)
+    busy.add_verify(5, 0.22)  # measured again: its own sample
+    assert busy.t_verify(5) == pytest.approx(0.22)
 
 
 def test_acceptance_is_learnt_by_position_so_long_drafts_do_not_underrate_short_ones() -> None:

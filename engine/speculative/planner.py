@@ -183,8 +183,9 @@ class AutoPlanner:
         return n / (n / rate + self.catchup(plan)) * factor < self.model.rate(AR) if rate > 0 else True
 
     def defer_probe(self) -> None:
-        """The latest plan, a probe, gives way to a pool draft: a first probe (what the machine lacks) runs at the
-        next round without one; a later one waits for its next turn (its draft would first catch up on the copy)."""
+        """The latest plan, if a probe, gives way to a pool draft (or to ar, where drafting does not pay before the
+        pool's next one): a first probe (what the machine lacks) runs at the next round without one; a re-measure
+        waits for its next turn (its draft would first catch up on the copy)."""
         probe, self._probing = self._probing, None
         if probe is not None and self.rounds < FIRST_PROBE_ROUNDS and not self._remeasure:
             self._probe.insert(0, probe)
@@ -205,9 +206,10 @@ class AutoPlanner:
             plan = self._choose()
             if busy and plan.mode in DRAFT_MODES:
                 plan = self._ar_while_reading(self.why)
-            elif plan.mode in DRAFT_MODES and not self.probing and self._lags_too_far(plan):
+            elif plan.mode in DRAFT_MODES and self._lags_too_far(plan):
                 self.why = (f"ar: {plan} would not pay before the pool's next draft (a catch-up of {self.draft_lag} "
                             f"tokens; drafting there ran at {self.model.gap_factor():.2f}x its prediction)")
+                self.defer_probe()  # a probe too: it waits as for a pool draft
                 plan = AR
             else:
                 self.held += 1

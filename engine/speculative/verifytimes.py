@@ -36,7 +36,8 @@ class VerifyTimes:
     split: bool = False  # ssd rounds run with split threads
     # t_verify by (width, split) and the measured widths by table, kept until add_verify
     _verify_at: dict[tuple[int, bool], float] = field(default_factory=dict, repr=False, compare=False)
-    _known: dict[bool, list[tuple[int, float]]] = field(default_factory=dict, repr=False, compare=False)
+    # the widths read off by (table, only those measured since the memory was read), kept until add_verify
+    _known: dict[tuple[bool, bool], list[tuple[int, float]]] = field(default_factory=dict, repr=False, compare=False)
     _away: int = field(default=0, repr=False, compare=False)  # verifies the pace has stayed on one side of PACE_BAND
     _side: int = field(default=0, repr=False, compare=False)  # ... and which: 1 slow, -1 fast, 0 within the band
 
@@ -54,13 +55,14 @@ class VerifyTimes:
         e.add(seconds / self.pace.get(1.0))
         self._hand_over(e)
         self._verify_at.clear()  # the split table's estimate may derive from the other one
-        known = self._known.get(split)
-        if new_width or known is None or e.n == PACE_AFTER:  # PACE_AFTER: the width may now join the trusted ones
-            self._known.pop(split, None)
-        else:  # the same widths: only this one's figure moves (a round's usual case)
-            i = bisect.bisect_left(known, (width,))
-            if i < len(known) and known[i][0] == width:
-                known[i] = (width, e.get(0.0))
+        for fresh in (False, True):
+            known = self._known.get((split, fresh))
+            if new_width or known is None or e.n == PACE_AFTER:  # PACE_AFTER: the width may now join the trusted
+                self._known.pop((split, fresh), None)
+            else:  # the same widths: only this one's figure moves (a round's usual case)
+                i = bisect.bisect_left(known, (width,))
+                if i < len(known) and known[i][0] == width:
+                    known[i] = (width, e.get(0.0))  # (measured since the memory was read: n > 0)
 
     def _hand_over(self, figure: Ema) -> None:
         """Once the pace has stayed away from 1 past a spell, move PACE_HANDOVER of its distance into ``figure``
@@ -82,24 +84,34 @@ class VerifyTimes:
             t = self._verify_at[(width, split)] = self._estimate_verify(width, split) * self.pace.get(1.0)
         return t
 
-    def _known_verify(self, split: bool) -> list[tuple[int, float]]:
+    def _known_verify(self, split: bool, fresh: bool = False) -> list[tuple[int, float]]:
         """(width, seconds) of the measured widths that other widths are read off, narrowest first: those of
         PACE_AFTER samples once two widths have that many (a lone stalled sample of a width that then never runs
-        again would set the slope of every wider one), else every measured width."""
-        known = self._known.get(split)
+        again would set the slope of every wider one), else every measured width; ``fresh``: only widths
+        measured since the memory was read."""
+        known = self._known.get((split, fresh))
         if known is None:
             table = self.verify_split if split else self.verify
-            measured = [(w, e) for w, e in table.items() if e.value is not None]
+            measured = [(w, e) for w, e in table.items() if e.value is not None and (e.n or not fresh)]
             settled = [(w, e) for w, e in measured if e.n >= PACE_AFTER]
             trusted = settled if len(settled) >= 2 else measured
-            known = self._known[split] = sorted((w, e.get(0.0)) for w, e in trusted)
+            # a width read back from disk at what it is trusted to take (:meth:`_estimate_verify`)
+            known = self._known[(split, fresh)] = sorted((w, e.value if e.n else self._estimate_verify(w, split))
+                                                         for w, e in trusted if e.value is not None)
         return known
 
     def _estimate_verify(self, width: int, split: bool) -> float:
         e = (self.verify_split if split else self.verify).get(width)
         if e is not None and e.value is not None:  # measured
-            return e.value
-        known = self._known_verify(split)
+            if e.n or not self._known_verify(split, fresh=True):
+                return e.value
+            # read back from disk and not measured since: never slower than the widths measured since imply (a
+            # busy hour's figure of a width no plan then runs would keep every plan that needs it from running)
+            return min(e.value, self._read_off(width, split, self._known_verify(split, fresh=True)))
+        return self._read_off(width, split, self._known_verify(split))
+
+    def _read_off(self, width: int, split: bool, known: list[tuple[int, float]]) -> float:
+        """A width's seconds read off the ``known`` ones (none: the prior)."""
         if split:  # ssd's: the all-core figure, scaled as at the nearest width measured for ssd
             if not known:
                 return (SPLIT_VERIFY_COST if self.split else 1.0) * self._estimate_verify(width, False)
