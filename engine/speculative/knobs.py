@@ -60,7 +60,8 @@ LOOKUP_PRIOR = {1: 0.25, 2: 0.4, 3: 0.55, 4: 0.65}  # acceptance of a pool token
 
 # -- correcting predictions by what a plan's rounds did ------------------------------------------------------
 TALLY_ROUNDS = 3  # rounds of a plan (or its mode) before their tally corrects its prediction
-TALLY_DECAY = 0.9  # a tally's memory: about ten rounds, so the figure follows the machine
+TALLY_DECAY = 0.95  # a tally's memory: about twenty rounds (in ten, a stall or two of the running plan read as a
+# worse plan than the ones not running)
 TALLY_CLIP = 2.5  # a round counts as at most this many times its prediction (another process's stall)
 TALLY_SHRINK_ROUNDS = 8  # a plan's own tally outweighs its mode's after this many rounds (four rounds, one stalled,
 # would read a fifth slow)
