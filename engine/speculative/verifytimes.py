@@ -55,10 +55,12 @@ class VerifyTimes:
         e.add(seconds / self.pace.get(1.0))
         self._hand_over(e)
         self._verify_at.clear()  # the split table's estimate may derive from the other one
+        # widths read back and not measured since are read off the measured ones: they move with them
+        read_back = any(f.n == 0 and f.value is not None for f in table.values())
         for fresh in (False, True):
             known = self._known.get((split, fresh))
-            if new_width or known is None or e.n == PACE_AFTER:  # PACE_AFTER: the width may now join the trusted
-                self._known.pop((split, fresh), None)
+            if new_width or known is None or e.n == PACE_AFTER or (read_back and not fresh):  # PACE_AFTER: the
+                self._known.pop((split, fresh), None)  # width may now join the trusted ones
             else:  # the same widths: only this one's figure moves (a round's usual case)
                 i = bisect.bisect_left(known, (width,))
                 if i < len(known) and known[i][0] == width:
