@@ -84,7 +84,7 @@ def edit(planner: AutoPlanner) -> None:
 def test_the_tokens_between_the_pools_drafts_outlive_the_reply() -> None:
     m = sd_model()
     edit(AutoPlanner(m, k=4, remaining=256))
-    assert m.pool_gap == pytest.approx(4.0)
+    assert m.pool_gap.value == pytest.approx(4.0)
     restored = memory.restore(memory.dump(m), split=False)  # the next reply (or start) reads it back
     planner = AutoPlanner(restored, k=4, remaining=256)
     planner._probe, planner.plan, planner.held = [], Plan("sd", 4), 0
@@ -98,7 +98,7 @@ def test_a_replys_first_stretch_is_no_gap_between_the_pools_drafts() -> None:
     for _ in range(30):  # the pool matches only once the reply has begun a copy
         planner.note(RoundResult([1], "ar"))
     planner.note(RoundResult(list(range(40)), "lookup"))
-    assert m.pool_gap is None
+    assert m.pool_gap.value is None
 
 
 def test_a_first_probe_gives_way_to_the_pools_draft_and_runs_after_it() -> None:

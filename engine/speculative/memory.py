@@ -33,12 +33,13 @@ from .plan import Plan
 
 log = logging.getLogger(__name__)
 
-VERSION = 10  # 2: catch-up time and next_guess apart (1 kept inflated draft times); 3: pool acceptance by depth too;
+VERSION = 11  # 2: catch-up time and next_guess apart (1 kept inflated draft times); 3: pool acceptance by depth too;
 # 4: tree levels timed apart from the glue decode (3 kept their average); 5: ssd tallies without the outcome's luck,
 # and their hits (4 kept round times that swung with the hits); 6: the draft's token on ssd's split threads apart;
 # 7: the verify widths' figures relative to the machine's pace, and the pace; 8: acceptance by draft position
 # too, and ssd's verify apart from sd's on every machine (7 mixed them where the cores are not split); 9: the
-# tokens between the pool's drafts; 10: what drafting between them delivered
+# tokens between the pool's drafts; 10: what drafting between them delivered; 11: the tokens between them kept as
+# a figure with its count
 
 # the cost model's single figures
 EMAS = ("pace", "draft_token", "draft_token_split", "catchup_token", "tree_glue", "acceptance", "hit", "top1",
@@ -122,7 +123,7 @@ def dump(m: CostModel) -> dict[str, Any]:
         "acceptance_at": [list(pair) for pair in zip(m.acceptance.pos_hits, m.acceptance.pos_trials, strict=True)],
         "tallies": {_plan_key(p): [getattr(t, f) for f in Tally.FIELDS] for p, t in m.tallies.items()},
         "mode_tallies": {mode: [getattr(t, f) for f in Tally.FIELDS] for mode, t in m.mode_tallies.items()},
-        "probe_gap": m.probe_gap, "rounds": m.rounds, "last_run": m.last_run, "pool_gap": m.pool_gap,
+        "probe_gap": m.probe_gap, "rounds": m.rounds, "last_run": m.last_run, "pool_gap": _ema(m.pool_gap),
         "gap_tally": [getattr(m.gap_tally, f) for f in Tally.FIELDS],
     }
 
@@ -155,7 +156,7 @@ def restore(data: dict[str, Any], split: bool) -> CostModel:
     m.probe_gap = {str(k): max(1, _count(v)) for k, v in data["probe_gap"].items()}
     m.rounds = _count(data["rounds"])
     m.last_run = {str(k): _count(v) for k, v in data["last_run"].items()}
-    m.pool_gap = None if data["pool_gap"] is None else _number(data["pool_gap"])
+    _set_ema(m.pool_gap, data["pool_gap"])
     m.gap_tally = _tally(data["gap_tally"])
     return m
 

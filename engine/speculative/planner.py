@@ -167,13 +167,13 @@ class AutoPlanner:
                 self._since_pool += len(rr.tokens)
             return
         if self._since_pool:  # not the reply's start: its first stretch waits for the pool to match at all
-            self.model.add_pool_gap(self._since_pool)
+            self.model.pool_gap.add(float(self._since_pool))
         self._since_pool = 0
 
     def _lags_too_far(self, plan: Plan) -> bool:
         """Whether ar beats ``plan`` until the pool's next draft is due, ``plan`` paying first for the draft model's
         catch-up on what the pool's rounds emitted (between the copies of a code edit a drafting plan never pays)."""
-        gap, since = self.model.pool_gap, self._since_pool
+        gap, since = self.model.pool_gap.value, self._since_pool
         if gap is None or since is None:  # no pool draft yet this reply
             return False
         n = max(gap, float(since))

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from .figures import Ratio, Tally, enough, lookup_prior
+from .figures import Ema, Ratio, Tally, enough, lookup_prior
 from .knobs import LOOKUP_DEPTHS, STRETCH_ALPHA
 
 
@@ -19,9 +19,9 @@ class PoolFigures:
     """Pool tokens accepted by (n-gram order, chain depth); the cost model's part for lookup drafts."""
 
     lookup_accept: dict[tuple[int, int], Ratio] = field(default_factory=dict)
-    # tokens the rounds between two of the pool's drafts emit, on average (None: no two drafts yet); kept across
-    # replies: a conversation that edits code goes on editing it
-    pool_gap: float | None = None
+    # tokens the rounds between two of the pool's drafts emit, on average (no value: no two drafts yet); kept
+    # across replies: a conversation that edits code goes on editing it
+    pool_gap: Ema = field(default_factory=lambda: Ema(STRETCH_ALPHA))
     # the drafting rounds between two of the pool's drafts (catch-up and a cold start included) against their
     # plans' steady-state predictions: new text between the copies of a code edit is not what the draft met elsewhere
     gap_tally: Tally = field(default_factory=Tally)
@@ -47,11 +47,6 @@ class PoolFigures:
             key = (order, min(depth + i, LOOKUP_DEPTHS - 1))
             self.lookup_accept.setdefault(key, Ratio(lookup_prior(order))).add(i < accepted)
         self._accept_at.clear()
-
-    def add_pool_gap(self, tokens: int) -> None:
-        """The tokens emitted between the pool's latest two drafts."""
-        gap = self.pool_gap
-        self.pool_gap = float(tokens) if gap is None else gap + STRETCH_ALPHA * (tokens - gap)
 
     def gap_factor(self) -> float:
         """How far drafting between the pool's drafts ran from its predictions (1 until enough such rounds)."""

@@ -98,18 +98,19 @@ class VerifyTimes:
             settled = [(w, e) for w, e in measured if e.n >= PACE_AFTER]
             trusted = settled if len(settled) >= 2 else measured
             # a width read back from disk at what it is trusted to take (:meth:`_estimate_verify`)
-            known = self._known[(split, fresh)] = sorted((w, e.value if e.n else self._estimate_verify(w, split))
-                                                         for w, e in trusted if e.value is not None)
+            known = self._known[(split, fresh)] = sorted((w, e.get(0.0) if e.n else self._estimate_verify(w, split))
+                                                         for w, e in trusted)
         return known
 
     def _estimate_verify(self, width: int, split: bool) -> float:
         e = (self.verify_split if split else self.verify).get(width)
         if e is not None and e.value is not None:  # measured
-            if e.n or not self._known_verify(split, fresh=True):
+            fresh = [] if e.n else self._known_verify(split, fresh=True)
+            if not fresh:
                 return e.value
             # read back from disk and not measured since: never slower than the widths measured since imply (a
             # busy hour's figure of a width no plan then runs would keep every plan that needs it from running)
-            return min(e.value, self._read_off(width, split, self._known_verify(split, fresh=True)))
+            return min(e.value, self._read_off(width, split, fresh))
         return self._read_off(width, split, self._known_verify(split))
 
     def _read_off(self, width: int, split: bool, known: list[tuple[int, float]]) -> float:
