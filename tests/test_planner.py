@@ -104,7 +104,7 @@ class ScriptedPlanner(AutoPlanner):
         self.why = f"scripted {self.script[0]}"
         return self.script.pop(0)
 
-    def learn(self, plan: Plan, rr: RoundResult) -> None:
+    def learn(self, plan: Plan, rr: RoundResult, gap_tokens: int | None = None) -> None:
         self.learned.append((plan, rr))
 
 

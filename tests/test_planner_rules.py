@@ -15,6 +15,7 @@ from engine.speculative import memory
 from engine.speculative.costmodel import CostModel
 from engine.speculative.figures import Acceptance
 from engine.speculative.knobs import ACCEPT_PRIOR, FIRST_PROBE_ROUNDS, TIMING_CLIP, TOP1_PRIOR
+from engine.speculative.lookup import Lookup
 from engine.speculative.plan import AR, Plan
 from engine.speculative.planner import AutoPlanner
 from engine.speculative.types import JIT, Draft, RoundResult
@@ -246,3 +247,29 @@ def test_each_mode_keeps_its_own_probe_gap() -> None:
     m.rounds, m.last_run, m.probe_gap = 100, {"sd": 90, "ssd": 0}, {"sd": 64, "ssd": 32}
     planner._plan_probe({"ar": AR, "sd": sd, "ssd": ssd}, {AR: 10.0, sd: 9.5, ssd: 9.0})
     assert planner._probe and planner._probe[0] == ssd  # sd, lost often, is not due; ssd is
+
+
+def test_a_drafting_round_that_runs_into_a_copy_is_tallied_for_its_tokens_before_the_pool_could_draft() -> None:
+    m = sd_model()
+    lookup = Lookup(m)
+    prompt = list(range(100, 160))  # the file being edited
+    context = [*prompt, 7, 8]  # then new text
+    lookup.start(context)
+    assert lookup.takeover(context, [9, 10, 11], 0.0) == 3  # all new: the pool had nothing to draft
+    assert lookup.takeover(context, [9, 110, 111, 112, 113], 0.0) == 2  # after 110 the pool would draft: a copy
+    assert lookup.takeover(context, [9, 110, 111, 112, 113], 1e9) == 5  # ... unless the plan promised more
+    distrusted = Lookup(sd_model())
+    distrusted.start(context)
+    for _ in range(30):  # the pool's chains have been wrong here: a right guess it would not have drafted
+        for order in (1, 2, 3, 4):
+            distrusted.model.learn_lookup([order], 0)
+    assert distrusted.takeover(context, [9, 110, 111, 112, 113], 0.0) == 5
+    planner = AutoPlanner(m, k=4, remaining=256)
+    planner._probe, planner.plan, planner.held = [], Plan("sd", 4), 0
+    edit(planner)
+    planner.note(RoundResult(list(range(40)), "lookup"))
+    rr = RoundResult([9, 110, 111, 112], "sd", JIT, 3, 3, verify_s=0.021, draft=Draft([9, 110, 111], None, JIT))
+    planner.learn(Plan("sd", 4), rr, gap_tokens=2)
+    planner.note(rr, gap_tokens=2)
+    assert m.gap_tally.tokens == 2  # the copy's tokens were the pool's to emit
+    assert m.pool_gap.value is not None and m.pool_gap.value < 4.0 and planner._since_pool == 0  # the gap ended

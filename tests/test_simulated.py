@@ -19,7 +19,7 @@ DATA = Path(__file__).parent / "data"
 LATER, FIRST, EVERY = simbench.BARS  # the bars: replies 2-10, the first reply, any one reply
 BELOW = {  # (bar, profile) where auto is below the bar today
     "later": set(),
-    "every": {"deep-code-edit", "cpu-A-code-edit"},
+    "every": set(),
     "first": {"deep-code-edit"},
 }
 _rows: dict[str, simbench.Row] = {}

@@ -73,8 +73,12 @@ class AutoMode:
                                 geometric=True,  # the allocation the planner's hit probability assumes
                                 acceptance=self.planner.model.acceptance.get(ACCEPT_PRIOR),
                                 early_stop=self.opts.early_stop, why=why, rates=rates)
-        self.planner.learn(plan, rr)
-        self.planner.note(rr)
+        gap = None
+        if self.lookup is not None and plan.mode != "ar":
+            beat = LOOKUP_GAIN * self.planner.model.rate(plan)  # as _lookup_round weighs the pool's draft
+            gap = self.lookup.takeover(self.steps.target.committed[: -len(rr.tokens)], rr.tokens, beat)
+        self.planner.learn(plan, rr, gap)
+        self.planner.note(rr, gap)
         if self.lookup is not None and rr.speculator == NGRAM:  # ssd's backup verified the pool's chain
             self.lookup.drop_shadows()
         self.last_accepted = rr.accepted if plan.mode == "ssd" else -1

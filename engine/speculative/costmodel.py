@@ -193,6 +193,11 @@ class CostModel(VerifyTimes, PoolFigures):
         """Whether a round of any plan of ``mode`` has been measured against its prediction on this machine."""
         return mode in self.mode_tallies
 
+    def pool_token_time(self) -> float:
+        """Seconds per token of the pool's rounds as measured (0 before any)."""
+        t = self.mode_tallies.get("lookup")
+        return t.seconds / t.tokens if t is not None and t.tokens > 0 else 0.0
+
     def correction(self, plan: Plan) -> float:
         """How far this plan's (else its mode's) measured rounds ran from the prediction; 1 without data."""
         return self._correction(plan, self.tallies.get(plan))

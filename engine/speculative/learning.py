@@ -38,17 +38,19 @@ class RoundLearner:
         return tokens, m.round_time(plan)
 
     def learn(self, plan: Plan, rr: RoundResult, *, timed: bool = True, split_threads: bool = False,
-              between_pool_drafts: bool = False) -> None:
+              gap_tokens: int | None = None) -> None:
         """Fold one round's timings and outcome into the cost model (not an ar round whose time is not to teach
         it: ``timed`` False). ``split_threads``: an sd round that ran on ssd's split threads (fixed ssd's, while
-        its cache keeps missing): its times are ssd's, not the plan's. ``between_pool_drafts``: a drafting round
-        between two of the n-gram pool's drafts, also tallied against its prediction plus its catch-up's."""
+        its cache keeps missing): its times are ssd's, not the plan's. ``gap_tokens``: a drafting round between two of
+        the n-gram pool's drafts, also tallied against its prediction plus its catch-up's, for the tokens it emitted
+        before the pool could draft again (the rest were the pool's to emit: their time at its pace is not spent)."""
         m = self.model
-        if between_pool_drafts:  # before this round teaches the figures the prediction comes from
+        if gap_tokens is not None:  # before this round teaches the figures the prediction comes from
             expected, seconds = self.predicted(plan)
             caught = rr.draft.catchup_tokens if rr.draft is not None else 0
-            m.gap_tally.add(len(rr.tokens), rr.wait_s + rr.verify_s, expected,
-                            seconds + (m.catchup_time(caught) if caught else 0.0))
+            seconds += m.catchup_time(caught) if caught else 0.0
+            spent = rr.wait_s + rr.verify_s - (len(rr.tokens) - gap_tokens) * m.pool_token_time()
+            m.gap_tally.add(gap_tokens, max(0.0, spent), expected, seconds)
         tree_of, self._tree_of = self._tree_of, plan if plan.mode == "ssd" else None
         if plan.mode == "ar" and not timed:
             return

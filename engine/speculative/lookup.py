@@ -151,6 +151,20 @@ class Lookup:
                 waiting.append(Shadow(at + right, tokens[right:], orders[right:], depth + right))
         self._shadows = waiting[:1]
 
+    def takeover(self, context: Sequence[int], emitted: Sequence[int], beat: float) -> int:
+        """How many of ``emitted`` (a drafting round's tokens after ``context``) came before the pool would have drafted
+        the next one, right, at a predicted rate above ``beat`` (the round's plan's: auto would have taken it; asked
+        before the pool is fed them): where it would have taken over, a copy resuming."""
+        seq = [*context[-self.pool.orders[0] :], *emitted]
+        start = len(seq) - len(emitted)
+        m = self.model
+        for j in range(1, len(emitted)):
+            tokens, orders = self.pool.draft(seq[: start + j], MAX_DRAFT, m.lookup_acceptance)
+            length, rate = m.lookup_length(m.lookup_expected(orders)) if tokens else (0, 0.0)
+            if length and tokens[0] == emitted[j] and rate > beat:
+                return j
+        return len(emitted)
+
     def drop_shadows(self) -> None:
         """A round verified a pool draft (a lookup round, or ssd's backup from the pool): its chain, the one
         kept as a shadow, is scored with that round; scoring it again as a shadow would count it twice."""

@@ -157,17 +157,18 @@ class AutoPlanner:
             cost += m.calibrated_hit(plan) * max(0.0, lost)
         return cost
 
-    def note(self, rr: RoundResult) -> None:
+    def note(self, rr: RoundResult, gap_tokens: int | None = None) -> None:
         """Any round of the reply (a lookup round too): how far behind the draft model now is, and how many tokens
-        the rounds between two of the pool's drafts emit (a code edit: a few new tokens between long copies)."""
+        the rounds between two of the pool's drafts emit (a code edit: a few new tokens between long copies).
+        ``gap_tokens``: of a drafting round's tokens, those before the pool could draft the rest (the gap's end)."""
         self.remaining = max(0, self.remaining - len(rr.tokens))
         self.draft_lag = 0 if rr.mode in DRAFT_MODES else self.draft_lag + len(rr.tokens)
-        if rr.mode != "lookup":
-            if self._since_pool is not None:
-                self._since_pool += len(rr.tokens)
+        if rr.mode != "lookup" and (gap_tokens is None or gap_tokens == len(rr.tokens)):
+            self._since_pool = None if self._since_pool is None else self._since_pool + len(rr.tokens)
             return
-        if self._since_pool:  # not the reply's start: its first stretch waits for the pool to match at all
-            self.model.pool_gap.add(float(self._since_pool))
+        gap = (gap_tokens or 0) + self._since_pool if self._since_pool is not None else 0
+        if gap:  # not the reply's start: its first stretch waits for the pool to match at all
+            self.model.pool_gap.add(float(gap))
         self._since_pool = 0
 
     def _lags_too_far(self, plan: Plan) -> bool:
@@ -295,11 +296,12 @@ class AutoPlanner:
         e = self.model.verify.get(width)
         return not self.beside_read or e is None or e.value is None
 
-    def learn(self, plan: Plan, rr: RoundResult) -> None:
+    def learn(self, plan: Plan, rr: RoundResult, gap_tokens: int | None = None) -> None:
         """Fold one round into the cost model (an ar round beside the draft's prompt read only where ar's time is
-        not measured yet: :meth:`timed`)."""
+        not measured yet: :meth:`timed`); ``gap_tokens`` as for :meth:`note`."""
         between = plan.mode in DRAFT_MODES and self._since_pool is not None  # between two of the pool's drafts
-        self.learner.learn(plan, rr, timed=plan.mode != "ar" or self.timed(1), between_pool_drafts=between)
+        gap = (len(rr.tokens) if gap_tokens is None else gap_tokens) if between else None
+        self.learner.learn(plan, rr, timed=plan.mode != "ar" or self.timed(1), gap_tokens=gap)
 
 
 def _worth_probing(rate: float, current: float) -> bool:

@@ -75,13 +75,13 @@ def recording(events: list[Event]) -> Iterator[list[Event]]:
         events.append({"e": "plan", "plan": list(plan)})
         return plan
 
-    def learn(self: AutoPlanner, plan: Plan, rr: RoundResult) -> None:
-        events.append({"e": "learn", "plan": list(plan), "round": round_event(rr)})
-        originals["learn"](self, plan, rr)
+    def learn(self: AutoPlanner, plan: Plan, rr: RoundResult, gap_tokens: int | None = None) -> None:
+        events.append({"e": "learn", "plan": list(plan), "round": round_event(rr), "gap": gap_tokens})
+        originals["learn"](self, plan, rr, gap_tokens)
 
-    def note(self: AutoPlanner, rr: RoundResult) -> None:
-        events.append({"e": "note", "round": round_event(rr)})
-        originals["note"](self, rr)
+    def note(self: AutoPlanner, rr: RoundResult, gap_tokens: int | None = None) -> None:
+        events.append({"e": "note", "round": round_event(rr), "gap": gap_tokens})
+        originals["note"](self, rr, gap_tokens)
 
     def defer_probe(self: AutoPlanner) -> None:
         events.append({"e": "defer"})
@@ -137,10 +137,10 @@ def replay(events: list[Event]) -> list[str]:
                 return chosen
         elif kind == "learn":
             assert planner is not None
-            planner.learn(Plan(*e["plan"]), round_from(e["round"]))
+            planner.learn(Plan(*e["plan"]), round_from(e["round"]), e.get("gap"))
         elif kind == "note":
             assert planner is not None
-            planner.note(round_from(e["round"]))
+            planner.note(round_from(e["round"]), e.get("gap"))
         elif kind == "defer":
             assert planner is not None
             planner.defer_probe()
