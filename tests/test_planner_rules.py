@@ -273,3 +273,15 @@ def test_a_drafting_round_that_runs_into_a_copy_is_tallied_for_its_tokens_before
     planner.note(rr, gap_tokens=2)
     assert m.gap_tally.tokens == 2  # the copy's tokens were the pool's to emit
     assert m.pool_gap.value is not None and m.pool_gap.value < 4.0 and planner._since_pool == 0  # the gap ended
+
+
+def test_before_any_gap_is_measured_the_stretch_so_far_is_its_guess_once_drafting_there_was_tallied() -> None:
+    m = sd_model()
+    planner = AutoPlanner(m, k=4, remaining=256)
+    planner._probe, planner.plan, planner.held = [], Plan("sd", 4), 0
+    planner.note(RoundResult(list(range(40)), "lookup"))  # the reply's first copy: the draft model is 40 behind
+    assert m.pool_gap.value is None
+    assert planner.next_plan() == Plan("sd", 4)  # nothing says yet how drafting fares between copies: it is tried
+    for _ in range(3):  # ... and it delivered a third of its predictions there
+        m.gap_tally.add(1.0, 0.03, 3.0, 0.03)
+    assert planner.next_plan() == AR and "catch-up" in planner.why

@@ -20,7 +20,7 @@ LATER, FIRST, EVERY = simbench.BARS  # the bars: replies 2-10, the first reply, 
 BELOW = {  # (bar, profile) where auto is below the bar today
     "later": set(),
     "every": set(),
-    "first": {"deep-code-edit"},
+    "first": set(),
 }
 _rows: dict[str, simbench.Row] = {}
 

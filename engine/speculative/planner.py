@@ -14,6 +14,7 @@ import logging
 from collections.abc import Callable
 
 from .costmodel import CostModel
+from .figures import enough
 from .knobs import (
     FAR_HOLD_ROUNDS,
     FIRST_PROBE_GAP,
@@ -158,9 +159,8 @@ class AutoPlanner:
         return cost
 
     def note(self, rr: RoundResult, gap_tokens: int | None = None) -> None:
-        """Any round of the reply (a lookup round too): how far behind the draft model now is, and how many tokens
-        the rounds between two of the pool's drafts emit (a code edit: a few new tokens between long copies).
-        ``gap_tokens``: of a drafting round's tokens, those before the pool could draft the rest (the gap's end)."""
+        """Any round (a lookup round too): how far behind the draft model now is, and the tokens between two of the
+        pool's drafts (``gap_tokens``: a drafting round's, before the pool would have drafted: Lookup.takeover)."""
         self.remaining = max(0, self.remaining - len(rr.tokens))
         self.draft_lag = 0 if rr.mode in DRAFT_MODES else self.draft_lag + len(rr.tokens)
         if rr.mode != "lookup" and (gap_tokens is None or gap_tokens == len(rr.tokens)):
@@ -175,10 +175,10 @@ class AutoPlanner:
         """Whether ar beats ``plan`` until the pool's next draft is due, ``plan`` paying first for the draft model's
         catch-up on what the pool's rounds emitted (between the copies of a code edit a drafting plan never pays)."""
         gap, since = self.model.pool_gap.value, self._since_pool
-        if gap is None or since is None:  # no pool draft yet this reply
+        if since is None or (gap is None and not enough(self.model.gap_tally)):  # nothing to weigh drafting by
             return False
-        n = max(gap, float(since))
-        rate = self.model.rate(plan)
+        gap = max(1.0, float(since)) if gap is None else gap  # none measured yet: the stretch so far is the guess
+        n, rate = max(gap, float(since)), self.model.rate(plan)
         # what drafting between the pool's drafts delivered, fading as this stretch outgrows the usual gap
         factor = self.model.gap_factor() ** (gap / n)
         return n / (n / rate + self.catchup(plan)) * factor < self.model.rate(AR) if rate > 0 else True
