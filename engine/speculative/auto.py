@@ -75,7 +75,7 @@ class AutoMode:
                                 early_stop=self.opts.early_stop, why=why, rates=rates)
         gap = None
         if self.lookup is not None and plan.mode != "ar":
-            beat = LOOKUP_GAIN * self.planner.model.rate(plan)  # as _lookup_round weighs the pool's draft
+            beat = LOOKUP_GAIN * self.planner.model.rate(plan)  # _lookup_round's bar for a pool draft (no detour)
             gap = self.lookup.takeover(self.steps.target.committed[: -len(rr.tokens)], rr.tokens, beat)
         self.planner.learn(plan, rr, gap)
         self.planner.note(rr, gap)

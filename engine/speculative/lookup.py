@@ -160,8 +160,10 @@ class Lookup:
         m = self.model
         for j in range(1, len(emitted)):
             tokens, orders = self.pool.draft(seq[: start + j], MAX_DRAFT, m.lookup_acceptance)
-            length, rate = m.lookup_length(m.lookup_expected(orders)) if tokens else (0, 0.0)
-            if length and tokens[0] == emitted[j] and rate > beat:
+            if not tokens or tokens[0] != emitted[j]:
+                continue
+            length, rate = m.lookup_length(m.lookup_expected(orders))
+            if length and rate > beat:
                 return j
         return len(emitted)
 
