@@ -1,5 +1,7 @@
 """A local stand-in for the Hugging Face Hub: the ``resolve`` endpoints huggingface_hub calls, and failures.
 
+The API that ``HfApi`` calls (search, model info, tree) is answered by :mod:`tests.hub_api`.
+
 Serves HEAD and GET ``/{owner}/{repo}/resolve/{revision}/{filename}`` on 127.0.0.1 with the headers
 ``get_hf_file_metadata`` reads (``X-Repo-Commit``, ``ETag``, ``X-Linked-Etag`` = SHA-256,
 ``X-Linked-Size``, ``Content-Length``) and ``Range`` support (206 / ``Content-Range``).
@@ -13,6 +15,8 @@ import threading
 import time
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+from tests import hub_api
 
 COMMIT = "0123456789abcdef0123456789abcdef01234567"
 _PATH = re.compile(r"^/(?P<repo>[^/]+/[^/]+)/resolve/(?P<rev>[^/]+)/(?P<file>.+)$")
@@ -43,6 +47,12 @@ class HubState:
     cut_after: dict[tuple[str, str], int] = field(default_factory=dict)  # drop connection once after N bytes
     slow_s: float = 0.0  # pause between 16 KiB pieces of a body
     ranges: bool = True
+    repo_meta: dict[str, dict[str, object]] = field(default_factory=dict)  # downloads, likes, base_model
+    gated: set[str] = field(default_factory=set)  # listed and described; files need the token in ``tokens``
+    rate_limited: int = 0  # the next N API requests answer HTTP 429
+    retry_after: str | None = "1"
+    api_slow_s: float = 0.0  # pause before each API answer
+    page_size: int = 1000  # search results per page, as the Hub's cap
     requests: list[Request] = field(default_factory=list)
     lock: threading.Lock = field(default_factory=threading.Lock)
 
@@ -76,11 +86,19 @@ class _Handler(BaseHTTPRequestHandler):
         if self.command != "HEAD":
             self.wfile.write(body)
 
+    @property
+    def server_url(self) -> str:
+        host, port = self.server.server_address[:2]
+        return f"http://{host!s}:{port}"
+
     def _serve(self) -> None:
         st = self.server.state
         with st.lock:
             headers = {k.lower(): v for k, v in self.headers.items()}
             st.requests.append(Request(self.command, self.path, headers))
+        if self.path.startswith("/api/"):
+            hub_api.answer(self, st)
+            return
         m = _PATH.match(self.path)
         if not m:
             self._error(404, "RepoNotFound", "Repository not found")

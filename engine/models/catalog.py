@@ -164,15 +164,20 @@ def fit_label(spec: PairSpec, ram_available: int, vram_available: int | None) ->
     Returns:
         ``(label, reason)``: label is ``"fits"``, ``"tight"`` or ``"too large"``; reason is one line.
     """
-    if vram_available is not None and spec.vram_bytes <= vram_available * 0.9:
+    return fit_bytes(spec.ram_bytes, spec.vram_bytes, ram_available, vram_available)
+
+
+def fit_bytes(ram_bytes: int, vram_bytes: int, ram_available: int, vram_available: int | None) -> tuple[str, str]:
+    """:func:`fit_label` for any model or pair that needs ``ram_bytes`` on the CPU or ``vram_bytes`` on the GPU."""
+    if vram_available is not None and vram_bytes <= vram_available * 0.9:
         return "fits", (
-            f"runs on the GPU: needs about {format_bytes(spec.vram_bytes)} of "
+            f"runs on the GPU: needs about {format_bytes(vram_bytes)} of "
             f"{format_bytes(vram_available)} free VRAM"
         )
-    need, have = format_bytes(spec.ram_bytes), format_bytes(ram_available)
-    if spec.ram_bytes <= ram_available * 0.75:
+    need, have = format_bytes(ram_bytes), format_bytes(ram_available)
+    if ram_bytes <= ram_available * 0.75:
         return "fits", f"needs about {need} of {have} free RAM"
-    if spec.ram_bytes <= ram_available:
+    if ram_bytes <= ram_available:
         return "tight", f"needs about {need} of {have} free RAM; close other programs first"
     return "too large", f"needs about {need} but only {have} of RAM is free"
 

@@ -1,0 +1,89 @@
+"""Download any Hub target with a draft as one unit, as ``pull PAIR_ID`` does for the catalog's pairs.
+
+Order: metadata of every file (404/401 fail here), disk space for all of them, the pairing rule on the GGUF
+headers (range requests), the files (resumable), the pairing rule on the files, then registration. A split
+model's shards all land in one folder, where llama.cpp finds them from the first.
+"""
+
+from __future__ import annotations
+
+import re
+import threading
+from dataclasses import dataclass
+from pathlib import Path
+
+from engine.core.diskio import free_bytes
+from engine.core.errors import EngineError, VocabMismatchError
+from engine.core.vocab import check_vocab_rule
+
+from .headers import HeaderReader, NotGgufError
+from .hub import remote_file
+from .hub_http import FreeBytes, ProgressCallback, RemoteFile
+from .search import GgufModel
+from .store import InstalledPair, ModelStore, check_pair_files, explain_mismatch
+from .transfer import Progress, check_space, fetch, remaining
+
+
+@dataclass(frozen=True)
+class HubPair:
+    """A target on the Hub and its draft on the Hub."""
+
+    target: GgufModel
+    draft: GgufModel
+
+    @property
+    def id(self) -> str:
+        return f"hub-{_slug(self.target.name)}+{_slug(self.draft.name)}"
+
+    @property
+    def name(self) -> str:
+        return f"{_stem(self.target.name)} + {_stem(self.draft.name)}"
+
+
+def _stem(name: str) -> str:
+    return Path(name).name.removesuffix(".gguf")
+
+
+def _slug(text: str) -> str:
+    return re.sub(r"[^a-z0-9.]+", "-", _stem(text).lower()).strip("-") or "model"
+
+
+def _header_check(pair: HubPair) -> None:
+    try:
+        t = HeaderReader.hub_file(pair.target.repo, pair.target.first).vocab()
+        d = HeaderReader.hub_file(pair.draft.repo, pair.draft.first).vocab()
+    except NotGgufError:
+        return  # a header this reader cannot parse: llama.cpp checks the files after the download
+    try:
+        check_vocab_rule(t, d)
+    except VocabMismatchError as exc:
+        raise explain_mismatch(Path(pair.target.first), Path(pair.draft.first), exc) from exc
+
+
+def download_hub_pair(pair: HubPair, store: ModelStore, *, progress: ProgressCallback | None = None,
+                      cancel: threading.Event | None = None, free: FreeBytes | None = None) -> InstalledPair:
+    """Download ``pair`` (resuming partial files), check it, and register it in ``store``.
+
+    Raises:
+        NotFoundError, AuthError, ChecksumError, NotEnoughSpaceError, DownloadCancelled, DownloadError,
+        VocabMismatchError, ModelLoadError, EngineError.
+    """
+    cancel = cancel or threading.Event()
+    plan: list[tuple[RemoteFile, Path, str | None]] = []
+    for m in (pair.target, pair.draft):
+        for f in m.files:
+            remote = remote_file(m.repo, f)
+            plan.append((remote, store.hub_dir(m.repo), remote.sha256))
+    need = sum(remaining(r, dest / Path(r.filename).name, sha) for r, dest, sha in plan)
+    check_space(store.root, need, free or free_bytes)
+    _header_check(pair)
+    tracker = Progress(progress, sum(r.size or 0 for r, _, _ in plan))
+    got = [fetch(r, dest, sha, tracker, cancel) for r, dest, sha in plan]
+    t_path, t_sha = got[0]
+    d_path, d_sha = got[len(pair.target.files)]
+    try:
+        check_pair_files(t_path, d_path)
+    except EngineError:
+        store.discard_files([p for p, _ in got])
+        raise
+    return store.register(pair.id, pair.name, t_path, d_path, "hub", target_sha256=t_sha, draft_sha256=d_sha)
