@@ -13,6 +13,7 @@ Templates that transform a content (``| trim``) are followed when the result sho
 
 from __future__ import annotations
 
+import json
 import logging
 import re
 import secrets
@@ -20,11 +21,12 @@ import threading
 import weakref
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TypedDict
+from typing import Any, TypedDict
 
 import llama_cpp as ll
 
 from .backend import Model
+from .errors import ParameterError
 from .template import render_messages
 
 log = logging.getLogger(__name__)
@@ -39,9 +41,18 @@ _CONTROL = ll.LLAMA_TOKEN_ATTR_CONTROL | ll.LLAMA_TOKEN_ATTR_UNKNOWN  # matched 
 _SPLIT = ll.LLAMA_TOKEN_ATTR_CONTROL | ll.LLAMA_TOKEN_ATTR_USER_DEFINED
 
 
-class Message(TypedDict):
+class _Turn(TypedDict):
     role: str
     content: str
+
+
+class Message(_Turn, total=False):
+    """One chat turn; an assistant turn may carry ``tool_calls`` and a ``tool`` turn its ``tool_call_id`` (in the
+    form chat templates read: :func:`engine.core.tools.template_messages`)."""
+
+    tool_calls: list[dict[str, Any]]
+    tool_call_id: str
+    name: str
 
 
 @dataclass(frozen=True)
@@ -80,32 +91,39 @@ def _guard(model: Model) -> _Guard:
     return guard
 
 
-def _render(model: Model, messages: Sequence[Message]) -> str:
+def _render(model: Model, messages: Sequence[Message], tools: list[dict[str, Any]] | None = None) -> str:
     eos = model.piece_for(model.eos) if model.eos >= 0 else ""
     bos = model.piece_for(model.bos) if model.bos >= 0 else ""
-    return render_messages(model.chat_template() or FALLBACK_TEMPLATE, messages, bos, eos)
+    return render_messages(model.chat_template() or FALLBACK_TEMPLATE, messages, bos, eos, tools)
 
 
-def render(model: Model, messages: Sequence[Message]) -> str:
+def render(model: Model, messages: Sequence[Message], tools: list[dict[str, Any]] | None = None) -> str:
     """The prompt text for ``messages`` with the assistant's turn opened (for display and tests)."""
-    return _render(model, messages)
+    return _render(model, messages, tools)
 
 
-def tokenize_chat(model: Model, messages: Sequence[Message]) -> list[int]:
-    """The prompt's tokens: the template's markup may hold special tokens, the contents never do.
+def tokenize_chat(model: Model, messages: Sequence[Message], tools: list[dict[str, Any]] | None = None) -> list[int]:
+    """The prompt's tokens: the template's markup may hold special tokens, the contents never do. Tool definitions
+    and an assistant turn's tool calls are rendered as markup, so they may not hold a control token's text.
 
     Raises:
         ChatTemplateError: The template fails, is forbidden something, or runs past its budget.
-        ParameterError: A content is not valid UTF-8.
+        ParameterError: A content is not valid UTF-8; tools or tool calls hold a control token's text.
     """
     guard = _guard(model)
+    if tools and guard.may_form(json.dumps(tools, ensure_ascii=False)):
+        raise ParameterError("tools: a tool definition holds the text of one of the model's control tokens")
+    for i, m in enumerate(messages):
+        if guard.may_form(json.dumps(m.get("tool_calls", []), ensure_ascii=False)):
+            raise ParameterError(f"messages[{i}].tool_calls: a tool call holds the text of a control token")
     protected = {i for i, m in enumerate(messages) if guard.may_form(m["content"])}
     if not protected:
-        return model.tokenize(_render(model, messages), add_special=False, parse_special=True)
-    return spliced_tokens(model, messages, protected)
+        return model.tokenize(_render(model, messages, tools), add_special=False, parse_special=True)
+    return spliced_tokens(model, messages, protected, tools)
 
 
-def spliced_tokens(model: Model, messages: Sequence[Message], protected: set[int]) -> list[int]:
+def spliced_tokens(model: Model, messages: Sequence[Message], protected: set[int],
+                   tools: list[dict[str, Any]] | None = None) -> list[int]:
     """Tokens with the contents of ``protected`` messages rendered as placeholders and spliced in as text.
 
     A placeholder carries a random nonce no message holds, so text that looks like one (typed by a user)
@@ -113,12 +131,12 @@ def spliced_tokens(model: Model, messages: Sequence[Message], protected: set[int
     """
     nonce = _nonce(messages)
     skeleton = _render(model, [
-        Message(role=m["role"], content=f"{_OPEN}{nonce}:{i}{_CLOSE}") if i in protected else m
+        Message(**{**m, "content": f"{_OPEN}{nonce}:{i}{_CLOSE}"}) if i in protected else m
         for i, m in enumerate(messages)
-    ])
+    ], tools)
     slot = re.compile(f"{_OPEN}{nonce}:({'|'.join(str(i) for i in sorted(protected))}){_CLOSE}")
     parts = slot.split(skeleton)  # markup, index, markup, index, ..., markup
-    real = _render(model, messages)
+    real = _render(model, messages, tools)
     for transform in (str, str.strip):
         filled = [p if k % 2 == 0 else transform(messages[int(p)]["content"]) for k, p in enumerate(parts)]
         if "".join(filled) == real:

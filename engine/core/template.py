@@ -206,8 +206,9 @@ class ChatTemplate:
             raise ChatTemplateError(f"the model's chat template cannot be compiled: {_describe(exc)}") from None
 
     def render(self, messages: list[dict[str, Any]], bos_token: str, eos_token: str,
-               add_generation_prompt: bool = True) -> str:
-        """The prompt text; :class:`ChatTemplateError` when the template fails or overruns its budget."""
+               add_generation_prompt: bool = True, tools: list[dict[str, Any]] | None = None) -> str:
+        """The prompt text; :class:`ChatTemplateError` when the template fails or overruns its budget. ``tools``:
+        function definitions in OpenAI's form, for templates that render them (:mod:`engine.core.tools`)."""
         budget = self._env.budget
         budget.steps, budget.deadline, budget.active = 0, time.monotonic() + DEADLINE_S, True
         out: list[str] = []
@@ -216,7 +217,7 @@ class ChatTemplate:
             for chunk in self._template.generate(
                 messages=messages, bos_token=bos_token, eos_token=eos_token,
                 add_generation_prompt=add_generation_prompt, raise_exception=_raise,
-                strftime_now=_strftime_now, tools=None, functions=None, tool_choice=None, function_call=None,
+                strftime_now=_strftime_now, tools=tools or None, functions=None, tool_choice=None, function_call=None,
             ):
                 self._env.tick()
                 size += len(chunk)
@@ -263,6 +264,7 @@ def compiled(source: str) -> ChatTemplate:
     return ChatTemplate(source)
 
 
-def render_messages(source: str, messages: Iterable[Mapping[str, Any]], bos_token: str, eos_token: str) -> str:
-    """Render ``messages`` with the assistant's turn opened."""
-    return compiled(source).render([dict(m) for m in messages], bos_token, eos_token)
+def render_messages(source: str, messages: Iterable[Mapping[str, Any]], bos_token: str, eos_token: str,
+                    tools: list[dict[str, Any]] | None = None) -> str:
+    """Render ``messages`` (and ``tools``, where given) with the assistant's turn opened."""
+    return compiled(source).render([dict(m) for m in messages], bos_token, eos_token, tools=tools)

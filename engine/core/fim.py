@@ -1,0 +1,38 @@
+"""Fill-in-the-middle prompts: the code before and after the cursor, in the model's own FIM tokens.
+
+llama.cpp finds a vocabulary's FIM tokens (GGUF metadata, else the known texts such as Qwen2.5-Coder's
+``<|fim_prefix|>``, ``<|fim_suffix|>``, ``<|fim_middle|>``). The prompt is prefix-suffix-middle, as those models
+were trained: ``[BOS] <PRE> prefix <SUF> suffix <MID>``; the model then writes the middle and ends with an
+end-of-generation token. The code itself is tokenized as text, so it can never form a FIM or control token.
+"""
+
+from __future__ import annotations
+
+import llama_cpp as ll
+
+from .backend import Model
+from .errors import ParameterError
+
+
+def fim_ids(model: Model) -> tuple[int, int, int] | None:
+    """The (prefix, suffix, middle) token ids, or None when the vocabulary lacks one of them."""
+    vocab = ll.llama_model_get_vocab(model.ptr)
+    ids = (int(ll.llama_vocab_fim_pre(vocab)), int(ll.llama_vocab_fim_suf(vocab)), int(ll.llama_vocab_fim_mid(vocab)))
+    return None if min(ids) < 0 else ids
+
+
+def fim_tokens(model: Model, prefix: str, suffix: str) -> list[int]:
+    """The FIM prompt for the code between ``prefix`` and ``suffix``.
+
+    Raises:
+        ParameterError: The model has no fill-in-the-middle tokens.
+    """
+    ids = fim_ids(model)
+    if ids is None:
+        raise ParameterError("suffix: this model has no fill-in-the-middle tokens (a coder model such as "
+                             "Qwen2.5-Coder has them)")
+    pre, suf, mid = ids
+    vocab = ll.llama_model_get_vocab(model.ptr)
+    head = [model.bos] if ll.llama_vocab_get_add_bos(vocab) and model.bos >= 0 else []
+    text = model.tokenize
+    return [*head, pre, *text(prefix, add_special=False), suf, *text(suffix, add_special=False), mid]
