@@ -16,7 +16,7 @@ from app.chat.reply_session import ReplySession
 from app.exactness.dialog import ExactnessCheck
 from app.history.store import History, Message
 from app.models.pair_loader import PairLoader
-from app.server.panel import add_server_panel
+from app.server.menu import add_server_panel
 from app.settings.dialog import SettingsDialog
 from app.settings.store import SettingsStore
 from app.settings.values import Settings, effective_mode, load_fields
@@ -57,7 +57,7 @@ class MainWindow(QMainWindow):
         self.host.failed.connect(self.show_error)
         self._build_ui()
         self.replies = ReplySession(self.host, self.history, self.pane, self._generation_params,
-                                    lambda: self.settings.context_overflow, self, plain_rate=self._plain_rate)
+                                    lambda: self.settings.context_overflow, self)
         self.replies.reply_saved.connect(self.reply_saved)
         self.replies.history_changed.connect(self._on_history_changed)
         self.replies.problem.connect(self.show_error)
@@ -68,7 +68,6 @@ class MainWindow(QMainWindow):
         self.pairs = PairLoader(self.host, self.store, lambda: self.settings, self.model_label, self)
         self.pairs.error.connect(self.show_error)
         self.host.model_loaded.connect(self.error_banner.hide)
-        self.host.model_loaded.connect(self.replies.readout.forget_plain)
         self._build_menus()
         self.server_panel = add_server_panel(self, self.host, self.store, lambda: self._generation_params(0))
         self.refresh_conversations()
@@ -244,11 +243,6 @@ class MainWindow(QMainWindow):
             typed=self.prompt_edit.toPlainText(), history=[(m.role, m.content) for m in self._messages()])
         if problem is not None:
             self.show_error(problem)
-
-    def _plain_rate(self) -> float | None:
-        """auto's measured rate of plain decoding for the loaded pair, if it has measured one."""
-        rate = self.pairs.measured_rates().get("ar") if self.pairs.pair is not None else None
-        return rate.tokens_per_second if rate is not None else None
 
     def _generation_params(self, seed_offset: int) -> GenerationParams:
         return self.settings.generation_params(has_draft=self.pairs.has_draft, seed_offset=seed_offset)

@@ -13,7 +13,14 @@ import pytest
 from PySide6.QtCore import QMessageLogContext, QtMsgType
 
 from app.startup import qt_platform
-from app.startup.qt_platform import PluginWatch, diagnosis, distribution, install_command, missing_libraries
+from app.startup.qt_platform import (
+    PluginWatch,
+    diagnosis,
+    distribution,
+    install_command,
+    missing_libraries,
+    no_display,
+)
 
 linux_only = pytest.mark.skipif(sys.platform != "linux" or shutil.which("ldd") is None, reason="ldd: Linux only")
 
@@ -77,10 +84,32 @@ def test_the_watch_explains_qts_fatal_message(tmp_path: Path, monkeypatch: pytes
 @linux_only
 def test_the_app_started_with_a_plugin_that_cannot_load_says_why(tmp_path: Path) -> None:
     env = {**os.environ, "QT_QPA_PLATFORM": "xcb", "QT_QPA_PLATFORM_PLUGIN_PATH": str(_lonely_plugin(tmp_path)),
-           "SSD_CHAT_DATA_DIR": str(tmp_path / "data")}
+           "SSD_CHAT_DATA_DIR": str(tmp_path / "data"), "DISPLAY": os.environ.get("DISPLAY") or ":0"}
     done = subprocess.run([sys.executable, "-m", "app"], env=env, capture_output=True, text=True, timeout=120,
                           check=False)
     assert done.returncode == 1, (done.returncode, done.stderr)  # not 134: no abort, no core dump
     assert "no Qt platform plugin could be initialized" in done.stderr  # Qt's own message stays
     assert "needs these libraries, which are missing:" in done.stderr and "libQt6XcbQpa.so.6" in done.stderr
     assert "Traceback" not in done.stderr
+
+
+def test_no_display_is_named_where_a_window_system_would_need_one() -> None:
+    assert no_display({}, "linux") is not None and "DISPLAY" in (no_display({}, "linux") or "")
+    assert no_display({"QT_QPA_PLATFORM": "wayland;xcb"}, "linux") is not None
+    assert no_display({"QT_QPA_PLATFORM": "xcb:nograb"}, "linux") is not None
+    assert no_display({"DISPLAY": ":0"}, "linux") is None
+    assert no_display({"WAYLAND_DISPLAY": "wayland-0"}, "linux") is None
+    assert no_display({"QT_QPA_PLATFORM": "offscreen"}, "linux") is None  # the tests, a headless run
+    assert no_display({}, "darwin") is None and no_display({}, "win32") is None
+
+
+@pytest.mark.skipif(sys.platform != "linux", reason="DISPLAY: Linux only")
+def test_without_a_display_the_app_says_so_first_and_qts_noise_stays_out(tmp_path: Path) -> None:
+    env = {k: v for k, v in os.environ.items() if k not in ("DISPLAY", "WAYLAND_DISPLAY", "QT_QPA_PLATFORM")}
+    env["SSD_CHAT_DATA_DIR"] = str(tmp_path / "data")
+    done = subprocess.run([sys.executable, "-m", "app"], env=env, capture_output=True, text=True, timeout=120,
+                          check=False)
+    assert done.returncode == 1, (done.returncode, done.stderr)
+    assert done.stderr.startswith("ssd-chat: no display to open the window on"), done.stderr
+    assert "xcb-cursor0" not in done.stderr and "Reinstalling" not in done.stderr and "Traceback" not in done.stderr
+    assert not (tmp_path / "data").exists()  # it stopped before anything was written

@@ -153,5 +153,8 @@ def test_the_running_request_is_shown_with_its_progress(qtbot: QtBot) -> None:
                                  busy=True, queued=2, rejected=3, failed=1)
     url, served, now = status_texts(status, "qwen", now=103.4)
     assert url == "http://127.0.0.1:8080/v1 · model qwen"
-    assert served == "1 request · 2 waiting · 3 refused (line full) · 1 error"
+    assert served == "1 request · 2 waiting · 3 requests turned away: too many were already waiting · 1 error"
+    quiet = server.ServerStatus(url="http://127.0.0.1:8080/v1", listening=True, served=4, running=None, busy=False,
+                                queued=0, rejected=0, failed=0)
+    assert status_texts(quiet, "qwen", now=0.0)[1] == "4 requests · 0 waiting · 0 errors"  # nothing turned away
     assert now == "chat.completions (streamed, chatcmpl-1): 42 tokens so far after a 18-token prompt, 3 s"

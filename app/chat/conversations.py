@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from PySide6.QtCore import Qt, Signal
+from PySide6.QtCore import QStandardPaths, Qt, Signal
 from PySide6.QtWidgets import (
     QDialog,
     QFileDialog,
@@ -24,6 +24,9 @@ from app.history.store import Conversation
 RENAME_MIN_PX = 480  # the Rename dialog's width for short titles (Qt's default, 200 px, cuts most titles)
 RENAME_MAX_PX = 900  # ... and its widest, for titles up to the 60 characters a first message gives
 RENAME_PAD_PX = 80  # the dialog's margins and the line edit's frame around the title's text
+TITLE_CHARS = 60  # a new chat's title: its first line up to this many characters, cut between words
+ELLIPSIS = "…"
+UNSAFE = '<>:"/\\|?*'  # characters Windows (and, for "/", every system) refuses in a file name
 
 
 class ConversationPanel(QWidget):
@@ -125,8 +128,39 @@ class ConversationPanel(QWidget):
 EXPORT_FILTERS = {".md": "Markdown (*.md)", ".json": "JSON (*.json)"}
 
 
+def short_title(text: str, most: int = TITLE_CHARS) -> str:
+    """A chat's title from its first message: the first line, cut between words with "…" when it is long."""
+    line = " ".join(text.strip().splitlines()[0].split()) if text.strip() else ""
+    if len(line) <= most:
+        return line
+    cut = line[: most - len(ELLIPSIS) + 1]
+    head = cut.rsplit(" ", 1)[0] if " " in cut else cut[:-1]
+    return head.rstrip(" ,.;:-") + ELLIPSIS
+
+
+def export_folder() -> Path:
+    """Where the export dialog opens: the user's Documents folder where there is one, else the home folder."""
+    docs = QStandardPaths.writableLocation(QStandardPaths.StandardLocation.DocumentsLocation)
+    return Path(docs) if docs and Path(docs).is_dir() else Path.home()
+
+
+def export_name(title: str, suffix: str) -> str:
+    """A file name for a chat titled ``title``: its words kept whole, characters a file system refuses dropped."""
+    words = "".join(" " if c in UNSAFE or not c.isprintable() else c for c in title.replace(ELLIPSIS, " ")).split()
+    return (" ".join(words).strip(" .") or "chat") + suffix
+
+
+def export_dialog(parent: QWidget, title: str, suffix: str) -> QFileDialog:
+    """The save dialog for a chat titled ``title``: in :func:`export_folder`, the name from :func:`export_name`."""
+    dialog = QFileDialog(parent, "Export chat", str(export_folder()), EXPORT_FILTERS[suffix])
+    dialog.setAcceptMode(QFileDialog.AcceptMode.AcceptSave)
+    dialog.setDefaultSuffix(suffix.lstrip("."))
+    dialog.selectFile(export_name(title, suffix))
+    return dialog
+
+
 def ask_export_path(parent: QWidget, title: str, suffix: str) -> Path | None:
     """Ask where to export a conversation titled ``title`` as ``suffix`` (``.md`` or ``.json``)."""
-    safe = "".join(c if c.isalnum() or c in " -_" else "_" for c in title).strip() or "chat"
-    name, _ = QFileDialog.getSaveFileName(parent, "Export chat", f"{safe}{suffix}", EXPORT_FILTERS[suffix])
-    return Path(name) if name else None
+    dialog = export_dialog(parent, title, suffix)
+    files = dialog.selectedFiles() if dialog.exec() == QDialog.DialogCode.Accepted else []
+    return Path(files[0]) if files else None

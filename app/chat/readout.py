@@ -1,29 +1,28 @@
 """The readout under the conversation: the shown conversation's reply, live while it streams, else its last one.
 
 It says two things in plain words, speed and how much speculation helped ("19.9 tok/s · 1.3× plain
-decoding"); the engine's other figures are in its tooltip.
+decoding", against the baseline of :mod:`app.chat.plain_baseline`); the engine's other figures and what
+the speed-up is compared with are in its tooltip.
 """
 
 from __future__ import annotations
 
 import html
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from PySide6.QtWidgets import QLabel
 
+from app.chat.plain_baseline import PLAIN, Baseline, PlainBaseline, kept, kept_rounds, tooltip_line
 from app.chat.stats_text import HIDDEN_REASONS, REASON_TEXT, is_live, message_status, plural, stats_text
 from app.history.store import Message
+from engine import MeasuredRate
 
 NO_REPLY = "No reply yet"
 STOPPING = "stopping…"
 WRITING = "writing…"
 MIN_TOKENS = 8  # a rate over fewer tokens is mostly the first round's and the prompt's noise
 MIN_SECONDS = 0.5  # nor is one over less decoding time than this worth showing
-PLAIN = "ar"  # plain decoding: the target alone, the baseline speculation is measured against
-
-# The plain-decoding rate on this machine and pair, where known (None: not measured yet).
-PlainRate = Callable[[], float | None]
 
 
 def settled(stats: Mapping[str, Any]) -> bool:
@@ -42,16 +41,15 @@ def short_mode(stats: Mapping[str, Any]) -> str:
     return mode
 
 
-def gain_text(stats: Mapping[str, Any], plain: float | None) -> str:
-    """``1.3× plain decoding`` where the plain rate is known and speculation ran; "" otherwise."""
+def gain_text(stats: Mapping[str, Any], plain: Baseline | None) -> str:
+    """``1.3× plain decoding`` against ``plain`` where there is one and speculation ran; "" otherwise."""
     rate = float(stats.get("tokens_per_second") or 0.0)
-    plain = plain or (stats.get("plan_rates") or {}).get(PLAIN)
-    if stats.get("mode") == PLAIN or not rate or not plain:
+    if stats.get("mode") == PLAIN or not rate or plain is None:
         return ""
-    return f"{rate / plain:.1f}× plain decoding"
+    return f"{rate / plain.tokens_per_second:.1f}× plain decoding"
 
 
-def readout_html(stats: Mapping[str, Any], plain: float | None = None) -> str:
+def readout_html(stats: Mapping[str, Any], plain: Baseline | None = None) -> str:
     """One short line: the mode in bold, the speed and the gain once they mean something, then any end reason."""
     parts = [f"<b>{html.escape(short_mode(stats))}</b>"] if stats.get("mode") else []
     if settled(stats) and stats.get("tokens_per_second"):
@@ -85,24 +83,22 @@ class ReadoutLabel(QLabel):
 class Readout:
     """Writes the readout label; it describes the conversation on screen and nothing else.
 
-    While that conversation's reply streams it shows the engine's live stats; otherwise the stats of
-    its last reply as saved (so a restart or a switch shows what that reply did), or :data:`NO_REPLY`.
-    The gain over plain decoding uses ``plain_rate`` (auto's measurement), else the speed of the last
-    plain (ar) reply seen since the model loaded, else auto's own prediction in the stats.
+    While that conversation's reply streams it shows the engine's live stats, its speed-up against the
+    baseline of now; otherwise the stats of its last reply as saved, with the baseline kept in them when the
+    reply ended (so a restart or a switch shows what that reply did), or :data:`NO_REPLY`.
     """
 
-    def __init__(self, label: QLabel, plain_rate: PlainRate | None = None) -> None:
+    def __init__(self, label: QLabel) -> None:
         self.label = label
-        self._plain_rate = plain_rate or (lambda: None)
-        self._seen_plain: float | None = None
+        self.baseline = PlainBaseline()
 
     def forget_plain(self) -> None:
-        """A new model pair: the plain rate seen so far was another pair's."""
-        self._seen_plain = None
+        """A new model pair: the plain rate measured so far was another pair's."""
+        self.baseline.forget()
 
-    def plain(self) -> float | None:
-        """The plain-decoding rate the gain is measured against, where known."""
-        return self._plain_rate() or self._seen_plain
+    def note_rates(self, rates: Mapping[str, MeasuredRate]) -> None:
+        """The planner's figures after an auto reply (its ar figure may become the baseline)."""
+        self.baseline.note_rates(rates)
 
     def show_waiting(self, mode: str) -> None:
         """A reply was requested; nothing has come back yet."""
@@ -117,12 +113,14 @@ class Readout:
     def show_live(self, stats: Mapping[str, Any], *, stopping: bool = False) -> None:
         """The engine's running stats for the reply on screen."""
         tail = f" · {STOPPING}" if stopping else ""
-        self._set(readout_html(stats, self.plain()) + tail, stats_text(stats))
+        plain = self.baseline.current()
+        self._set(readout_html(stats, plain) + tail, _details(stats_text(stats), stats, plain, frozen=False,
+                                                             rounds=self.baseline.rounds))
 
-    def note_finished(self, stats: Mapping[str, Any]) -> None:
-        """Remember a finished plain reply's speed (a baseline for the gain of the replies after it)."""
-        if stats.get("mode") == PLAIN and settled(stats) and stats.get("tokens_per_second"):
-            self._seen_plain = float(stats["tokens_per_second"])
+    def finished(self, stats: Mapping[str, Any]) -> dict[str, Any]:
+        """A reply ended: count its plain rounds, and return its stats with the baseline of now kept in them."""
+        self.baseline.note_finished(stats)
+        return self.baseline.freeze(stats)
 
     def show_messages(self, messages: Sequence[Message]) -> None:
         """The last reply among ``messages`` (saved or kept in memory), or :data:`NO_REPLY`."""
@@ -130,8 +128,10 @@ class Readout:
         if last is None:
             self._set(NO_REPLY, "")
         elif last.stats:
-            self._set(readout_html(last.stats, self.plain()) + _status_tail(last),
-                      message_status(last.stats, complete=last.complete, unsaved=last.unsaved))
+            plain = kept(last.stats)
+            status = message_status(last.stats, complete=last.complete, unsaved=last.unsaved)
+            self._set(readout_html(last.stats, plain) + _status_tail(last),
+                      _details(status, last.stats, plain, frozen=True, rounds=kept_rounds(last.stats)))
         else:
             self._set(html.escape(message_status(None, complete=last.complete, unsaved=last.unsaved))
                       or NO_REPLY, "")
@@ -139,6 +139,14 @@ class Readout:
     def _set(self, text: str, details: str) -> None:
         self.label.setText(text)
         self.label.setToolTip(details)
+
+
+def _details(line: str, stats: Mapping[str, Any], plain: Baseline | None, *, frozen: bool,
+             rounds: int | None) -> str:
+    """The tooltip: the stats line, then what the speed-up is compared with (for a speculative reply)."""
+    if stats.get("mode") == PLAIN or not stats.get("mode"):
+        return line
+    return f"{line}\n{tooltip_line(plain, rounds, frozen=frozen)}"
 
 
 def _status_tail(m: Message) -> str:

@@ -10,8 +10,9 @@ from typing import Any
 
 from PySide6.QtCore import QObject, QTimer, Signal
 
+from app.chat.conversations import short_title
 from app.chat.pane import ChatPane
-from app.chat.readout import PlainRate, Readout
+from app.chat.readout import Readout
 from app.chat.stats_text import CRASHED, stats_text
 from app.history.save_queue import DISK_FULL, SaveQueue
 from app.history.store import DiskFullError, History, Message
@@ -52,15 +53,14 @@ class ReplySession(QObject):
     problem = Signal(str)
 
     def __init__(self, host: EngineHost, history: History, pane: ChatPane, params_for: ParamsFor,
-                 overflow_for: Callable[[], str], parent: QObject | None = None,
-                 plain_rate: PlainRate | None = None) -> None:
+                 overflow_for: Callable[[], str], parent: QObject | None = None) -> None:
         super().__init__(parent)
         self.host = host
         self.history = history
         self.pane = pane
         self.params_for = params_for
         self.overflow_for = overflow_for
-        self.readout = Readout(pane.readout, plain_rate)
+        self.readout = Readout(pane.readout)
         self.saves = SaveQueue(history, self)
         self.saves.disk_full.connect(self.problem)
         self.saves.drained.connect(self._on_saves_drained)
@@ -85,6 +85,8 @@ class ReplySession(QObject):
         host.stats_changed.connect(self._on_stats_changed)
         host.generation_finished.connect(self._on_generation_finished)
         host.failed.connect(self._on_failed)
+        host.rates_measured.connect(self.readout.note_rates)
+        host.model_loaded.connect(self.readout.forget_plain)
 
     # -- what is on screen ------------------------------------------------------------------------
     def show(self, conversation_id: int | None) -> None:
@@ -116,7 +118,7 @@ class ReplySession(QObject):
             if self.editing_id is not None:
                 self.history.delete_from(conversation_id, self.editing_id)
             if self.history.conversation(conversation_id).title == NEW_TITLE:
-                self.history.rename(conversation_id, text.splitlines()[0][:60])
+                self.history.rename(conversation_id, short_title(text))
             placeholder = self.history.add_turn(conversation_id, text)
         except DiskFullError as exc:
             log.warning("not sent: %s", exc)
@@ -272,8 +274,8 @@ class ReplySession(QObject):
         if self.reply_id is None or reply.request_id != self._request_id:
             return
         reply_id = self.reply_id
-        self.readout.note_finished(reply.stats)
-        self.saves.write(reply_id, reply.text, stats=self._with_fit(reply.stats), runs=list(reply.runs),
+        stats = self.readout.finished(reply.stats)  # the speed-up's baseline is kept with the reply
+        self.saves.write(reply_id, reply.text, stats=self._with_fit(stats), runs=list(reply.runs),
                          complete=True)
         self._end()
         self.reply_saved.emit(reply_id)

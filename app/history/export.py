@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import re
 from typing import TYPE_CHECKING, Any
 
 from app.chat.stats_text import stats_text
 
 if TYPE_CHECKING:
     from app.history.store import History, Message, Version
+
+_FENCE = re.compile(r"^ {0,3}(`{3,}|~{3,})(.*)$")  # a CommonMark code fence line: its run and the rest
 
 
 def export_json(history: History, conversation_id: int) -> dict[str, Any]:
@@ -34,7 +37,7 @@ def export_markdown(history: History, conversation_id: int) -> str:
         parts.append(f"**System:** {conv.system_prompt}\n")
     for m in history.messages(conversation_id):
         if m.role == "user":
-            parts.append(f"## You\n\n{m.content}\n")
+            parts.append(f"## You\n\n{closed(m.content)}\n")
             continue
         parts.append(_reply("##", m, None))
         if m.versions > 1:
@@ -52,5 +55,22 @@ def _reply(heading: str, m: Message, other: tuple[int, Version] | None) -> str:
         n, version = other
         title = f"Assistant, version {n} of {m.versions}"
         content, stats = version.content, version.stats
-    text = f"{heading} {title}\n\n{content}\n"
+    text = f"{heading} {title}\n\n{closed(content)}\n"
     return f"{text}\n_{stats_text(stats)}_\n" if stats else text
+
+
+def closed(text: str) -> str:
+    """``text`` with a code fence it leaves open (a reply stopped inside a code block) closed at its end, so
+    what follows it in the document (the stats line, the next message) is not read as code."""
+    fence = ""
+    for line in text.split("\n"):
+        match = _FENCE.match(line)
+        if match is None:
+            continue
+        run, rest = match.groups()
+        if not fence:
+            if not (run[0] == "`" and "`" in rest):  # a backtick fence's info string holds no backtick
+                fence = run
+        elif run[0] == fence[0] and len(run) >= len(fence) and not rest.strip():
+            fence = ""
+    return f"{text.rstrip(chr(10))}\n{fence}" if fence else text

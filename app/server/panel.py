@@ -1,22 +1,23 @@
-"""The "Local server" switch: serve the loaded pair over an OpenAI-compatible API on 127.0.0.1.
+"""The local server's panel: serve the loaded pair over an OpenAI-compatible API on 127.0.0.1.
 
-The panel sits in a dock (Server ▸ Local server); it shows the URL clients use, the requests served
-and the one running, read from the server's thread-safe status twice a second. Problems (a port that
-is taken) are shown in the panel, never as a traceback. Loading another pair stops the server.
+The panel sits in a dock (Server ▸ Server details; the switch itself is Server ▸ Local server, see
+:mod:`app.server.menu`); it shows the URL clients use, the requests served and the one running, read
+from the server's thread-safe status twice a second. Problems (no pair loaded, a port that is taken)
+are shown in the panel, never as a traceback. Loading another pair stops the server.
 """
 
 from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
-from PySide6.QtCore import Qt, QTimer
+from PySide6.QtCore import Qt, QTimer, Signal
 from PySide6.QtWidgets import (
     QCheckBox,
     QDockWidget,
     QFormLayout,
     QLabel,
-    QMainWindow,
     QSpinBox,
     QVBoxLayout,
     QWidget,
@@ -29,14 +30,27 @@ from app.worker.engine_worker import EngineState
 from app.worker.host import EngineHost
 from engine import GenerationParams, server
 
+if TYPE_CHECKING:
+    from app.server.menu import ServerMenu
+
 POLL_MS = 500
 ERROR_STYLE = "color:#cf222e;"
 NOTE_STYLE = "color:#57606a;"
 SERVING = (EngineState.READY, EngineState.GENERATING)  # states with a loaded pair
+NO_PAIR = "Load a model pair first: the local server serves the pair the app has loaded."
+PORT_HINT = " Choose another port above and switch it on again."  # after "cannot listen on …: in use"
 
 
 class ServerPanel(QWidget):
-    """The switch, its port, and what the server is doing; it asks the engine host to start or stop it."""
+    """The switch, its port, and what the server is doing; it asks the engine host to start or stop it.
+
+    Signals:
+        listening_changed(bool): the server started listening, or stopped.
+        problem(str): it could not start, or cannot (why, in the panel's words).
+    """
+
+    listening_changed = Signal(bool)
+    problem = Signal(str)
 
     def __init__(self, host: EngineHost, store: SettingsStore, generation: Callable[[], GenerationParams],
                  parent: QWidget | None = None) -> None:
@@ -63,6 +77,7 @@ class ServerPanel(QWidget):
         self.indicator.setObjectName("server-indicator")
         self.indicator.hide()
         self.dock: QDockWidget | None = None
+        self.menu: ServerMenu | None = None  # Server ▸ Local server, the switch (app.server.menu)
         self.note = QLabel("Listens on 127.0.0.1 only, with the mode and speculation settings of Settings when it "
                            "starts. Loading another pair stops it. Examples for curl and the openai client: "
                            "docs/server.md.")
@@ -103,6 +118,19 @@ class ServerPanel(QWidget):
         where = status.url.removeprefix("http://").removesuffix("/v1")
         self.indicator.setText(f"Server: {where} · {status.served} served" if status.url else "Server: stopping")
 
+    def why_not(self) -> str | None:
+        """Why the server cannot start now (None: it can)."""
+        return None if self.state in SERVING else NO_PAIR
+
+    def set_serving(self, on: bool) -> None:
+        """Start or stop serving, as the switch does; where it cannot start, say why (:attr:`problem`)."""
+        problem = self.why_not() if on and self.server is None else None
+        if problem is not None:
+            self._say(problem, error=True)
+            self.problem.emit(problem)
+        elif on != self.switch.isChecked():
+            self.switch.setChecked(on)
+
     def _on_switch_toggled(self, on: bool) -> None:
         if on and self.server is None:
             port = self.port_edit.value()
@@ -125,13 +153,18 @@ class ServerPanel(QWidget):
             self.refresh()
             self.indicator.show()
             self._poll_timer.start()
+            self.listening_changed.emit(True)
             return
         self.refresh()  # the last counts of a server that stopped
         self.server = None
         self._poll_timer.stop()
         self.indicator.hide()
         self._show_off()
-        self._say(event.message, error=event.error)
+        message = event.message + (PORT_HINT if event.error and "in use" in event.message else "")
+        self._say(message, error=event.error)
+        self.listening_changed.emit(False)
+        if event.error:
+            self.problem.emit(message)
 
     def _on_state_changed(self, state: EngineState) -> None:
         self.state = state
@@ -164,8 +197,10 @@ def plural(n: int, noun: str) -> str:
 def status_texts(status: server.ServerStatus, model_id: str, now: float) -> tuple[str, str, str]:
     """The URL line, the counts line and the "now" line for a status snapshot."""
     url = f"{status.url} · model {model_id}" if status.url else "not listening"
-    served = (f"{plural(status.served, 'request')} · {status.queued} waiting · {status.rejected} refused (line full)"
-              f" · {plural(status.failed, 'error')}")
+    served = f"{plural(status.served, 'request')} · {status.queued} waiting"
+    if status.rejected:  # answered 429: the server's waiting line (ServerConfig.max_queue) had no room
+        served += f" · {plural(status.rejected, 'request')} turned away: too many were already waiting"
+    served += f" · {plural(status.failed, 'error')}"
     run = status.running
     if run is not None:
         how = "streamed" if run.stream else "whole"
@@ -174,21 +209,3 @@ def status_texts(status: server.ServerStatus, model_id: str, now: float) -> tupl
     else:
         running = "the app's own reply" if status.busy else "idle"
     return url, served, running
-
-
-def add_server_panel(window: QMainWindow, host: EngineHost, store: SettingsStore,
-                     generation: Callable[[], GenerationParams]) -> ServerPanel:
-    """Put the panel in a dock on the right (hidden until Server ▸ Local server shows it)."""
-    panel = ServerPanel(host, store, generation)
-    dock = QDockWidget("Local server", window)
-    dock.setObjectName("server-dock")
-    dock.setWidget(panel)
-    window.addDockWidget(Qt.DockWidgetArea.RightDockWidgetArea, dock)
-    dock.hide()
-    action = dock.toggleViewAction()
-    action.setText("&Local server")
-    window.menuBar().addMenu("&Server").addAction(action)
-    window.statusBar().addPermanentWidget(panel.indicator)
-    never_widen(panel.indicator, max_lines=1)
-    panel.dock = dock
-    return panel

