@@ -5,7 +5,7 @@ from __future__ import annotations
 import logging
 import struct
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 from engine.core.vocab import VocabInfo
@@ -15,6 +15,11 @@ log = logging.getLogger(__name__)
 BLOCK = 1 << 20
 MAX_HEADER_BYTES = 96 << 20  # Gemma's 256k-token vocabulary plus merges fits well inside this
 GGUF_MAGIC = b"GGUF"
+# llama.cpp's reader refuses an array of arrays (gguf.cpp: "invalid GGUF type"); other writers may nest a level
+# or two. The parse recurses once per level, so the limit also keeps a hostile header from exhausting the stack.
+MAX_ARRAY_DEPTH = 4
+# The largest vocabularies have 262,144 tokens: a kept array four times that is not a tokenizer's.
+MAX_KEPT_ITEMS = 1 << 20
 
 # GGUF value types: fixed-size ones map to a struct format.
 _FIXED = {0: "B", 1: "b", 2: "H", 3: "h", 4: "I", 5: "i", 6: "f", 7: "?", 10: "Q", 11: "q", 12: "d"}
@@ -45,21 +50,27 @@ class HeaderUnavailable(Exception):
     """The header cannot be read this way (no range support, too large, not GGUF): skip the early check."""
 
 
+class HeaderDamaged(HeaderUnavailable):
+    """The header is one llama.cpp cannot load either: the file is refused, not merely left unchecked."""
+
+
 @dataclass
 class _Reader:
+    """Reads forward through the header, holding one block: a value that is skipped is never kept anywhere."""
+
     fetch: Fetch
     pos: int = 0
     fetched: int = 0
-    blocks: dict[int, bytes] = field(default_factory=dict)
+    block: tuple[int, bytes] = (-1, b"")
 
     def _block(self, i: int) -> bytes:
-        if i not in self.blocks:
+        if self.block[0] != i:
             if self.fetched + BLOCK > MAX_HEADER_BYTES:
                 raise HeaderUnavailable(f"GGUF header is larger than {MAX_HEADER_BYTES >> 20} MiB")
             data = self.fetch(i * BLOCK, BLOCK)
             self.fetched += len(data)
-            self.blocks[i] = data
-        return self.blocks[i]
+            self.block = (i, data)
+        return self.block[1]
 
     def read(self, n: int) -> bytes:
         out = bytearray()
@@ -84,27 +95,37 @@ class _Reader:
         value: int = struct.unpack("<Q", self.read(8))[0]
         return value
 
-    def string(self) -> bytes:
-        return self.read(self.u64())
-
     def skip(self, n: int) -> None:
         self.pos += n  # blocks that are skipped over are never fetched
 
 
-def _value(r: _Reader, vtype: int, keep: bool) -> object:
+def _value(r: _Reader, vtype: int, keep: bool, depth: int = 0) -> object:
+    """One value; one not kept is stepped over (its strings and arrays are never built)."""
     if vtype in _FIXED:
+        if not keep:
+            r.skip(struct.calcsize("<" + _FIXED[vtype]))
+            return None
         return r.unpack(_FIXED[vtype])
     if vtype == _STRING:
-        return r.string()
-    if vtype == _ARRAY:
-        itype, count = r.u32(), r.u64()
-        if itype in _FIXED and not keep:
-            r.skip(struct.calcsize("<" + _FIXED[itype]) * count)
+        n = r.u64()
+        if not keep:
+            r.skip(n)
             return None
-        if itype == _STRING:
-            items = [r.string() for _ in range(count)]
-            return items if keep else None
-        return [_value(r, itype, keep) for _ in range(count)]
+        return r.read(n)
+    if vtype == _ARRAY:
+        if depth == MAX_ARRAY_DEPTH:
+            raise HeaderDamaged(f"its GGUF header nests arrays more than {MAX_ARRAY_DEPTH} deep")
+        itype, count = r.u32(), r.u64()
+        if not keep:
+            if itype in _FIXED:
+                r.skip(struct.calcsize("<" + _FIXED[itype]) * count)
+            else:
+                for _ in range(count):
+                    _value(r, itype, False, depth + 1)
+            return None
+        if count > MAX_KEPT_ITEMS:
+            raise HeaderUnavailable(f"a GGUF header array of {count:,} items is not read before download")
+        return [_value(r, itype, True, depth + 1) for _ in range(count)]
     raise HeaderUnavailable(f"unknown GGUF value type {vtype}")
 
 
@@ -120,6 +141,7 @@ def read_metadata(fetch: Fetch, keys: set[str] | None = None) -> dict[str, objec
 
     Raises:
         HeaderUnavailable: Not a GGUF v2/v3 file, truncated, or header over the size cap.
+        HeaderDamaged: Arrays nested past :data:`MAX_ARRAY_DEPTH`.
     """
     wanted = _WANTED if keys is None else keys
     r = _Reader(fetch)
@@ -132,7 +154,7 @@ def read_metadata(fetch: Fetch, keys: set[str] | None = None) -> dict[str, objec
     n_kv = r.u64()
     out: dict[str, object] = {}
     for _ in range(n_kv):
-        key = r.string().decode("utf-8", "replace")
+        key = r.read(r.u64()).decode("utf-8", "replace")
         vtype = r.u32()
         keep = key in wanted
         value = _value(r, vtype, keep)

@@ -22,7 +22,7 @@ from huggingface_hub import constants, get_hf_file_metadata, get_session, hf_hub
 from huggingface_hub.errors import HfHubHTTPError, OfflineModeIsEnabled
 
 from engine.core.diskio import free_bytes
-from engine.core.errors import EngineError, VocabMismatchError
+from engine.core.errors import EngineError, ModelLoadError, VocabMismatchError
 from engine.core.vocab import VocabInfo, check_vocab_rule
 
 from . import gguf_remote
@@ -39,11 +39,13 @@ from .hub_http import (
     NotFoundError,
     ProgressCallback,
     RemoteFile,
+    SizeMismatchError,
     endpoint,
     headers,
     http_error,
     transport_error,
 )
+from .pace import RATE_FLOOR, RateFloor, RateWatch, TooSlowError
 from .store import InstalledPair, ModelStore, check_pair_files
 from .transfer import DISK_RESERVE, Progress, check_space, fetch, remaining, stamped_sha256
 
@@ -57,6 +59,8 @@ __all__ = [
     "NotEnoughSpaceError",
     "NotFoundError",
     "RemoteFile",
+    "SizeMismatchError",
+    "TooSlowError",
     "check_remote_pair",
     "download_file",
     "download_pair",
@@ -110,6 +114,7 @@ def download_file(
     progress: ProgressCallback | None = None,
     cancel: threading.Event | None = None,
     free: FreeBytes | None = None,
+    floor: RateFloor = RATE_FLOOR,
 ) -> Path:
     """Download one file into ``dest_dir``, resuming a partial download, checking its SHA-256.
 
@@ -121,6 +126,7 @@ def download_file(
         progress: Called with :class:`DownloadProgress` about ten times a second and at the end.
         cancel: Set it to stop; the partial file is kept and the next call resumes it.
         free: Free-space probe (default: the disk's; injectable for tests).
+        floor: The slowest transfer accepted (:mod:`engine.models.pace`); slower fails, keeping the partial file.
 
     Returns:
         The checked file's path.
@@ -133,7 +139,7 @@ def download_file(
     final = dest_dir / Path(filename).name
     check_space(dest_dir, remaining(remote, final, expected), free or free_bytes)
     tracker = Progress(progress, remote.size or 0)
-    path, _ = fetch(remote, dest_dir, expected, tracker, cancel or threading.Event())
+    path, _ = fetch(remote, dest_dir, expected, tracker, cancel or threading.Event(), floor)
     return path
 
 
@@ -152,19 +158,34 @@ def _rangefetch(remote: RemoteFile) -> gguf_remote.Fetch:
                 hf_raise_for_status(response)
                 if response.status_code != 206:
                     raise gguf_remote.HeaderUnavailable("the server does not answer range requests")
-                return response.read()
+                out = bytearray()
+                watch = RateWatch(RATE_FLOOR, remote.filename)
+                for chunk in response.iter_bytes():
+                    out += chunk[: length - len(out)]
+                    if len(out) == length:  # never more than was asked for, whatever the server sends
+                        break
+                    watch.add(len(chunk))
+                return bytes(out)
         except HfHubHTTPError as exc:
             raise http_error(exc, remote.repo, remote.filename) from exc
-        except httpx2.HTTPError as exc:
+        except (httpx2.HTTPError, TooSlowError) as exc:
             raise gguf_remote.HeaderUnavailable(f"range request failed: {exc}") from exc
 
     return fetch
 
 
 def remote_vocab(remote: RemoteFile) -> VocabInfo | None:
-    """The vocabulary of a GGUF on the Hub, read from its header by range requests; None if not possible."""
+    """The vocabulary of a GGUF on the Hub, read from its header by range requests; None if not possible.
+
+    Raises:
+        ModelLoadError: The header is damaged in a way llama.cpp would refuse (:class:`gguf_remote.HeaderDamaged`).
+    """
     try:
         return gguf_remote.vocab_from_metadata(gguf_remote.read_metadata(_rangefetch(remote)))
+    except gguf_remote.HeaderDamaged as exc:
+        raise ModelLoadError(
+            f"{remote.filename} in {remote.repo} is not a model llama.cpp can load: {exc}; nothing was downloaded"
+        ) from exc
     except gguf_remote.HeaderUnavailable as exc:
         log.info("cannot check %s/%s before download: %s", remote.repo, remote.filename, exc)
         return None
@@ -208,6 +229,7 @@ def download_pair(
     progress: ProgressCallback | None = None,
     cancel: threading.Event | None = None,
     free: FreeBytes | None = None,
+    floor: RateFloor = RATE_FLOOR,
 ) -> InstalledPair:
     """Download a catalog pair as one unit and register it in the store.
 
@@ -222,6 +244,7 @@ def download_pair(
         progress: Called with :class:`DownloadProgress` (both files counted together).
         cancel: Set it to stop; partial files are kept for a resume.
         free: Free-space probe (default: the disk's; injectable for tests).
+        floor: The slowest transfer accepted (:mod:`engine.models.pace`).
 
     Returns:
         The installed pair.
@@ -237,7 +260,7 @@ def download_pair(
     check_space(store.root, need, free or free_bytes)
     _check_remote(plan[0][0], plan[1][0])
     tracker = Progress(progress, sum(r.size or f.size for f, r, _ in files))
-    (t_path, t_sha), (d_path, d_sha) = (fetch(r, dest, sha, tracker, cancel) for r, dest, sha in plan)
+    (t_path, t_sha), (d_path, d_sha) = (fetch(r, dest, sha, tracker, cancel, floor) for r, dest, sha in plan)
     try:
         check_pair_files(t_path, d_path)
     except EngineError:

@@ -38,6 +38,10 @@ class ChecksumError(DownloadError):
     """The downloaded bytes do not have the expected SHA-256; the file was discarded."""
 
 
+class SizeMismatchError(DownloadError):
+    """The server sent more or fewer bytes than the size it declared; the partial file was removed."""
+
+
 class NotEnoughSpaceError(DownloadError):
     """The destination disk cannot hold the files; nothing was downloaded."""
 

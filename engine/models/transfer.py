@@ -11,6 +11,7 @@ from __future__ import annotations
 import hashlib
 import logging
 import os
+import re
 import threading
 import time
 from collections import deque
@@ -33,9 +34,11 @@ from .hub_http import (
     NotEnoughSpaceError,
     ProgressCallback,
     RemoteFile,
+    SizeMismatchError,
     headers,
     http_error,
 )
+from .pace import RATE_FLOOR, RateFloor, RateWatch
 
 log = logging.getLogger(__name__)
 
@@ -144,9 +147,45 @@ class _Sink:
         self.size = 0
 
 
-def _stream(url: str, sink: _Sink, progress: Progress, cancel: threading.Event) -> None:
+_CONTENT_RANGE = re.compile(r"^bytes (\d+)-(\d+)/(\d+)$")
+_REMOVED = "; the part downloaded was removed"
+
+
+def _body_end(response: httpx2.Response, offset: int, declared: int | None, name: str) -> int:
+    """Where in the file this response's body must end: the declared size (a 206: the end of its range, which
+    must be the rest of the declared file). A server that says otherwise has the size wrong."""
+    length = response.headers.get("Content-Length", "")
+    if response.status_code == 206:
+        crange = response.headers.get("Content-Range", "")
+        m = _CONTENT_RANGE.match(crange)
+        total = int(m[3]) if m else -1
+        if m is None or int(m[1]) != offset or int(m[2]) + 1 != total or total != (declared or total):
+            raise SizeMismatchError(
+                f"the server answered the resume of {name} at byte {offset:,} with the range {crange!r}, not the "
+                f"rest of its {declared or 0:,} bytes: the server's size for it is wrong{_REMOVED}"
+            )
+        end = total
+    elif declared is not None:
+        end = declared
+    elif length.isdigit():
+        end = int(length)
+    else:
+        raise DownloadError(f"the server did not say how large {name} is; a download without an end is refused")
+    if length.isdigit() and int(length) != end - offset:
+        raise SizeMismatchError(
+            f"the server declared {name} as {end:,} bytes, then sent {int(length):,} bytes from byte {offset:,} on: "
+            f"the server's size for it is wrong{_REMOVED}"
+        )
+    return end
+
+
+def _stream(url: str, sink: _Sink, progress: Progress, cancel: threading.Event, declared: int | None,
+            floor: RateFloor) -> None:
+    """One GET of the rest of the file into ``sink``: never a byte past the declared size, never slower than
+    ``floor``; a body that ends cleanly before that size means the size is wrong (a dropped one is resumed)."""
     hdrs = headers()
     offset = sink.size
+    name = url.rsplit("/", 1)[-1]
     if offset:
         hdrs["Range"] = f"bytes={offset}-"
     with get_session().stream(
@@ -157,15 +196,30 @@ def _stream(url: str, sink: _Sink, progress: Progress, cancel: threading.Event) 
             log.info("server ignored the Range request; restarting %s", url)
             sink.restart()
             progress.add(-offset, transferred=False)
+            offset = 0
+        end = _body_end(response, offset, declared, name)
+        watch = RateWatch(floor, name)
         for chunk in response.iter_bytes():
             if cancel.is_set():
                 raise DownloadCancelled("download cancelled; run it again to resume where it stopped")
+            if len(chunk) > end - sink.size:  # the first byte past the declared size ends it
+                raise SizeMismatchError(
+                    f"the server sent more of {name} than the {end:,} bytes it declared: the server's size for "
+                    f"it is wrong{_REMOVED}"
+                )
             sink.write(chunk)
             progress.add(len(chunk), transferred=True)
+            watch.add(len(chunk))
+        if sink.size != end:
+            raise SizeMismatchError(
+                f"the server ended {name} after {sink.size:,} of the {end:,} bytes it declared: the server's "
+                f"size for it is wrong{_REMOVED}"
+            )
 
 
 def fetch(
-    remote: RemoteFile, dest_dir: Path, sha256: str | None, progress: Progress, cancel: threading.Event
+    remote: RemoteFile, dest_dir: Path, sha256: str | None, progress: Progress, cancel: threading.Event,
+    floor: RateFloor = RATE_FLOOR,
 ) -> tuple[Path, str]:
     """Download (or resume, or find) one file; returns its path and SHA-256."""
     final = dest_dir / Path(remote.filename).name
@@ -179,17 +233,16 @@ def fetch(
         if stale != partial:
             stale.unlink(missing_ok=True)
     try:
-        size, got = _fill(remote, partial, final, progress, cancel)
+        _, got = _fill(remote, partial, final, progress, cancel, floor)
+    except SizeMismatchError:
+        partial.unlink(missing_ok=True)  # resuming would ask the same wrong server for the same wrong size
+        raise
     except OSError as exc:
         err = write_error(exc, partial, final.name)
         if isinstance(err, DiskFullError):
             err = DiskFullError(f"{err}; the part downloaded so far is kept, so running it again resumes")
         raise err from exc
     progress.emit()
-    if remote.size is not None and size != remote.size:
-        raise DownloadError(
-            f"{final.name} is {size:,} bytes, expected {remote.size:,}; run it again to resume"
-        )
     if sha256 is not None and got != sha256:
         partial.unlink(missing_ok=True)
         raise ChecksumError(
@@ -204,7 +257,7 @@ def fetch(
 
 
 def _fill(
-    remote: RemoteFile, partial: Path, final: Path, progress: Progress, cancel: threading.Event
+    remote: RemoteFile, partial: Path, final: Path, progress: Progress, cancel: threading.Event, floor: RateFloor
 ) -> tuple[int, str]:
     """Append the rest of the file to ``partial`` (resuming what is there); its size and SHA-256."""
     with partial.open("a+b") as f:
@@ -224,10 +277,15 @@ def _fill(
             if remote.size is not None and sink.size >= remote.size:
                 break
             try:
-                _stream(remote.url, sink, progress, cancel)
+                _stream(remote.url, sink, progress, cancel, remote.size, floor)
                 break
             except HfHubHTTPError as exc:
                 raise http_error(exc, remote.repo, remote.filename) from exc
+            except httpx2.TooManyRedirects as exc:
+                raise DownloadError(
+                    f"the server kept redirecting the download of {final.name} ({exc}): a redirect loop on its "
+                    "side; try again later"
+                ) from exc
             except httpx2.TransportError as exc:
                 f.flush()
                 if attempt == RETRIES:
