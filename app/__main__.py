@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import multiprocessing
 import sys
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
@@ -92,4 +93,5 @@ def open_history() -> History | None:
 
 
 if __name__ == "__main__":
+    multiprocessing.freeze_support()  # the engine process of a frozen build starts as this program (see installer/)
     sys.exit(main())

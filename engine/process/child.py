@@ -1,0 +1,182 @@
+"""The engine process itself: one :class:`~engine.Engine`, requests read on the main thread, work on another.
+
+The main thread reads requests: ``Stop`` and ``Call`` are answered at once (so Stop reaches a
+generation within a round, and tokenizing runs beside it, as in-process), the rest queue for the
+work thread, which runs them one at a time. The child ends when its parent does: the pipe reads
+end-of-file, and a watcher on the parent's sentinel covers a parent that dies mid-send.
+"""
+
+from __future__ import annotations
+
+import importlib
+import logging
+import os
+import queue
+import threading
+import time
+from collections.abc import Callable
+from multiprocessing import parent_process
+from multiprocessing.connection import Connection, wait
+from pathlib import Path
+from typing import Any
+
+from . import abort, faults
+from . import protocol as p
+
+STATS_INTERVAL_S = 0.1  # a generation's Stats event at most this often (the app's readout refreshes at 10 Hz)
+
+
+class _Forward(logging.Handler):
+    """Sends the child's log records at WARNING and above to the parent."""
+
+    def __init__(self, send: Callable[[object], None]) -> None:
+        super().__init__(logging.WARNING)
+        self._send = send
+
+    def emit(self, record: logging.LogRecord) -> None:
+        try:
+            self._send(p.Log(record.levelno, record.name, record.getMessage()))
+        except Exception:  # a closed pipe: the parent is gone and the child is about to exit
+            pass
+
+
+class Child:
+    """The request loop around one engine (none until a ``Load``)."""
+
+    def __init__(self, conn: Connection) -> None:
+        self.conn = conn
+        self.engine: Any = None
+        self._send_lock = threading.Lock()
+        self._work: queue.Queue[p.Request | None] = queue.Queue()
+        self._stops: dict[int, threading.Event] = {}
+        self._stops_lock = threading.Lock()
+
+    def send(self, event: object) -> None:
+        with self._send_lock:
+            self.conn.send(event)
+
+    def run(self) -> None:
+        worker = threading.Thread(target=self._work_loop, name="engine-work", daemon=True)
+        worker.start()
+        self.send(p.Hello(p.VERSION, os.getpid()))
+        while True:
+            try:
+                req = self.conn.recv()
+            except (EOFError, OSError):  # the parent is gone: nobody to answer
+                os._exit(0)
+            if isinstance(req, p.Close):
+                self._stop(p.ALL)
+                self._work.put(None)
+                worker.join()
+                return
+            if isinstance(req, p.Stop):
+                self._stop(req.rid)
+            elif isinstance(req, p.Call):
+                self._call(req)
+            else:
+                if isinstance(req, p.Generate | p.Task):
+                    with self._stops_lock:
+                        self._stops[req.rid] = threading.Event()
+                self._work.put(req)
+
+    def _stop(self, rid: int) -> None:
+        with self._stops_lock:
+            for key, ev in self._stops.items():
+                if rid in (p.ALL, key):
+                    ev.set()
+
+    def _call(self, req: p.Call) -> None:
+        try:
+            if self.engine is None:
+                raise p.EngineStopped("no model pair is loaded in the engine process")
+            if req.name not in p.CALLS:
+                raise ValueError(f"not an engine call: {req.name}")
+            if req.name == "longest_piece":
+                model = self.engine.target_model
+                value: Any = max((len(model.token_bytes(t)) for t in range(model.n_vocab)), default=1) or 1
+            else:
+                value = getattr(self.engine, req.name)(*req.args)
+            self.send(p.Done(req.rid, value))
+        except Exception as exc:
+            self.send(p.failure(req.rid, exc))
+
+    def _work_loop(self) -> None:
+        while (req := self._work.get()) is not None:
+            try:
+                if isinstance(req, p.Load):
+                    self._load(req)
+                elif isinstance(req, p.Generate):
+                    self._generate(req)
+                elif isinstance(req, p.Task):
+                    self._task(req)
+            except Exception as exc:  # the boundary: every request ends with Done or Failed
+                logging.getLogger(__name__).debug("request %d failed", req.rid, exc_info=True)
+                self.send(p.failure(req.rid, exc))
+            finally:
+                with self._stops_lock:
+                    self._stops.pop(req.rid, None)
+        if self.engine is not None:
+            self.engine.close()
+            self.engine = None
+
+    def _stop_event(self, rid: int) -> threading.Event:
+        with self._stops_lock:
+            return self._stops.setdefault(rid, threading.Event())
+
+    def _load(self, req: p.Load) -> None:
+        from engine import Engine
+
+        if self.engine is not None:
+            self.engine.close()
+            self.engine = None
+        self.engine = engine = Engine(req.config)
+        self.send(p.Done(req.rid, p.LoadedPair(req.config, engine.n_ctx, engine.placement, engine.files,
+                                              engine.target_model.n_vocab)))
+
+    def _generate(self, req: p.Generate) -> None:
+        if self.engine is None:
+            raise p.EngineStopped("no model pair is loaded in the engine process")
+        fault_at = abort.fault_after()
+        gen = self.engine.generate(list(req.prompt), req.params, self._stop_event(req.rid))
+        last = time.perf_counter()
+        for n, ev in enumerate(gen, 1):
+            self.send(p.Token(req.rid, ev.token, ev.text, ev.from_draft, ev.round))
+            if n == fault_at:
+                abort.raise_abort(f"test fault after {n} tokens")
+            now = time.perf_counter()
+            if now - last >= STATS_INTERVAL_S:
+                last = now
+                self.send(p.Stats(req.rid, gen.stats))
+        self.send(p.Done(req.rid, gen.stats))
+
+    def _task(self, req: p.Task) -> None:
+        module, _, name = req.target.partition(":")
+        fn = getattr(importlib.import_module(module), name)
+        value = fn(self.engine, *req.args, self._stop_event(req.rid), lambda v: self.send(p.Progress(req.rid, v)))
+        self.send(p.Done(req.rid, value))
+
+
+def _watch_parent() -> None:
+    """End this process when its parent has gone (its sentinel becomes ready)."""
+    parent = parent_process()
+    if parent is None:
+        return
+    wait([parent.sentinel])
+    os._exit(0)
+
+
+def _write_last_words(message: str) -> None:
+    """ggml is about to abort(): leave its message where the parent reads the child's last words."""
+    os.write(2, f"\n{faults.ABORT_MARK}{message}\n".encode("utf-8", "replace"))
+
+
+def main(conn: Connection, stderr_path: str) -> None:  # pragma: no cover - runs in the engine process
+    """The engine process's entry point (a ``multiprocessing`` target)."""
+    faults.redirect_stderr(Path(stderr_path))
+    abort.install(_write_last_words)
+    threading.Thread(target=_watch_parent, name="parent-watch", daemon=True).start()
+    child = Child(conn)
+    root = logging.getLogger()
+    root.addHandler(_Forward(child.send))
+    root.setLevel(logging.WARNING)
+    child.run()

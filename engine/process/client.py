@@ -1,0 +1,264 @@
+"""RemoteEngine: an :class:`~engine.Engine` in a process of its own, used as if it were here.
+
+It offers what the app's worker and the server use of an Engine (``generate``, ``messages_tokens``,
+``tokenize``, ``n_ctx``, ``placement``, ``files``...), so they stay as they were. When the process dies,
+whatever was waiting on it raises :class:`EngineStopped` ("the engine stopped: killed by SIGBUS (...)"),
+and :meth:`RemoteEngine.restart` starts a new one with the same pair. With ``auto_restart`` a
+supervisor does that by itself, waiting longer after each crash that follows a short run.
+"""
+
+from __future__ import annotations
+
+import logging
+import queue
+import threading
+from collections.abc import Callable, Iterator, Sequence
+from typing import Any
+
+from engine.config import EngineConfig, GenerationParams
+from engine.core.chat import Message
+from engine.generation import TokenEvent
+from engine.speculative.plan import MeasuredRate
+from engine.stats import GenerationStats
+
+from . import protocol as p
+from .runner import Backoff, EngineProcess, Stopped
+
+log = logging.getLogger(__name__)
+
+STOP_POLL_S = 0.02  # how often a waiting generation looks at its stop Event (well inside one round)
+
+
+def _answer(events: queue.Queue[object], rid: int) -> Any:
+    """Wait for the Done of a request; raise for Failed or a stopped process."""
+    while True:
+        ev = events.get()
+        if isinstance(ev, p.Done):
+            return ev.value
+        if isinstance(ev, p.Failed):
+            raise p.error_of(ev)
+        if isinstance(ev, Stopped):
+            raise p.EngineStopped(f"the engine stopped: {ev.cause}")
+
+
+class RemoteGeneration:
+    """One generation in the engine process, iterated like :class:`~engine.Generation`.
+
+    ``stats`` is the latest snapshot (complete after the end); ``stop`` (or the caller's Event) reaches
+    the child within :data:`STOP_POLL_S`, and the engine stops at its next round boundary.
+    """
+
+    def __init__(self, proc: EngineProcess, prompt: Sequence[int], params: GenerationParams,
+                 stop: threading.Event | None) -> None:
+        self._proc = proc
+        self._halt = stop or threading.Event()
+        self._sent_stop = False
+        self._ended = False
+        self.stats = GenerationStats(mode=params.mode)
+        self.tokens: list[int] = []
+        self.text_parts: list[str] = []
+        self.rid, self._events = proc.request(lambda rid: p.Generate(rid, tuple(prompt), params))
+
+    def __iter__(self) -> Iterator[TokenEvent]:
+        try:
+            while not self._ended:
+                ev = self._next()
+                if isinstance(ev, p.Token):
+                    self.tokens.append(ev.token)
+                    self.text_parts.append(ev.text)
+                    yield TokenEvent(ev.token, ev.text, ev.from_draft, ev.round)
+        finally:
+            self.close()
+
+    def _next(self) -> object:
+        while True:
+            if self._halt.is_set():
+                self._send_stop()
+            try:
+                ev = self._events.get(timeout=STOP_POLL_S)
+            except queue.Empty:
+                continue
+            if isinstance(ev, p.Stats):
+                self.stats = ev.stats
+            elif isinstance(ev, p.Done):
+                self.stats = ev.value
+                self._end()
+            elif isinstance(ev, p.Failed):
+                self._end()
+                raise p.error_of(ev)
+            elif isinstance(ev, Stopped):
+                self._end()
+                self.stats.finish_reason = self.stats.finish_reason or "engine stopped"
+                raise p.EngineStopped(f"the engine stopped: {ev.cause}")
+            return ev
+
+    def _send_stop(self) -> None:
+        if not self._sent_stop:
+            self._sent_stop = True
+            try:
+                self._proc.send(p.Stop(self.rid))
+            except p.EngineStopped:
+                pass  # the Stopped event follows
+
+    def _end(self) -> None:
+        self._ended = True
+        self._proc.forget(self.rid)
+
+    def stop(self) -> None:
+        """Ask the generation to end after the round in progress; returns at once."""
+        self._halt.set()
+
+    def close(self) -> None:
+        """End the generation and wait until the engine has let go of it (idempotent; never raises)."""
+        self._halt.set()
+        while not self._ended:
+            try:
+                self._next()
+            except p.EngineStopped:
+                return
+            except Exception:  # the generation's own error was the caller's to read, not close()'s
+                return
+        if not self.stats.finish_reason:
+            self.stats.finish_reason = "stopped"
+
+    @property
+    def text(self) -> str:
+        return "".join(self.text_parts)
+
+
+class RemoteEngine:
+    """A loaded pair in an engine process; raises what ``Engine`` raises, plus :class:`EngineStopped`.
+
+    ``on_stopped(cause)`` is called (on a background thread) when the process dies unasked.
+    """
+
+    def __init__(self, config: EngineConfig, *, auto_restart: bool = False,
+                 on_stopped: Callable[[str], None] | None = None) -> None:
+        self.config = config
+        self.auto_restart = auto_restart
+        self.on_stopped = on_stopped
+        self.state = "loading"  # "ready", "restarting" (after a crash, until loaded again), "closed"
+        self.cause = ""  # why the last process ended unasked
+        self.restarts = 0
+        self._backoff = Backoff()
+        self._closed = threading.Event()
+        self._lock = threading.Lock()
+        self._proc = self._spawn()
+
+    def _spawn(self) -> EngineProcess:
+        proc = EngineProcess(on_stopped=self._on_stopped)
+        try:
+            proc.start()
+            rid, events = proc.request(lambda rid: p.Load(rid, self.config))
+            loaded: p.LoadedPair = _answer(events, rid)
+        except BaseException:
+            proc.close()
+            raise
+        self.n_ctx, self.placement, self.files = loaded.n_ctx, loaded.placement, loaded.files
+        self.n_vocab = loaded.n_vocab
+        self._backoff.started()
+        self.state = "ready"
+        return proc
+
+    @property
+    def alive(self) -> bool:
+        return self._proc.alive
+
+    @property
+    def pid(self) -> int:
+        return self._proc.pid
+
+    def restart(self) -> None:
+        """Start a new engine process with the same pair (the old one is ended first)."""
+        with self._lock:
+            if self._closed.is_set():
+                raise p.EngineStopped("the engine was closed")
+            self._proc.close()
+            self.state = "restarting"
+            self._proc = self._spawn()
+            self.restarts += 1
+
+    def _on_stopped(self, cause: str) -> None:
+        self.cause = cause
+        self.state = "restarting" if self.auto_restart else "stopped"
+        if self.on_stopped is not None:
+            self.on_stopped(cause)
+        if self.auto_restart:
+            threading.Thread(target=self._supervise, name="engine-restart", daemon=True).start()
+
+    def _supervise(self) -> None:
+        """Restart with back-off until a start loads the pair (or the engine is closed)."""
+        while not self._closed.wait(self._backoff.next_delay()):
+            if self.alive:  # restarted meanwhile (the app's Restart engine, a request)
+                return
+            try:
+                self.restart()
+                log.warning("the engine process was restarted after it stopped (%s)", self.cause)
+                return
+            except p.EngineStopped as exc:
+                log.error("restarting the engine process failed: %s", exc)
+            except Exception as exc:  # a load error (the file is gone...): keep trying, slower each time
+                log.error("restarting the engine process failed: %s", exc)
+
+    # -- the Engine surface -----------------------------------------------------------------------
+    def generate(self, prompt: Sequence[int], params: GenerationParams,
+                 stop: threading.Event | None = None) -> RemoteGeneration:
+        self.files.check()  # ModelFileChangedError before sending: a file cut short would kill the process
+        return RemoteGeneration(self._proc, prompt, params, stop)
+
+    def call(self, name: str, *args: Any) -> Any:
+        """Run a quick engine method (:data:`~engine.process.protocol.CALLS`) in the process."""
+        rid, events = self._proc.request(lambda rid: p.Call(rid, name, args))
+        return _answer(events, rid)
+
+    def tokenize(self, text: str) -> list[int]:
+        return list(self.call("tokenize", text))
+
+    def messages_tokens(self, messages: Sequence[Message]) -> list[int]:
+        return list(self.call("messages_tokens", list(messages)))
+
+    def chat_tokens(self, prompt: str, system: str | None = None) -> list[int]:
+        return list(self.call("chat_tokens", prompt, system))
+
+    def detokenize(self, tokens: Sequence[int]) -> str:
+        return str(self.call("detokenize", list(tokens)))
+
+    def measured_rates(self) -> dict[str, MeasuredRate]:
+        return dict(self.call("measured_rates"))
+
+    def longest_piece(self) -> int:
+        """The most bytes of text one token of the target's vocabulary stands for."""
+        return int(self.call("longest_piece"))
+
+    def run_task(self, target: str, args: tuple[Any, ...], stop: threading.Event,
+                 report: Callable[[Any], object]) -> Any:
+        """Run ``module:function(engine, *args, stop, report)`` in the process; its reports come to ``report``."""
+        rid, events = self._proc.request(lambda rid: p.Task(rid, target, args))
+        sent_stop = False
+        while True:
+            if stop.is_set() and not sent_stop:
+                sent_stop = True
+                self._proc.send(p.Stop(rid))
+            try:
+                ev = events.get(timeout=STOP_POLL_S)
+            except queue.Empty:
+                continue
+            if isinstance(ev, p.Progress):
+                report(ev.value)
+                continue
+            self._proc.forget(rid)
+            events.put(ev)
+            return _answer(events, rid)
+
+    def close(self) -> None:
+        """End the process (idempotent); a generation in progress stops."""
+        self._closed.set()
+        self.state = "closed"
+        with self._lock:
+            self._proc.close()
+
+    def __enter__(self) -> RemoteEngine:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

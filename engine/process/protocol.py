@@ -1,0 +1,195 @@
+"""What travels between the engine process and its parent: requests in, events out, each a small dataclass.
+
+Every message carries the request id it belongs to (``rid``); the child answers each request with
+exactly one :class:`Done` or :class:`Failed`, after any number of :class:`Token`, :class:`Stats` and
+:class:`Progress` events. The first event of a child is :class:`Hello` with :data:`VERSION`; a
+parent refuses a child of another version (both come from one install, so that is a broken one).
+Messages are pickled by :mod:`multiprocessing.connection`; payloads are the engine's own frozen
+dataclasses (``EngineConfig``, ``GenerationParams``, ``GenerationStats``), never anything Qt.
+"""
+
+from __future__ import annotations
+
+import operator
+from dataclasses import dataclass
+from typing import Any, TypeVar, dataclass_transform
+
+from engine.config import EngineConfig, GenerationParams
+from engine.core import errors
+from engine.core.errors import EngineError
+from engine.core.modelfile import ModelFiles
+from engine.core.placement import Placement
+from engine.stats import GenerationStats
+
+VERSION = 1  # raised whenever a message below changes shape
+ALL = -1  # the rid of a Stop that stops every request
+_T = TypeVar("_T")
+
+
+@dataclass_transform(frozen_default=True)
+def message(cls: type[_T]) -> type[_T]:
+    """A frozen slotted dataclass that pickles as its class and a tuple of its fields (a third of the default's
+    time: the pipe carries one per token)."""
+    made = dataclass(frozen=True, slots=True)(cls)
+    names = tuple(made.__slots__)  # type: ignore[attr-defined]
+    fields = operator.attrgetter(*names) if len(names) > 1 else lambda m: (getattr(m, names[0]),)
+
+    def reduce(self: object) -> tuple[type[object], tuple[object, ...]]:
+        return made, fields(self)
+
+    made.__reduce__ = reduce  # type: ignore[method-assign]
+    return made
+
+
+class EngineStopped(EngineError):
+    """The engine process ended while a request was in flight (or before it could be sent); says why."""
+
+
+# -- requests (parent -> child) ------------------------------------------------------------------
+@message
+class Load:
+    """Load a pair; answered with ``Done(LoadedPair)``."""
+
+    rid: int
+    config: EngineConfig
+
+
+@message
+class Generate:
+    """Generate from prompt tokens; ``Token`` per token, ``Stats`` now and then, ``Done(GenerationStats)``."""
+
+    rid: int
+    prompt: tuple[int, ...]
+    params: GenerationParams
+
+
+@message
+class Task:
+    """Run ``module:function(engine, *args, stop, report)`` on the engine's thread; ``report`` sends Progress."""
+
+    rid: int
+    target: str
+    args: tuple[Any, ...]
+
+
+@message
+class Call:
+    """Call a quick read-only engine method (tokenize, messages_tokens...) beside any generation."""
+
+    rid: int
+    name: str
+    args: tuple[Any, ...] = ()
+
+
+@message
+class Stop:
+    """Stop request ``rid`` (or every one: :data:`ALL`) at the next round boundary."""
+
+    rid: int
+
+
+@message
+class Close:
+    """Stop everything, free the engine and exit."""
+
+    rid: int = 0
+
+
+Request = Load | Generate | Task | Call | Stop | Close
+
+# Methods a Call may name: quick, read-only, safe beside a generation (as the server always ran them).
+CALLS = frozenset({"tokenize", "messages_tokens", "detokenize", "top2_margin", "measured_rates", "longest_piece",
+                   "chat_tokens"})
+
+
+# -- events (child -> parent) --------------------------------------------------------------------
+@message
+class Hello:
+    """The child is up; its protocol version and process id."""
+
+    version: int
+    pid: int
+    rid: int = 0
+
+
+@message
+class LoadedPair:
+    """What the parent needs to know of a loaded pair without asking again."""
+
+    config: EngineConfig
+    n_ctx: int
+    placement: Placement
+    files: ModelFiles
+    n_vocab: int
+
+
+@message
+class Token:
+    """One generated token, as the engine's ``TokenEvent``."""
+
+    rid: int
+    token: int
+    text: str
+    from_draft: bool
+    round: int
+
+
+@message
+class Stats:
+    """The generation's statistics so far."""
+
+    rid: int
+    stats: GenerationStats
+
+
+@message
+class Progress:
+    """A task's report (e.g. the exactness check's ``VerifyProgress``)."""
+
+    rid: int
+    value: Any
+
+
+@message
+class Done:
+    """The request ended: its result (``LoadedPair``, final ``GenerationStats``, a task's or call's value)."""
+
+    rid: int
+    value: Any
+
+
+@message
+class Failed:
+    """The request raised; ``kind`` names the :class:`~engine.EngineError` subclass (else a bug's type)."""
+
+    rid: int
+    kind: str
+    message: str
+    user_error: bool  # an EngineError: the message is for the user as it is
+
+
+@message
+class Log:
+    """A log record of the child at WARNING or above, re-logged by the parent."""
+
+    level: int
+    name: str
+    message: str
+    rid: int = 0
+
+
+Event = Hello | Token | Stats | Progress | Done | Failed | Log
+
+
+def failure(rid: int, exc: BaseException) -> Failed:
+    """The event for an exception raised while serving ``rid``."""
+    user = isinstance(exc, EngineError)
+    return Failed(rid, type(exc).__name__, str(exc) if user else f"{type(exc).__name__}: {exc}", user)
+
+
+def error_of(event: Failed) -> EngineError:
+    """The exception the parent raises for a :class:`Failed`: the same EngineError subclass where there is one."""
+    kind = getattr(errors, event.kind, None) if event.user_error else None
+    if isinstance(kind, type) and issubclass(kind, EngineError):
+        return kind(event.message)
+    return EngineError(event.message)

@@ -1,0 +1,212 @@
+"""The parent's side of one engine process: start it, route its events, notice its end and say why.
+
+A reader thread receives every event and puts it on the queue of the request it belongs to. When
+the pipe ends, the process is reaped and its end put in words (:func:`~engine.process.faults.describe_exit`);
+every request still waiting gets :class:`~engine.process.protocol.EngineStopped` with that cause, and
+``on_stopped`` is called once (not after :meth:`EngineProcess.close`).
+"""
+
+from __future__ import annotations
+
+import atexit
+import itertools
+import logging
+import os
+import queue
+import tempfile
+import threading
+import time
+import weakref
+from collections.abc import Callable
+from pathlib import Path
+
+from . import faults
+from . import protocol as p
+
+log = logging.getLogger(__name__)
+
+START_TIMEOUT_S = 120.0  # a fresh interpreter imports llama.cpp; a slow disk on a first start takes a while
+CLOSE_TIMEOUT_S = 10.0  # a Close waits for the round in progress and for the engine to free its memory
+REAP_TIMEOUT_S = 5.0  # after the pipe ends, for the exit code to be readable
+
+
+_running: weakref.WeakSet[EngineProcess] = weakref.WeakSet()
+
+
+@atexit.register  # registered after multiprocessing's own exit handler, so it runs first: nothing waits on a child
+def _close_all() -> None:
+    for proc in list(_running):
+        proc.kill()
+
+
+class Stopped:
+    """Put on a request's queue when the process has ended (the request gets no Done)."""
+
+    def __init__(self, cause: str) -> None:
+        self.cause = cause
+
+
+class EngineProcess:
+    """One running engine process; :meth:`start` it, :meth:`request` work, :meth:`close` it (idempotent)."""
+
+    def __init__(self, on_stopped: Callable[[str], None] | None = None) -> None:
+        self.on_stopped = on_stopped
+        self.cause = ""  # why it ended; "" while it runs
+        self._ids = itertools.count(1)
+        self._queues: dict[int, queue.Queue[object]] = {}
+        self._lock = threading.Lock()
+        self._send_lock = threading.Lock()
+        self._closing = False
+        self._folder = Path(tempfile.mkdtemp(prefix="ssd-chat-engine-"))
+        self._stderr = self._folder / "stderr.txt"
+        ctx = faults.spawn_context()
+        self._conn, child_conn = ctx.Pipe()
+        from .child import main
+
+        # not a daemon: the engine starts children of its own (the CPU check's probe); _close_all ends it
+        self.process = ctx.Process(target=main, args=(child_conn, str(self._stderr)), name="ssd-chat-engine")
+        self._child_conn = child_conn
+        self._reader = threading.Thread(target=self._read, name="engine-events", daemon=True)
+        self.pid = 0
+
+    @property
+    def alive(self) -> bool:
+        return not self.cause and self.process.is_alive()
+
+    def start(self) -> None:
+        """Start the child and wait for its Hello; :class:`EngineStopped` if it does not come."""
+        self.process.start()
+        self._child_conn.close()  # the parent's copy: the pipe then ends when the child does
+        if not self._conn.poll(START_TIMEOUT_S):
+            self.kill()
+            raise p.EngineStopped(f"the engine process did not start within {START_TIMEOUT_S:.0f} s")
+        try:
+            hello = self._conn.recv()
+        except (EOFError, OSError):
+            self.process.join(REAP_TIMEOUT_S)
+            raise p.EngineStopped("the engine process could not start: " + self._describe()) from None
+        if not isinstance(hello, p.Hello) or hello.version != p.VERSION:
+            self.kill()
+            raise p.EngineStopped(f"the engine process speaks protocol {getattr(hello, 'version', '?')}, "
+                                  f"not {p.VERSION}: the installation is broken; reinstall ssd-chat")
+        self.pid = hello.pid
+        _running.add(self)
+        self._reader.start()
+
+    def request(self, make: Callable[[int], p.Request]) -> tuple[int, queue.Queue[object]]:
+        """Send ``make(rid)`` with a fresh id; the events for it arrive on the returned queue."""
+        rid = next(self._ids)
+        events: queue.Queue[object] = queue.Queue()
+        with self._lock:
+            if self.cause:
+                raise p.EngineStopped(f"the engine stopped: {self.cause}")
+            self._queues[rid] = events
+        try:
+            self.send(make(rid))
+        except p.EngineStopped:
+            self.forget(rid)
+            raise
+        return rid, events
+
+    def send(self, message: p.Request) -> None:
+        """Send one request; :class:`EngineStopped` if the pipe is closed."""
+        try:
+            with self._send_lock:
+                self._conn.send(message)
+        except (OSError, ValueError) as exc:  # a broken pipe, or a closed connection
+            raise p.EngineStopped(f"the engine stopped: {self.cause or exc}") from None
+
+    def forget(self, rid: int) -> None:
+        with self._lock:
+            self._queues.pop(rid, None)
+
+    def close(self) -> None:
+        """Ask the child to finish and exit; kill it if it does not within :data:`CLOSE_TIMEOUT_S`."""
+        self._closing = True
+        if self.process.pid is not None and self.process.is_alive():
+            try:
+                self.send(p.Close())
+            except p.EngineStopped:
+                pass
+            self.process.join(CLOSE_TIMEOUT_S)
+        self.kill()
+        self._cleanup()
+
+    def kill(self) -> None:
+        """End the child at once (SIGKILL) and reap it."""
+        self._closing = True
+        if self.process.pid is not None and self.process.is_alive():
+            self.process.kill()
+            self.process.join(REAP_TIMEOUT_S)
+        self._conn.close()
+
+    def _read(self) -> None:
+        while True:
+            try:
+                event = self._conn.recv()
+            except (EOFError, OSError, ValueError):
+                break
+            if isinstance(event, p.Log):
+                logging.getLogger(f"engine-process.{event.name}").log(event.level, "%s", event.message)
+                continue
+            with self._lock:
+                events = self._queues.get(event.rid)
+            if events is not None:
+                events.put(event)
+        self._ended()
+
+    def _ended(self) -> None:
+        self.process.join(REAP_TIMEOUT_S)
+        cause = "closed" if self._closing and not self.process.exitcode else self._describe()
+        with self._lock:
+            self.cause = cause
+            waiting, self._queues = list(self._queues.values()), {}
+        if not self._closing:  # told before the requests waiting on it, so their failure can say what follows
+            log.error("the engine process stopped: %s", cause)
+            if self.on_stopped is not None:
+                self.on_stopped(cause)
+        for events in waiting:
+            events.put(Stopped(cause))
+        self._cleanup()
+
+    def _describe(self) -> str:
+        return faults.describe_exit(self.process.exitcode, faults.read_tail(self._stderr))
+
+    def _cleanup(self) -> None:
+        if self.process.is_alive():
+            return
+        for path in (self._stderr, self._folder):
+            try:
+                path.unlink() if path.is_file() else path.rmdir()
+            except OSError:
+                pass
+
+
+class Backoff:
+    """Delays between restarts: doubling from ``first_s`` to ``most_s``; a process that ran ``stable_s`` resets it."""
+
+    def __init__(self, first_s: float = 0.5, most_s: float = 30.0, stable_s: float = 60.0) -> None:
+        self.first_s, self.most_s, self.stable_s = first_s, most_s, stable_s
+        self._next = first_s
+        self._started = time.monotonic()
+
+    def started(self) -> None:
+        self._started = time.monotonic()
+
+    def next_delay(self) -> float:
+        """The wait before the next start (after a process ended)."""
+        if time.monotonic() - self._started >= self.stable_s:
+            self._next = self.first_s
+        delay, self._next = self._next, min(self.most_s, self._next * 2)
+        return delay
+
+
+def pid_alive(pid: int) -> bool:
+    """Whether a process with this id exists (tests: no child left behind)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True

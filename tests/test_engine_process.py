@@ -1,0 +1,200 @@
+"""The engine process: the same tokens as the in-process engine, Stop within a round, and a native fault (SIGKILL,
+SIGBUS, SIGABRT, a real ggml abort) that ends the child only, named, with a restart that answers again."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from engine import (
+    ContextFullError,
+    Engine,
+    EngineConfig,
+    EngineError,
+    GenerationParams,
+    ModelLoadError,
+    SamplingParams,
+    TinyPair,
+)
+from engine.process import EngineStopped, RemoteEngine
+from engine.process import protocol as p
+from engine.process.abort import FAULT_ENV
+from engine.process.faults import describe_exit, fault_line
+from engine.process.runner import Backoff, pid_alive
+from tests.server_helpers import wait_until
+
+pytestmark = pytest.mark.timeout(180)
+
+GREEDY = SamplingParams(temperature=0.0)
+
+
+def config(tiny: TinyPair) -> EngineConfig:
+    return EngineConfig(str(tiny.target), str(tiny.draft_related), n_ctx=512, threads=1, draft_threads=1)
+
+
+@pytest.fixture
+def remote(tiny: TinyPair) -> Iterator[RemoteEngine]:
+    eng = RemoteEngine(config(tiny))
+    try:
+        yield eng
+    finally:
+        pid = eng.pid
+        eng.close()
+        assert not pid_alive(pid), "the engine process outlived close()"
+
+
+def test_tokens_equal_the_in_process_engine(remote: RemoteEngine, tiny: TinyPair) -> None:
+    with Engine(config(tiny)) as here:
+        prompt = here.tokenize("The quick brown fox")
+        assert remote.tokenize("The quick brown fox") == prompt
+        for mode in ("ar", "sd", "ssd", "auto"):
+            params = GenerationParams(mode=mode, max_tokens=40, sampling=GREEDY)
+            want = list(here.generate(prompt, params).run().tokens)
+            gen = remote.generate(prompt, params)
+            got = [ev.token for ev in gen]
+            assert got == want == gen.tokens, mode
+            assert gen.stats.new_tokens == len(want) and gen.stats.finish_reason == "length"
+            assert gen.stats.mode == mode
+    assert remote.n_ctx == 512 and remote.placement.has_draft
+
+
+def test_stop_ends_the_generation_at_a_round(remote: RemoteEngine) -> None:
+    stop = threading.Event()
+    gen = remote.generate(remote.tokenize("Hello"), GenerationParams(mode="ar", max_tokens=400, sampling=GREEDY), stop)
+    n = 0
+    for _ in gen:
+        n += 1
+        if n == 3:
+            stop.set()
+    assert 3 <= n < 400 and gen.stats.finish_reason == "stopped"
+    assert len(list(remote.generate(remote.tokenize("Hi"), GenerationParams(mode="ar", max_tokens=5)))) == 5
+
+
+@pytest.mark.parametrize(("sig", "said"), [
+    (signal.SIGKILL, "killed by SIGKILL (killed by the system or another program (out of memory?))"),
+    (signal.SIGBUS, "killed by SIGBUS (a model file was cut short or changed while in use): Fatal Python error: Bus"),
+    (signal.SIGABRT, "killed by SIGABRT (llama.cpp stopped on an error): Fatal Python error: Aborted"),
+])
+def test_a_killed_engine_is_named_and_restarts(remote: RemoteEngine, sig: signal.Signals, said: str) -> None:
+    stopped: list[str] = []
+    remote.on_stopped = stopped.append
+    first = remote.pid
+    params = GenerationParams(mode="sd", max_tokens=400, sampling=GREEDY)
+    prompt = remote.tokenize("Once upon a time")
+    got: list[int] = []
+    with pytest.raises(EngineStopped) as err:
+        for ev in remote.generate(prompt, params):
+            got.append(ev.token)
+            if len(got) == 4:
+                os.kill(first, sig)
+    assert str(err.value).startswith(f"the engine stopped: {said}")
+    assert 4 <= len(got) < 400 and stopped and stopped[0] in str(err.value)
+    assert not pid_alive(first) and not remote.alive and remote.state == "stopped"
+    with pytest.raises(EngineStopped, match="the engine stopped: killed by"):
+        remote.tokenize("anything")
+    remote.restart()
+    assert remote.pid != first and remote.alive and remote.restarts == 1
+    again = [ev.token for ev in remote.generate(prompt, params)]
+    assert again[:len(got)] == got and len(again) == 400
+
+
+def test_a_ggml_abort_is_named_by_its_message(tiny: TinyPair, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(FAULT_ENV, "abort:3")  # the child calls llama.cpp's own ggml_abort after 3 tokens
+    with RemoteEngine(config(tiny)) as eng, pytest.raises(EngineStopped) as err:
+        list(eng.generate(eng.tokenize("Hello"), GenerationParams(mode="ar", max_tokens=50)))
+    assert str(err.value) == ("the engine stopped: killed by SIGABRT (llama.cpp stopped on an error): "
+                              "llama.cpp aborted: ssd-chat:0: test fault after 3 tokens")
+
+
+def test_auto_restart_waits_and_loads_the_same_pair(tiny: TinyPair) -> None:
+    with RemoteEngine(config(tiny), auto_restart=True) as eng:
+        first = eng.pid
+        os.kill(first, signal.SIGKILL)
+        wait_until(lambda: eng.state == "restarting", "the engine is restarting")
+        wait_until(lambda: eng.state == "ready" and eng.alive, "the engine restarted")
+        assert eng.pid != first and eng.restarts == 1
+        assert len(list(eng.generate(eng.tokenize("Hi"), GenerationParams(mode="ar", max_tokens=4)))) == 4
+
+
+def test_load_errors_come_back_as_the_engines_own(tmp_path: Path) -> None:
+    bad = tmp_path / "not-a-model.gguf"
+    bad.write_bytes(b"this is not GGUF")
+    with pytest.raises(ModelLoadError, match=r"not-a-model\.gguf"):
+        RemoteEngine(EngineConfig(str(bad)))
+
+
+CHILD_OF_A_DYING_PARENT = """
+import sys, time
+from engine import EngineConfig
+from engine.process import RemoteEngine
+if __name__ == "__main__":
+    eng = RemoteEngine(EngineConfig(sys.argv[1], n_ctx=256, threads=1))
+    print(eng.pid, flush=True)
+    time.sleep(600)
+"""
+
+
+def test_the_engine_process_ends_when_its_parent_is_killed(tiny: TinyPair, tmp_path: Path) -> None:
+    script = tmp_path / "parent.py"
+    script.write_text(CHILD_OF_A_DYING_PARENT)
+    parent = subprocess.Popen([sys.executable, str(script), str(tiny.target)], stdout=subprocess.PIPE, text=True,
+                              cwd=Path(__file__).parent.parent)
+    try:
+        assert parent.stdout is not None
+        child = int(parent.stdout.readline())
+        assert pid_alive(child)
+        parent.kill()
+        parent.wait()
+        wait_until(lambda: not pid_alive(child) or _zombie(child), "the orphaned engine process exits")
+    finally:
+        parent.kill()
+        parent.wait()
+
+
+def _zombie(pid: int) -> bool:
+    """An exited child not yet reaped by init (a container without one reaps late)."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().split(")")[-1].split()[0] == "Z"
+    except OSError:
+        return False
+
+
+@pytest.mark.parametrize(("code", "tail", "said"), [
+    (-9, "", "killed by SIGKILL (killed by the system or another program (out of memory?))"),
+    (-7, "x\nFatal Python error: Bus error\n\nThread 0x1 (most recent call first):\n  File ...",
+     "killed by SIGBUS (a model file was cut short or changed while in use): Fatal Python error: Bus error"),
+    (-6, "llama.cpp aborted: rpc.cpp:12: Remote RPC server crashed\nFatal Python error: Aborted\n",
+     "killed by SIGABRT (llama.cpp stopped on an error): llama.cpp aborted: rpc.cpp:12: Remote RPC server crashed"),
+    (3, "ValueError: bad\n", "exited with code 3: ValueError: bad"),
+    (None, "", "did not end"),
+])
+def test_a_childs_end_in_words(code: int | None, tail: str, said: str) -> None:
+    assert describe_exit(code, tail) == said
+
+
+def test_fault_line_halves_an_interleaved_report() -> None:
+    assert fault_line("Fatal Python error: Illegal instructionIllegal instruction") == \
+        "Fatal Python error: Illegal instruction"
+
+
+def test_backoff_doubles_to_its_bound_and_resets_after_a_stable_run() -> None:
+    b = Backoff(first_s=0.5, most_s=4.0, stable_s=3600.0)
+    assert [b.next_delay() for _ in range(6)] == [0.5, 1.0, 2.0, 4.0, 4.0, 4.0]
+    b.stable_s = 0.0
+    assert b.next_delay() == 0.5
+
+
+def test_messages_pickle_as_themselves() -> None:
+    import pickle
+
+    for msg in (p.Token(1, 2, "a", True, 3), p.Stop(p.ALL), p.Close(), p.Call(4, "tokenize", ("x",))):
+        assert pickle.loads(pickle.dumps(msg)) == msg
+    assert isinstance(p.error_of(p.Failed(1, "ContextFullError", "full", True)), ContextFullError)
+    assert type(p.error_of(p.Failed(1, "KeyError", "KeyError: 1", False))) is EngineError
