@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import re
+import sys
 import threading
 import time
 from dataclasses import dataclass, field
@@ -44,7 +45,7 @@ class HubState:
     files: dict[tuple[str, str], bytes] = field(default_factory=dict)
     advertised_sha: dict[tuple[str, str], str] = field(default_factory=dict)
     tokens: dict[str, str] = field(default_factory=dict)  # repo -> token it requires
-    cut_after: dict[tuple[str, str], int] = field(default_factory=dict)  # drop connection once after N bytes
+    cut_after: dict[tuple[str, str], int] = field(default_factory=dict)  # drop a whole-file GET once after N bytes
     slow_s: float = 0.0  # pause between 16 KiB pieces of a body
     ranges: bool = True
     repo_meta: dict[str, dict[str, object]] = field(default_factory=dict)  # downloads, likes, base_model
@@ -140,7 +141,8 @@ class _Handler(BaseHTTPRequestHandler):
             return
         body = data[start : end + 1]
         with st.lock:
-            cut = st.cut_after.pop((repo, name), None)
+            # a cut hits the first GET of the whole file or its rest, not a header's range request
+            cut = st.cut_after.pop((repo, name), None) if not (rng and rng[2]) else None
         if cut is not None:
             body = body[:cut]
         try:
@@ -163,6 +165,10 @@ class _Handler(BaseHTTPRequestHandler):
 class _Server(ThreadingHTTPServer):
     daemon_threads = True
     state: HubState
+
+    def handle_error(self, request: object, client_address: object) -> None:
+        if not isinstance(sys.exc_info()[1], ConnectionError):  # a client that hung up is not the server's fault
+            super().handle_error(request, client_address)  # type: ignore[arg-type]
 
 
 class HubServer:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 import time
 from pathlib import Path
@@ -11,6 +12,7 @@ from typing import TYPE_CHECKING
 from engine.models import offline
 from engine.models.catalog import fit_label, format_bytes, load_catalog, system_memory
 from engine.models.store import ModelStore, installed_as
+from engine.tools import models_hub_cli
 
 if TYPE_CHECKING:  # engine.hub imports huggingface_hub: loaded only by the commands that download
     from engine.models.hub import DownloadProgress
@@ -28,8 +30,9 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     ls.add_argument("--installed", action="store_true", help="list installed pairs with sizes and paths")
     ls.set_defaults(func=cmd_list)
 
-    pull = msub.add_parser("pull", help="download a catalog pair (resumes an interrupted download)")
-    pull.add_argument("pair_id", metavar="PAIR_ID")
+    pull = msub.add_parser("pull", help="download a catalog pair, or a Hub target with its draft (resumes)")
+    pull.add_argument("pair_id", metavar="PAIR_ID", help="a catalog pair's id, or a Hub target's REPO")
+    models_hub_cli.add_pull_args(pull)
     pull.add_argument("--quiet", action="store_true", help="no progress output")
     pull.set_defaults(func=cmd_pull)
 
@@ -54,6 +57,7 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     rm = msub.add_parser("remove", help="remove an installed pair (imported files are only unregistered)")
     rm.add_argument("pair_id", metavar="PAIR_ID")
     rm.set_defaults(func=cmd_remove)
+    models_hub_cli.register(msub)
 
 
 def cmd_offline(args: argparse.Namespace) -> int:
@@ -123,12 +127,21 @@ def cmd_pull(args: argparse.Namespace) -> int:
     from engine.models.catalog import get_pair
     from engine.models.hub import download_pair
 
-    spec = get_pair(args.pair_id)
     line = _ProgressLine(args.quiet)
+    if args.filename is not None or args.draft is not None:
+        try:
+            return models_hub_cli.cmd_pull_hub(args, line)
+        finally:
+            line.end()
+    spec = get_pair(args.pair_id)
     try:
         pair = download_pair(spec, ModelStore(), progress=line)
     finally:
         line.end()
+    if args.json:
+        print(json.dumps({"id": pair.id, "name": pair.name, "target": str(pair.target_path),
+                          "draft": str(pair.draft_path)}, indent=1))
+        return 0
     print(f"target: {pair.target_path}")
     print(f"draft: {pair.draft_path}")
     return 0
