@@ -26,8 +26,18 @@ from PySide6.QtWidgets import (
 )
 
 from app.settings.cpu_kernels import CpuKernelsBox
+from app.settings.explain import (
+    FIELD_LINES,
+    LAYERS_HELP,
+    LAYERS_NOTE,
+    MODE_SHORT,
+    PLAN_LINE,
+    layers_text,
+    parse_layers,
+    reload_note,
+)
 from app.settings.mode_note import mode_note
-from app.settings.values import Settings, setting_options
+from app.settings.values import Settings, load_fields, setting_options
 from engine import EngineError, MeasuredRate, Option, supports_gpu_offload
 
 ERROR_STYLE = "color: #cf222e;"
@@ -42,7 +52,6 @@ MODE_LINES = {  # one line per mode in the mode list, for someone who has not re
     "lookup": "drafts from text already in the chat; no draft model needed",
     "auto": "measures the modes on this machine as it goes and runs the fastest",
 }
-COMBO_CHARS = 24  # a list's width in characters; its popup shows each item whole
 COMBO_POPUP_PAD_PX = 32  # the popup's frame and scroll bar beside the widest item
 MIN_WIDTH_PX = 700  # room for a mode line and the longest field label beside its box
 SCREEN_SHARE = 0.9  # the dialog's largest height, as a share of the screen's; the rest scrolls
@@ -59,6 +68,7 @@ class SettingsDialog(QDialog):
         self.setObjectName("settings-dialog")
         self.setMinimumWidth(MIN_WIDTH_PX)
         self._initial = settings
+        self._edited = ""  # the field typed in last
         self._gpu = supports_gpu_offload() if gpu_offload is None else gpu_offload
         self.edits: dict[str, QLineEdit] = {}
         self.errors: dict[str, QLabel] = {}
@@ -70,12 +80,11 @@ class SettingsDialog(QDialog):
                 self._add_field(forms[option.group], option, getattr(settings, name))
         self.mode = self.choices["mode"]
         self.rates = rates or {}
-        self.mode_note = QLabel()  # auto's measurements against a fixed mode that is much slower here
-        self.mode_note.setObjectName("mode-note")
-        self.mode_note.setWordWrap(True)
-        self.mode_note.setStyleSheet(WARN_STYLE)
+        self.mode_line = _note("mode-line", NOTE_STYLE)  # the chosen mode in one line (the list shows it short)
+        self.mode_note = _note("mode-note", WARN_STYLE)  # auto's measurements against a much slower fixed mode
         row, _ = cast(tuple[int, Any], forms["decoding"].getWidgetPosition(self.mode))
-        forms["decoding"].insertRow(row + 1, "", self.mode_note)
+        forms["decoding"].insertRow(row + 1, "", self.mode_line)
+        forms["decoding"].insertRow(row + 2, "", self.mode_note)
         self.gpu_note = QLabel("This build of llama.cpp has no GPU offload:\n"
                                "everything runs on the CPU and GPU layers are ignored.")
         self.gpu_note.setStyleSheet(NOTE_STYLE)
@@ -84,6 +93,7 @@ class SettingsDialog(QDialog):
         for name in GPU_FIELDS:
             self.edits[name].setEnabled(self._gpu)
         self.cpu_kernels = cpu_kernels or CpuKernelsBox()
+        self.cpu_kernels.combo.currentIndexChanged.connect(self._on_changed)
         forms["hardware"].addRow(self.cpu_kernels)
 
         page = QWidget()
@@ -101,6 +111,8 @@ class SettingsDialog(QDialog):
         self.page_area.setWidget(page)
         layout = QVBoxLayout(self)
         layout.addWidget(self.page_area, 1)
+        self.reload_note = _note("reload-note", WARN_STYLE)  # before OK: a change read only when the model loads
+        layout.addWidget(self.reload_note)
         self.buttons = QDialogButtonBox(
             QDialogButtonBox.StandardButton.Ok | QDialogButtonBox.StandardButton.Cancel
             | QDialogButtonBox.StandardButton.RestoreDefaults)
@@ -128,13 +140,12 @@ class SettingsDialog(QDialog):
         if option.choices:
             combo = QComboBox()
             for choice in option.choices:
-                line = MODE_LINES.get(str(choice)) if option.name == "mode" else None
-                combo.addItem(f"{choice} — {line}" if line else str(choice), choice)
-                if line:
-                    combo.setItemData(combo.count() - 1, line, Qt.ItemDataRole.ToolTipRole)
+                short = MODE_SHORT.get(str(choice)) if option.name == "mode" else None
+                combo.addItem(f"{choice} — {short}" if short else str(choice), choice)
+                if short:
+                    combo.setItemData(combo.count() - 1, MODE_LINES[str(choice)], Qt.ItemDataRole.ToolTipRole)
             combo.setCurrentIndex(option.choices.index(value))
-            combo.setSizeAdjustPolicy(QComboBox.SizeAdjustPolicy.AdjustToMinimumContentsLengthWithIcon)
-            combo.setMinimumContentsLength(COMBO_CHARS)
+            combo.setSizeAdjustPolicy(QComboBox.SizeAdjustPolicy.AdjustToContents)  # each item shows whole
             combo.view().setMinimumWidth(combo.view().sizeHintForColumn(0) + COMBO_POPUP_PAD_PX)
             combo.setToolTip(tip)
             combo.currentIndexChanged.connect(self._on_changed)
@@ -147,11 +158,14 @@ class SettingsDialog(QDialog):
             check.setToolTip(tip)
             self.checks[option.name] = check
             form.addRow("", check)
+            if option.name in FIELD_LINES:
+                form.addRow("", _note(f"{option.name}-line", NOTE_STYLE, FIELD_LINES[option.name]))
             return
-        edit = QLineEdit(_fmt(value))
+        layers = option.name in GPU_FIELDS  # auto, all, none or a number, as on the command line
+        edit = QLineEdit(layers_text(cast(int, value)) if layers else _fmt(value))
         edit.setObjectName(option.name)
-        edit.setToolTip(tip)
-        edit.textChanged.connect(self._on_changed)
+        edit.setToolTip(LAYERS_HELP if layers else tip)
+        edit.textChanged.connect(lambda _text, name=option.name: self._on_edited(name))
         error = QLabel()
         error.setStyleSheet(ERROR_STYLE)
         error.setWordWrap(True)
@@ -161,9 +175,12 @@ class SettingsDialog(QDialog):
         box.setSpacing(2)
         box.addWidget(edit)
         box.addWidget(error)
+        if option.name in FIELD_LINES:
+            box.addWidget(_note(f"{option.name}-line", NOTE_STYLE, FIELD_LINES[option.name]))
         holder = QWidget()
         holder.setLayout(box)
-        form.addRow(f"{option.label} ({option.note})" if option.note else option.label, holder)
+        note = LAYERS_NOTE if layers else option.note
+        form.addRow(f"{option.label} ({note})" if note else option.label, holder)
         self.edits[option.name] = edit
         self.errors[option.name] = error
 
@@ -176,14 +193,41 @@ class SettingsDialog(QDialog):
         options = setting_options()
         for name, edit in self.edits.items():
             try:
-                values[name] = options[name].parse(edit.text())
+                values[name] = self._parse(name, edit.text())
             except EngineError as exc:
                 problems[name] = str(exc)
         if problems:
             return None, problems
         settings = Settings(**values)  # type: ignore[arg-type]
         problems = settings.problems()
+        if self._edited == "n_ctx" and "max_tokens" in problems and "n_ctx" not in problems \
+                and options["max_tokens"].problem(settings.max_tokens) is None:  # the rule across the two
+            problems["n_ctx"] = (f"{options['n_ctx'].noun} must be at least {options['max_tokens'].noun}"
+                                 f" ({settings.max_tokens}), got {settings.n_ctx}")
+            del problems["max_tokens"]
         return (None if problems else settings), problems
+
+    def _parse(self, name: str, text: str) -> object:
+        option = setting_options()[name]
+        return parse_layers(text, option.noun) if name in GPU_FIELDS else option.parse(text)
+
+    def _on_edited(self, name: str) -> None:
+        self._edited = name  # a problem across two fields shows under the one changed last
+        self._on_changed()
+
+    def _reloads(self) -> list[str]:
+        """The labels of changed settings read when the model loads (the CPU kernels' choice too)."""
+        options = setting_options()
+        changed = []
+        for name in load_fields():
+            try:
+                if name in self.edits and self._parse(name, self.edits[name].text()) != getattr(self._initial, name):
+                    changed.append(options[name].label)
+            except EngineError:
+                continue
+        if self.cpu_kernels.choice() != self.cpu_kernels.status.override:
+            changed.append("CPU kernels")
+        return changed
 
     def settings(self) -> Settings:
         """The accepted settings (only valid after ``exec()`` returned Accepted)."""
@@ -197,8 +241,12 @@ class SettingsDialog(QDialog):
             label.setVisible(name in problems)
         self.buttons.button(QDialogButtonBox.StandardButton.Ok).setEnabled(not problems)
         mode = self.mode.currentData()
-        self.mode_note.setText(mode_note(mode, self.rates))
-        self.mode_note.setVisible(bool(self.mode_note.text()))
+        self.mode_line.setText(MODE_LINES[mode])
+        note = mode_note(mode, self.rates)
+        self.mode_note.setText(f"{note} {PLAN_LINE}" if "M=" in note else note)
+        self.mode_note.setVisible(bool(note))
+        self.reload_note.setText(reload_note(self._reloads()))
+        self.reload_note.setVisible(bool(self.reload_note.text()))
         self.edits["k"].setEnabled(mode != "ar")
         self.edits["fanout"].setEnabled(mode in ("ssd", "auto"))
         self.checks["geometric"].setEnabled(mode in ("ssd", "auto"))
@@ -211,9 +259,19 @@ class SettingsDialog(QDialog):
         for name, check in self.checks.items():
             check.setChecked(getattr(defaults, name))
         for name, edit in self.edits.items():
-            edit.setText(_fmt(getattr(defaults, name)))
+            value = getattr(defaults, name)
+            edit.setText(layers_text(value) if name in GPU_FIELDS else _fmt(value))
         self.cpu_kernels.set_choice("auto")
 
 
 def _fmt(value: object) -> str:
     return f"{value:g}" if isinstance(value, float) else str(value)
+
+
+def _note(name: str, style: str, text: str = "") -> QLabel:
+    """A wrapped line of small print under a field."""
+    label = QLabel(text)
+    label.setObjectName(name)
+    label.setWordWrap(True)
+    label.setStyleSheet(style)
+    return label
