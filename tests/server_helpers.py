@@ -17,13 +17,13 @@ from typing import Any
 import httpx
 import openai
 
-from engine import Engine
 from engine.server import LocalServer, ServerConfig
+from engine.server.job import ServedEngine
 from tests.tiny_models import TinyPair
 
 
 @contextmanager
-def serve(engine: Engine, **config: Any) -> Iterator[LocalServer]:
+def serve(engine: ServedEngine, **config: Any) -> Iterator[LocalServer]:
     """A started server on 127.0.0.1 and a free port; stopped (and checked stopped) afterwards."""
     server = LocalServer(engine, ServerConfig(port=0, **config))
     server.start()

@@ -12,6 +12,7 @@ import importlib
 import logging
 import os
 import queue
+import signal
 import threading
 import time
 from collections.abc import Callable
@@ -173,6 +174,7 @@ def _write_last_words(message: str) -> None:
 def main(conn: Connection, stderr_path: str) -> None:  # pragma: no cover - runs in the engine process
     """The engine process's entry point (a ``multiprocessing`` target)."""
     faults.redirect_stderr(Path(stderr_path))
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl+C is the parent's: it stops the child in order
     abort.install(_write_last_words)
     threading.Thread(target=_watch_parent, name="parent-watch", daemon=True).start()
     child = Child(conn)

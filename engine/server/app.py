@@ -17,23 +17,16 @@ from fastapi.responses import JSONResponse, Response, StreamingResponse
 from starlette.background import BackgroundTask
 from starlette.concurrency import run_in_threadpool
 
-from engine import (
-    ChatMessage,
-    ChatTemplateError,
-    ContextFullError,
-    Engine,
-    GenerationParams,
-    ParameterError,
-    SamplingParams,
-)
+from engine import ChatMessage, ChatTemplateError, GenerationParams, ParameterError, SamplingParams
 from engine.core.errors import ModelFileChangedError
+from engine.process import EngineStopped
 
 from . import errors, replies
 from .config import FinishedRequest, RunningRequest, ServerConfig
 from .errors import APIError
 from .gate import Gate, QueueFull
 from .guard import BearerAuth, BodyLimit, HostGuard
-from .job import Job, Outcome
+from .job import Job, Outcome, ServedEngine, engine_failure, engine_state, longest_piece
 from .schemas import ChatCompletionRequest, CompletionRequest
 
 
@@ -46,7 +39,7 @@ async def client_gone(request: Request) -> None:
 class Service:
     """The endpoints' logic around one engine and its gate."""
 
-    def __init__(self, engine: Engine, config: ServerConfig, gate: Gate) -> None:
+    def __init__(self, engine: ServedEngine, config: ServerConfig, gate: Gate) -> None:
         self.engine = engine
         self.config = config
         self.gate = gate
@@ -62,6 +55,21 @@ class Service:
                 "draft": Path(draft).stem if draft else None, "context_length": self.engine.n_ctx,
                 "modes": ["ar", "sd", "ssd", "auto"] if draft else ["ar"]}
 
+    def check_engine(self) -> None:
+        """503 while the engine process is being started again after it stopped."""
+        if engine_state(self.engine) != "ready":
+            cause = getattr(self.engine, "cause", "")
+            raise APIError(503, f"the engine is restarting after it stopped ({cause}); retry shortly",
+                           code="engine_restarting", headers={"Retry-After": str(self.config.retry_after_s)})
+
+    async def ask(self, work: Any, *args: Any) -> Any:
+        """Ask the engine (tokenize...) on a thread; 503 if its process is gone meanwhile."""
+        self.check_engine()
+        try:
+            return await run_in_threadpool(work, *args)
+        except EngineStopped as exc:
+            raise engine_failure(exc) from exc
+
     def check_model(self, name: str) -> None:
         if name != self.model_id:
             raise APIError(404, f"the model {name!r} does not exist; this server has {self.model_id!r}",
@@ -74,7 +82,7 @@ class Service:
         if size < n_ctx:  # a token covers at least one byte: nothing to learn without tokenizing
             return
         if not self._longest_piece:
-            self._longest_piece = await run_in_threadpool(longest_piece, self.engine)
+            self._longest_piece = await self.ask(longest_piece, self.engine)
         least = -(-size // self._longest_piece)  # no token covers more bytes than the longest one
         if least + 1 >= n_ctx:
             raise APIError(400, f"the prompt has at least {least:,} tokens ({size:,} bytes) but the context holds "
@@ -136,10 +144,14 @@ class Service:
             self.gate.release()
             raise APIError(503, "the server is stopping", code="server_stopping")
         try:
+            self.check_engine()
             self.engine.files.check()  # a file cut short under the engine would end the process on the first read
         except ModelFileChangedError as exc:
             self.gate.release()
             raise APIError(503, str(exc), code="model_file_changed") from exc
+        except APIError:
+            self.gate.release()
+            raise
         rid = ("chatcmpl-" if kind == replies.CHAT else "cmpl-") + uuid.uuid4().hex[:24]
         loop = asyncio.get_running_loop()
 
@@ -232,22 +244,7 @@ class Service:
             job.cancel()
 
 
-def engine_failure(exc: Exception) -> APIError:
-    """The reply for an engine error raised during a generation."""
-    if isinstance(exc, ContextFullError):
-        return APIError(400, str(exc), code="context_length_exceeded")
-    if isinstance(exc, ParameterError):
-        return APIError(400, str(exc), code="invalid_value")
-    return APIError(503, f"the engine could not generate: {exc}", code="engine_unavailable")
-
-
-def longest_piece(engine: Engine) -> int:
-    """The most bytes of text one token of the target's vocabulary stands for."""
-    model = engine.target_model
-    return max((len(model.token_bytes(t)) for t in range(model.n_vocab)), default=1) or 1
-
-
-def create_app(engine: Engine, config: ServerConfig, gate: Gate | None = None) -> FastAPI:
+def create_app(engine: ServedEngine, config: ServerConfig, gate: Gate | None = None) -> FastAPI:
     """The ASGI app for ``engine`` (already loaded); ``app.state.service`` holds its :class:`Service`."""
     service = Service(engine, config, gate or Gate(config.max_queue))
     app = FastAPI(title="ssd-chat local server", docs_url=None, redoc_url=None, openapi_url=None)
@@ -265,7 +262,8 @@ def create_app(engine: Engine, config: ServerConfig, gate: Gate | None = None) -
     @app.get("/health")
     async def health() -> dict[str, Any]:
         g = service.gate
-        return {"status": "ok", "model": service.model_id, "busy": g.busy, "queued": g.queued, "served": g.served}
+        return {"status": "ok", "model": service.model_id, "engine": engine_state(service.engine), "busy": g.busy,
+                "queued": g.queued, "served": g.served}
 
     @app.get("/v1/models")
     async def models() -> dict[str, Any]:
@@ -284,7 +282,7 @@ def create_app(engine: Engine, config: ServerConfig, gate: Gate | None = None) -
         messages: list[ChatMessage] = [{"role": "system" if m.role == "developer" else m.role, "content": m.text}
                                    for m in body.messages]
         try:
-            prompt = await run_in_threadpool(engine.messages_tokens, messages)
+            prompt = await service.ask(engine.messages_tokens, messages)
         except (ChatTemplateError, ParameterError) as exc:  # e.g. a template that insists on alternating turns
             raise APIError(400, str(exc), param="messages", code="invalid_messages") from exc
         return await service.serve(request, replies.CHAT, body, prompt, "messages")
@@ -295,7 +293,7 @@ def create_app(engine: Engine, config: ServerConfig, gate: Gate | None = None) -
         service.check_model(body.model)
         await service.check_size([body.text], "prompt")
         try:
-            prompt = await run_in_threadpool(engine.tokenize, body.text)
+            prompt = await service.ask(engine.tokenize, body.text)
         except ParameterError as exc:  # text that is not UTF-8 (a lone surrogate escaped in the JSON)
             raise APIError(400, str(exc), param="prompt", code="invalid_value") from exc
         return await service.serve(request, replies.TEXT, body, prompt, "prompt")

@@ -43,8 +43,9 @@ def add_serve_parser(subparsers: argparse._SubParsersAction) -> None:  # type: i
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
-    """Load the engine, serve until interrupted; errors are ``EngineError`` (one line, exit 2)."""
-    from engine import Engine, EngineConfig, EngineError, GenerationParams
+    """Load the engine (in its own process), serve until interrupted; errors are ``EngineError`` (one line, exit 2)."""
+    from engine import EngineConfig, EngineError, GenerationParams
+    from engine.process import RemoteEngine
 
     from .config import MAX_BODY_BYTES, ServerConfig
     from .local import WILDCARDS, LocalServer
@@ -63,7 +64,9 @@ def cmd_serve(args: argparse.Namespace) -> int:
         draft_threads=args.draft_threads, gpu_layers=args.gpu_layers, draft_gpu_layers=args.draft_gpu_layers,
         remember_machine=True,
     )
-    with Engine(engine_config) as engine:
+    # the engine runs in a process of its own: a native fault there ends the requests in flight with an error,
+    # and the server stays up while that process is started again
+    with RemoteEngine(engine_config, auto_restart=True) as engine:
         server = LocalServer(engine, config)
         server.start()
         urls = server.urls

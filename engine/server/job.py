@@ -8,9 +8,16 @@ import threading
 from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass
 
-from engine import Engine, EngineError, GenerationParams, GenerationStats
+from engine import ContextFullError, Engine, EngineError, GenerationParams, GenerationStats, ParameterError
+from engine.process import EngineStopped, RemoteEngine
+
+from .errors import APIError
 
 log = logging.getLogger(__name__)
+
+# What the server generates on: an engine here (tests, scripts), or one in its own process (``serve``, the app),
+# whose death ends the requests in flight with EngineStopped and leaves the server up.
+ServedEngine = Engine | RemoteEngine
 
 _FINISH = {"stop": "stop", "length": "length", "context": "length", "stopped": "stop"}
 
@@ -70,7 +77,7 @@ class Job:
 
     def __init__(
         self,
-        engine: Engine,
+        engine: ServedEngine,
         prompt: Sequence[int],
         params: GenerationParams,
         stops: Sequence[str],
@@ -147,3 +154,27 @@ class Job:
                 self._on_end(self.outcome)
             finally:
                 self._put(_END)
+
+
+def engine_failure(exc: Exception) -> APIError:
+    """The reply for an engine error raised during a generation."""
+    if isinstance(exc, ContextFullError):
+        return APIError(400, str(exc), code="context_length_exceeded")
+    if isinstance(exc, ParameterError):
+        return APIError(400, str(exc), code="invalid_value")
+    if isinstance(exc, EngineStopped):  # "the engine stopped: killed by SIGBUS (...)"; it restarts by itself
+        return APIError(503, f"{exc}; it restarts by itself, retry shortly", code="engine_stopped")
+    return APIError(503, f"the engine could not generate: {exc}", code="engine_unavailable")
+
+
+def engine_state(engine: ServedEngine) -> str:
+    """``"ready"``, or ``"restarting"`` while an engine process that stopped is started again."""
+    return engine.state if isinstance(engine, RemoteEngine) else "ready"
+
+
+def longest_piece(engine: ServedEngine) -> int:
+    """The most bytes of text one token of the target's vocabulary stands for."""
+    if isinstance(engine, RemoteEngine):
+        return engine.longest_piece()
+    model = engine.target_model
+    return max((len(model.token_bytes(t)) for t in range(model.n_vocab)), default=1) or 1

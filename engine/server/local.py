@@ -13,11 +13,12 @@ from collections.abc import Iterator
 import uvicorn
 from uvicorn.protocols.http.h11_impl import H11Protocol
 
-from engine import Engine, EngineError
+from engine import EngineError
 
 from .app import Service, create_app
 from .config import ServerConfig, ServerStatus
 from .gate import Gate
+from .job import ServedEngine
 
 log = logging.getLogger(__name__)
 
@@ -75,7 +76,7 @@ class LocalServer:
         >>> server.stop()                # stops any running generation, frees the port
     """
 
-    def __init__(self, engine: Engine, config: ServerConfig | None = None) -> None:
+    def __init__(self, engine: ServedEngine, config: ServerConfig | None = None) -> None:
         self.engine = engine
         self.config = config or ServerConfig()
         self.gate = Gate(self.config.max_queue)
