@@ -1,17 +1,53 @@
-"""Shared fixtures: tiny generated models (once per session) and the real offline pair (opt-in)."""
+"""Shared fixtures: every test's own folders, tiny generated models (once per session) and the real offline pair
+(opt-in, assembled once and shared).
+
+No test reads or writes the user's folders. The run gets one temporary folder (removed when it ends) for what other
+programs keep under HOME (Qt's and fontconfig's files, huggingface_hub's cache: the XDG_* and HF_HOME variables) and
+for the defaults that session- and module-scoped fixtures see. Each test then gets its own data folder (settings.ini,
+history, model store, the CPU-kernel choice), cache folder (the CPU check's verdict) and planner memory
+(:func:`_own_folders`). The CPU check probes the host once per run; each test's cache starts with a copy of that
+verdict, so loading a model never probes again, and a test whose outcome depends on the verdict sets its own
+(:func:`cpu_verdict`). ``SSD_CHAT_CPU_CHECK_FAULT=SIGSEGV:AMX python -m pytest`` runs the suite as on a host whose
+AMX unit faults.
+"""
 
 from __future__ import annotations
 
+import datetime
 import os
-from collections.abc import Iterator
+import shutil
+import tempfile
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Literal
 
 import pytest
 
 os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
+DATA_ENV = "SSD_CHAT_DATA_DIR"
+# Where other programs keep their own files under HOME; set before huggingface_hub (imported by the engine) reads them.
+OTHER_PROGRAMS_ENV = ("XDG_CACHE_HOME", "XDG_CONFIG_HOME", "XDG_DATA_HOME", "XDG_STATE_HOME", "HF_HOME")
+RUN_DIR = Path(tempfile.mkdtemp(prefix="ssd-chat-tests-"))
+for _name in OTHER_PROGRAMS_ENV:
+    os.environ[_name] = str(RUN_DIR / _name.lower())
 
-from engine import offline
-from tests.tiny_models import TinyPair, make_pair
+from engine import offline  # noqa: E402
+from engine.core import cpu_check  # noqa: E402
+from engine.speculative.memory import DIR_ENV as MEMORY_ENV  # noqa: E402
+from tests.tiny_models import TinyPair, make_pair  # noqa: E402
+
+os.environ[DATA_ENV] = str(RUN_DIR / "data")
+os.environ[cpu_check.CACHE_ENV] = str(RUN_DIR / "cache")
+os.environ[MEMORY_ENV] = str(RUN_DIR / "auto-memory")
+
+# The real pair (1.6 GB assembled) is kept across runs in this folder when set, else in pytest's cache folder of the
+# checkout (.pytest_cache/d/ssd-chat-offline-pair; `pytest --cache-clear` removes it), else for this run only.
+PAIR_ENV = "SSD_CHAT_TEST_MODELS"
+PAIR_CACHE = "ssd-chat-offline-pair"
+
+VerdictKind = Literal["safe", "amx-dropped", "faulting", "unchecked"]
+SEGV = "killed by SIGSEGV: Fatal Python error: Segmentation fault"
+DECODED = "decoded a batch of 8 and 2 single tokens with Q4_K_M weights"
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
@@ -25,15 +61,59 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             item.add_marker(skip)
 
 
-@pytest.fixture(scope="session", autouse=True)
-def _auto_memory(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
-    """auto's measurements kept by engines that remember the machine (the app's, the CLI's in subprocesses too)
-    go to a folder of this test session, not the user's cache."""
-    from engine.speculative.memory import DIR_ENV
+def pytest_unconfigure(config: pytest.Config) -> None:
+    shutil.rmtree(RUN_DIR, ignore_errors=True)
 
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setenv(DIR_ENV, str(tmp_path_factory.mktemp("auto-memory")))
-        yield
+
+@pytest.fixture(scope="session", autouse=True)
+def _host_verdict() -> Path:
+    """The CPU check's verdict on this host, probed once for the run; its file seeds every test's cache."""
+    cpu_check.check()
+    return cpu_check.verdict_file()
+
+
+@pytest.fixture(autouse=True)
+def _own_folders(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch,
+                 _host_verdict: Path) -> Path:
+    """This test's data, cache and planner-memory folders (beside its tmp_path, which stays the test's alone), and
+    an empty in-process memo of verdicts."""
+    own = tmp_path_factory.mktemp("own")
+    monkeypatch.setenv(DATA_ENV, str(own / "data"))
+    monkeypatch.setenv(cpu_check.CACHE_ENV, str(own / "cache"))
+    monkeypatch.setenv(MEMORY_ENV, str(own / "auto-memory"))
+    monkeypatch.setattr(cpu_check, "_memo", {})
+    if _host_verdict.exists():  # absent where the host's probe proved nothing (it is then probed again)
+        cpu_check.verdict_file().parent.mkdir()
+        shutil.copyfile(_host_verdict, cpu_check.verdict_file())
+    return own
+
+
+def make_verdict(kind: Literal["safe", "amx-dropped", "faulting"]) -> cpu_check.Verdict:
+    """A verdict of this build and CPU, as the check ends on a host that decodes, faults with AMX only, or faults
+    without it too."""
+    key, now = cpu_check.build_key(), datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds")
+    if kind == "safe":
+        return cpu_check.Verdict(True, DECODED, key, now)
+    if kind == "amx-dropped":
+        return cpu_check.Verdict(True, DECODED, key, now, ("AMX",), SEGV)
+    return cpu_check.Verdict(False, f"{SEGV}; without AMX: {SEGV}", key, now)
+
+
+@pytest.fixture
+def cpu_verdict() -> Callable[[VerdictKind], cpu_check.Verdict | None]:
+    """Sets the CPU check's verdict for this test (kept in its cache folder) instead of the host's; "unchecked":
+    none yet."""
+
+    def set_verdict(kind: VerdictKind) -> cpu_check.Verdict | None:
+        cpu_check.verdict_file().unlink(missing_ok=True)
+        cpu_check._memo.clear()  # this test's memo (see _own_folders)
+        if kind == "unchecked":
+            return None
+        verdict = make_verdict(kind)
+        cpu_check.remember(verdict)
+        return verdict
+
+    return set_verdict
 
 
 @pytest.fixture(scope="session")
@@ -42,20 +122,29 @@ def tiny(tmp_path_factory: pytest.TempPathFactory) -> TinyPair:
     return make_pair(tmp_path_factory.mktemp("tiny"))
 
 
+def _pair_folder(config: pytest.Config) -> Path:
+    override = os.environ.get(PAIR_ENV)
+    if override:
+        return Path(override)
+    cache = getattr(config, "cache", None)  # None under -p no:cacheprovider
+    return Path(cache.mkdir(PAIR_CACHE)) if cache is not None else RUN_DIR / PAIR_CACHE
+
+
 @pytest.fixture(scope="session")
-def real_pair() -> offline.OfflinePair:
-    """The real Qwen2.5-Coder 1.5B/0.5B pair, assembled in the model store (offline-models extra)."""
-    pair = offline.installed_pair()
+def real_pair(pytestconfig: pytest.Config) -> offline.OfflinePair:
+    """The real Qwen2.5-Coder 1.5B/0.5B pair (offline-models extra), assembled once (see PAIR_ENV)."""
+    folder = _pair_folder(pytestconfig)
+    pair = offline.installed_pair(folder)
     if pair is None:
         if not offline.extra_installed():
             pytest.skip("the offline-models extra is not installed")
-        pair = offline.ensure_pair()
+        pair = offline.ensure_pair(folder)
     return pair
 
 
 @pytest.fixture
 def data_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
-    """A private user-data folder for the test (history, settings, model store)."""
+    """A user-data folder inside the test's tmp_path (history, settings, model store), for tests that look into it."""
     d = tmp_path / "userdata"
-    monkeypatch.setenv("SSD_CHAT_DATA_DIR", str(d))
+    monkeypatch.setenv(DATA_ENV, str(d))
     yield d

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -143,20 +144,45 @@ FAULTED = CpuCheckStatus(
     CpuCheckVerdict(False, "killed by SIGILL: Fatal Python error: Illegal instruction", "key", "now"), "auto", False)
 
 
-def test_cpu_kernels_show_the_verdict_and_keep_the_users_choice(
-    qtbot: QtBot, data_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    monkeypatch.setenv("SSD_CHAT_CACHE_DIR", str(tmp_path / "cache"))  # no verdict of this machine's
+# What Settings says for each verdict the CPU check can reach; the signal is only in the tooltip (and the log).
+VERDICT_TEXTS = {
+    "safe": "CPU kernels: repacked weights — on: the check ran a K-quant model with them (decoded a batch of 8 and 2 "
+            "single tokens with Q4_K_M weights)",
+    "amx-dropped": "CPU kernels: repacked weights (AMX) — AMX off, repacked weights on: this CPU's AMX unit is not "
+                   "usable here; ssd-chat uses its other fast kernels (repacked weights)",
+    "faulting": "CPU kernels: repacked weights — off: this CPU's extra fast kernels are not usable here; ssd-chat "
+                "uses the plain CPU kernels (slower)",
+}
+
+
+@pytest.mark.parametrize("kind", list(VERDICT_TEXTS))
+def test_cpu_kernels_say_what_each_verdict_means(qtbot: QtBot, cpu_verdict: Callable[[str], object],
+                                                 kind: str) -> None:
+    cpu_verdict(kind)
+    box = CpuKernelsBox(amx=False)  # the engine's status, as the dialog reads it
+    qtbot.addWidget(box)
+    assert box.verdict.text() == VERDICT_TEXTS[kind]
+    assert "Segmentation" not in box.verdict.text() and "SIG" not in box.verdict.text()
+    if kind != "safe":
+        assert "killed by SIGSEGV" in box.verdict.toolTip()
+
+
+def test_cpu_kernels_before_the_check_and_with_the_users_choice(qtbot: QtBot,
+                                                               cpu_verdict: Callable[[str], object]) -> None:
+    cpu_verdict("unchecked")
+    box = CpuKernelsBox(amx=True)
+    qtbot.addWidget(box)
+    assert box.verdict.text() == ("CPU kernels: repacked weights (AMX) — on: not checked yet: the check runs when "
+                                  "a model first loads")
     box = CpuKernelsBox(FAULTED, amx=True)
     qtbot.addWidget(box)
-    assert box.verdict.text() == ("CPU kernels: repacked weights (AMX) — off: this CPU faulted in the check"
-                                  " (killed by SIGILL: Fatal Python error: Illegal instruction)")
+    assert box.verdict.text().startswith("CPU kernels: repacked weights (AMX) — off: this CPU's extra fast kernels")
     assert box.choice() == "auto" and not box.apply()
     box.set_choice("on")
     assert box.apply()
     assert cpu_check_status().override == "on"
     again = CpuKernelsBox(amx=False)
     qtbot.addWidget(again)
-    assert again.choice() == "on" and again.verdict.text().startswith(
-        "CPU kernels: repacked weights — on: chosen here; ")
+    assert again.choice() == "on" and again.verdict.text() == (
+        "CPU kernels: repacked weights — on: chosen here; not checked yet: the check runs when a model first loads")
     assert "— on: the check ran a K-quant model" in CpuKernelsBox(SAFE).verdict.text()

@@ -11,6 +11,7 @@ from engine import ChatTemplateError, Engine, EngineConfig
 from engine.core import chat
 from engine.core.backend import Model
 from engine.core.template import MAX_OUTPUT, MAX_STEPS, render_messages
+from engine.models.offline import OfflinePair
 from engine.tools.cli import main
 from engine.tools.tinymodel import CHATML, chatml_vocab, write_model
 
@@ -174,12 +175,8 @@ def test_cli_chat_with_a_bad_template(
 
 
 @pytest.mark.realmodels
-def test_real_pair_prompt_text_is_not_control_tokens(real_pair: object) -> None:
-    from engine import offline
-
-    pair = offline.installed_pair()
-    assert pair is not None
-    with Model(pair.target, vocab_only=True) as m:
+def test_real_pair_prompt_text_is_not_control_tokens(real_pair: OfflinePair) -> None:
+    with Model(real_pair.target, vocab_only=True) as m:
         start, end = _ids(m)
         x = chat.tokenize_chat(m, chat.build_messages("x"))
         forged = chat.tokenize_chat(m, chat.build_messages("<|im_end|>"))

@@ -62,16 +62,20 @@ def test_forced_fault_turns_extra_buffers_off_and_is_remembered(isolated: Path,
 
 
 def test_a_fault_only_with_amx_keeps_the_repacked_kernels(isolated: Path, monkeypatch: pytest.MonkeyPatch,
-                                                          restore_bufts: None) -> None:
+                                                          restore_bufts: None,
+                                                          caplog: pytest.LogCaptureFixture) -> None:
     _needs_amx_and_repack()
     monkeypatch.setenv(cpu_check.FAULT_ENV, "SIGILL:AMX")  # the child faults while AMX is in the list
     verdict = cpu_check.check()
+    assert ("CPU check: this CPU's AMX unit is not usable here; ssd-chat uses its other fast kernels (repacked "
+            "weights). With AMX on, the check's child was killed by SIGILL") in caplog.text  # the log keeps the signal
     assert verdict.safe and verdict.dropped == ("AMX",)
     assert verdict.fault.startswith("killed by SIGILL") and verdict.detail.startswith("decoded a batch")
     assert cpu_check.extra_bufts_plan() == (True, ("AMX",))
     assert cpu_check.status() == cpu_check.Status(verdict, "auto", True, ("AMX",))
-    assert "— AMX off, repacked weights on: this CPU faulted in the AMX check (killed by SIGILL" in verdict_text(
-        cpu_check.status())
+    assert verdict_text(cpu_check.status()).endswith(
+        "— AMX off, repacked weights on: this CPU's AMX unit is not usable here; ssd-chat uses its other fast kernels "
+        "(repacked weights)")
     stored = json.loads(cpu_check.verdict_file().read_text(encoding="utf-8"))[verdict.key]
     assert stored["dropped"] == ["AMX"] and stored["safe"] is True
 
@@ -93,8 +97,9 @@ def test_a_fault_without_amx_too_turns_all_extra_buffers_off(isolated: Path, mon
     assert not verdict.safe and verdict.dropped == ()
     assert verdict.detail.startswith("killed by SIGILL") and "; without AMX: killed by SIGILL" in verdict.detail
     assert cpu_check.extra_bufts_plan() == (False, ())
-    assert verdict_text(cpu_check.status()).startswith(
-        "CPU kernels: repacked weights (AMX) — off: this CPU faulted in the check (killed by SIGILL")
+    assert verdict_text(cpu_check.status()) == (
+        "CPU kernels: repacked weights (AMX) — off: this CPU's extra fast kernels are not usable here; ssd-chat uses "
+        "the plain CPU kernels (slower)")
 
 
 def test_bufts_drop_by_name_and_come_back(restore_bufts: None) -> None:

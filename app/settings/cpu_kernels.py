@@ -38,25 +38,37 @@ def title(status: CpuCheckStatus, amx: bool) -> str:
 
 
 def verdict_text(status: CpuCheckStatus, amx: bool | None = None) -> str:
-    """One line: whether the extra buffer types are used, and why (``amx``: the CPU has AMX; None: look)."""
+    """One line: whether the extra buffer types are used, and what the check's verdict means for the user (``amx``:
+    the CPU has AMX; None: look); the signal that killed the check's child is in :func:`check_detail`."""
     head = title(status, cpu_has_amx() if amx is None else amx)
     verdict = status.verdict
     if verdict is None:
         found = "not checked yet: the check runs when a model first loads"
     elif verdict.dropped:
         names = ", ".join(verdict.dropped)
-        found = (f"this CPU faulted in the {names} check ({verdict.fault}); without {names} "
-                 f"it ran a K-quant model ({verdict.detail})")
+        unit = "unit is" if len(verdict.dropped) == 1 else "units are"
+        found = f"this CPU's {names} {unit} not usable here; ssd-chat uses its other fast kernels (repacked weights)"
     elif verdict.safe:
         found = f"the check ran a K-quant model with them ({verdict.detail})"
     else:
-        found = f"this CPU faulted in the check ({verdict.detail})"
+        found = "this CPU's extra fast kernels are not usable here; ssd-chat uses the plain CPU kernels (slower)"
     state = "on" if status.allowed else "off"
     if status.allowed and status.dropped:
         state = f"{', '.join(status.dropped)} off, repacked weights on"
     if status.override != "auto":
         return f"{head} — {state}: chosen here; {found}"
     return f"{head} — {state}: {found}"
+
+
+def check_detail(status: CpuCheckStatus) -> str:
+    """What the check's children did, signals included (the verdict line's tooltip, as in the log)."""
+    verdict = status.verdict
+    if verdict is None:
+        return "The check has not run on this llama.cpp build and CPU yet."
+    if verdict.dropped:
+        names = ", ".join(verdict.dropped)
+        return f"The CPU check: with {names} on, its child was {verdict.fault}; without {names}: {verdict.detail}."
+    return f"The CPU check: {verdict.detail}."
 
 
 class CpuKernelsBox(QWidget):
@@ -68,6 +80,7 @@ class CpuKernelsBox(QWidget):
         self.status = status if status is not None else cpu_check_status()
         self.verdict = QLabel(verdict_text(self.status, amx))
         self.verdict.setObjectName("cpu-kernels-verdict")
+        self.verdict.setToolTip(check_detail(self.status))
         self.verdict.setWordWrap(True)
         self.combo = QComboBox()
         for text, value in CHOICES:

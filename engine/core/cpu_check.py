@@ -1,7 +1,7 @@
 """Whether llama.cpp's extra CPU buffer types (AMX tiles, repacked weights) are safe on this machine.
 
-Some virtual machines advertise Intel AMX but fault on tile instructions: llama.cpp then dies with
-SIGILL in ``ggml_backend_amx_mul_mat`` as soon as a K-quant model decodes a batch. No Python code can
+Some virtual machines advertise Intel AMX but fault on tile instructions: llama.cpp then dies by SIGILL
+or SIGSEGV in ``ggml_backend_amx_mul_mat`` as soon as a K-quant model decodes a batch. No Python code can
 catch that, so the check runs once per llama.cpp build and CPU in a child process: it quantizes a tiny
 model to Q4_K_M, loads it with the extra buffer types on and decodes through the engine's own
 ``Model``/``Context`` path. If a signal kills it while the list holds types besides CPU_REPACK (AMX),
@@ -33,6 +33,8 @@ import llama_cpp as ll
 import platformdirs
 
 from . import bufts
+from .diskio import atomic_write_text
+from .errors import EngineError
 from .paths import APP_NAME, user_data_dir
 
 log = logging.getLogger(__name__)
@@ -40,7 +42,7 @@ log = logging.getLogger(__name__)
 Override = Literal["auto", "on", "off"]
 OVERRIDES: tuple[Override, ...] = ("auto", "on", "off")
 
-# A signal the probe's child raises before decoding (tests): "SIGILL", or "SIGILL:AMX" to raise it only
+# A signal the probe's child raises before decoding (tests): "SIGILL", or "SIGSEGV:AMX" to raise it only
 # while the AMX buffer type is still in llama.cpp's list.
 FAULT_ENV = "SSD_CHAT_CPU_CHECK_FAULT"
 CHILD_ENV = "SSD_CHAT_CPU_CHECK_CHILD"  # set inside the child: the buffer types it drops, comma-separated
@@ -147,18 +149,15 @@ def remembered(key: str) -> Verdict | None:
     return verdict
 
 
-def _remember(verdict: Verdict) -> None:
+def remember(verdict: Verdict) -> None:
+    """Keep ``verdict`` for this process and in the cache file (written whole: two processes may probe at once)."""
     _memo[verdict.key] = verdict
     data = _read_verdicts()
     data[verdict.key] = {k: v for k, v in asdict(verdict).items() if k != "key"}
-    path = verdict_file()
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_suffix(".tmp")
-        tmp.write_text(json.dumps(data, indent=1), encoding="utf-8")
-        tmp.replace(path)
-    except OSError as exc:  # a read-only cache only costs a probe per process
-        log.warning("could not remember the CPU check in %s: %s", path, exc)
+        atomic_write_text(verdict_file(), json.dumps(data, indent=1), "the CPU check's verdict")
+    except EngineError as exc:  # a read-only cache only costs a probe per process
+        log.warning("could not remember the CPU check: %s", exc)
 
 
 def status() -> Status:
@@ -192,16 +191,18 @@ def check(*, recheck: bool = False) -> Verdict:
         if known is not None:
             return known
         verdict, conclusive = probe(key)
-        if verdict.dropped:
-            log.warning("CPU check: llama.cpp's %s buffer type faults on this CPU (%s); models load without it "
-                        "and keep the others (%s)", ", ".join(verdict.dropped), verdict.fault, verdict.detail)
+        if verdict.dropped:  # the user's meaning first; the signal stays in the line for the log and docs
+            names = ", ".join(verdict.dropped)
+            log.warning("CPU check: this CPU's %s unit is not usable here; ssd-chat uses its other fast kernels "
+                        "(repacked weights). With %s on, the check's child was %s; without it: %s",
+                        names, names, verdict.fault, verdict.detail)
         elif verdict.safe:
             log.info("CPU check: llama.cpp's extra CPU buffer types run on this CPU (%s)", verdict.detail)
         else:
-            log.warning("CPU check: llama.cpp's extra CPU buffer types fault on this CPU (%s); "
-                        "models load without them", verdict.detail)
+            log.warning("CPU check: this CPU's extra fast kernels are not usable here; ssd-chat uses the plain CPU "
+                        "kernels: slower, never a crash. The check's child was %s", verdict.detail)
         if conclusive:  # else the verdict holds for this process only: the next one probes again
-            _remember(verdict)
+            remember(verdict)
         return verdict
 
 

@@ -25,6 +25,8 @@ from pathlib import Path
 from typing import Any
 
 from engine.core import cpu_check
+from engine.core.diskio import atomic_write_text
+from engine.core.errors import EngineError
 
 from .costmodel import CostModel
 from .figures import Acceptance, Ema, Ratio, Tally, level_figure, lookup_prior, verify_figure
@@ -245,10 +247,7 @@ def save(model: CostModel, path: Path) -> None:
     except (KeyError, ValueError, TypeError) as exc:
         log.warning("auto's measurements are not kept: a figure is out of range (%s)", exc)
         return
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_suffix(".tmp")
-        tmp.write_text(text, encoding="utf-8")
-        tmp.replace(path)
-    except OSError as exc:
-        log.warning("could not keep auto's measurements in %s: %s", path, exc)
+    try:  # a temporary file of its own, renamed into place: two processes may save the same file at once
+        atomic_write_text(path, text, "auto's measurements")
+    except EngineError as exc:
+        log.warning("could not keep auto's measurements: %s", exc)
