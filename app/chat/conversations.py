@@ -77,7 +77,8 @@ class ConversationPanel(QWidget):
         return self.search_edit.text().strip()
 
     def show_conversations(self, conversations: list[Conversation], current: int | None) -> None:
-        """Fill the list and select ``current`` without emitting :attr:`selected`."""
+        """Fill the list and select ``current`` without emitting :attr:`selected`; where a search leaves ``current``
+        out, select the first match (or nothing) and emit :attr:`selected`."""
         self.list.blockSignals(True)
         self.list.clear()
         for conv in conversations:
@@ -88,6 +89,12 @@ class ConversationPanel(QWidget):
             if conv.id == current:
                 self.list.setCurrentItem(item)
         self.list.blockSignals(False)
+        if current is not None and self.list.currentItem() is None and self.search_text():
+            # the search left the open chat out: the first match takes its place (none: nothing stays open)
+            if self.list.count():
+                self.list.setCurrentRow(0)
+            else:
+                self.selected.emit(None)
 
     def current_id(self) -> int | None:
         """The selected conversation's id."""

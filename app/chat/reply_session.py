@@ -19,7 +19,9 @@ from app.history.store import DiskFullError, History, Message
 from app.startup import crash
 from app.worker.engine_worker import FinishedReply
 from app.worker.host import EngineHost
+from app.worker.restart_banner import RestartBanner
 from engine import GenerationParams
+from engine.process.protocol import STOPPED
 
 log = logging.getLogger(__name__)
 
@@ -85,6 +87,7 @@ class ReplySession(QObject):
         host.stats_changed.connect(self._on_stats_changed)
         host.generation_finished.connect(self._on_generation_finished)
         host.failed.connect(self._on_failed)
+        self.restart_banner = RestartBanner(host, pane)
         host.rates_measured.connect(self.readout.note_rates)
         host.model_loaded.connect(self.readout.forget_plain)
 
@@ -154,6 +157,7 @@ class ReplySession(QObject):
             self.problem.emit(NOT_CHANGED)
             return
         if changed:
+            self.pane.chat_view.pin_header(message_id)  # the switcher stays under the pointer
             self.history_changed.emit()
 
     def discard(self, conversation_id: int) -> None:
@@ -280,12 +284,12 @@ class ReplySession(QObject):
         self._end()
         self.reply_saved.emit(reply_id)
 
-    def _on_failed(self, _message: str) -> None:
+    def _on_failed(self, message: str) -> None:
         if self.reply_id is None or self.conversation_id is None:
             return
         try:
-            if self.pane.chat_view.live_text():
-                self._save_partial("error")
+            if self.pane.chat_view.live_text():  # cut off where it was; a dead engine is named under it
+                self._save_partial(message[message.find(STOPPED):] if STOPPED in message else "error")
             elif self._regenerating:
                 self.history.drop_version(self.reply_id)  # the earlier version shows again
             else:

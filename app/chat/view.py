@@ -6,7 +6,7 @@ import html
 from dataclasses import dataclass
 
 from PySide6.QtCore import QTimer, QUrl, Signal
-from PySide6.QtGui import QGuiApplication
+from PySide6.QtGui import QGuiApplication, QTextBlock
 from PySide6.QtWidgets import QTextBrowser, QWidget
 
 from app.chat.render import Renderer, mark_runs
@@ -69,6 +69,8 @@ class ChatView(QTextBrowser):
         self.repaints = 0
         self.following = True  # keep the end in view; the user scrolling up turns this off
         self._painting = False
+        self._pin: tuple[int, float] | None = None  # a reply whose header keeps its place on screen: (id, y in view)
+        self._pinned_value: int | None = None  # ... the scroll value that does, until the layout reaches it
         bar = self.verticalScrollBar()
         bar.rangeChanged.connect(self._on_range_changed)
         bar.valueChanged.connect(self._on_scrolled)
@@ -132,6 +134,14 @@ class ChatView(QTextBrowser):
         self._repaint_timer.stop()
         self._repaint()
 
+    def pin_header(self, message_id: int) -> None:
+        """Keep a reply's header (its version switcher) where it is on screen through the next repaint, however
+        long the version shown next is; the view stops following the end."""
+        y = self._header_y(message_id)
+        if y is not None:
+            self._pin = (message_id, y - self.verticalScrollBar().value())
+            self.following = False
+
     def code_block(self, key: str, index: int) -> str:
         """The source of a rendered code block (what "Copy" puts on the clipboard)."""
         return self._code[key][index]
@@ -142,11 +152,21 @@ class ChatView(QTextBrowser):
             self._repaint()
 
     def _on_range_changed(self, _minimum: int, maximum: int) -> None:
-        if self.following:
-            self.verticalScrollBar().setValue(maximum)
+        bar = self.verticalScrollBar()
+        if self._pinned_value is not None:  # the page is laid out in steps: reach the pinned place once it exists
+            self._painting = True
+            try:
+                bar.setValue(min(self._pinned_value, maximum))
+            finally:
+                self._painting = False
+            if maximum >= self._pinned_value:
+                self._pinned_value = None
+        elif self.following:
+            bar.setValue(maximum)
 
     def _on_scrolled(self, value: int) -> None:
         if not self._painting:
+            self._pinned_value = None  # the user scrolled: their place wins
             self.following = value >= self.verticalScrollBar().maximum() - END_SLACK_PX
 
     def _repaint(self) -> None:
@@ -172,8 +192,32 @@ class ChatView(QTextBrowser):
         try:
             self.setHtml("".join(parts))
             bar.setValue(bar.maximum() if self.following else old)
+            self._apply_pin()
         finally:
             self._painting = False
+
+    def _apply_pin(self) -> None:
+        pin, self._pin = self._pin, None
+        y = self._header_y(pin[0]) if pin is not None else None
+        if pin is not None and y is not None:
+            self._pinned_value = max(0, round(y - pin[1]))
+            self.verticalScrollBar().setValue(self._pinned_value)
+            if self.verticalScrollBar().value() == self._pinned_value:
+                self._pinned_value = None
+
+    def _header_y(self, message_id: int) -> float | None:
+        """Where a reply's version links are in the document (None: it shows no version links)."""
+        href = f"version:{message_id}:"
+        doc = self.document()
+        block: QTextBlock = doc.begin()
+        while block.isValid():
+            it = block.begin()
+            while not it.atEnd():
+                if it.fragment().charFormat().anchorHref().startswith(href):
+                    return doc.documentLayout().blockBoundingRect(block).top()
+                it += 1
+            block = block.next()
+        return None
 
     def _message_html(self, m: Message, *, is_last: bool) -> str:
         key = (m.id, self._tint, m.content)

@@ -62,7 +62,9 @@ def fit_messages(tokenize: Tokenize, messages: Sequence[Message], *, n_ctx: int,
     whole = attempt(0)
     if len(whole.tokens) <= budget:
         return whole
-    room = f"the context holds {n_ctx} tokens, {n_ctx - budget} of them kept for the reply"
+    reply = min(max_tokens, n_ctx // 4)  # what reply_room keeps, named as the user set it (Max tokens)
+    room = (f"the context holds {n_ctx} tokens, {reply} of them kept for the reply and {n_ctx - budget - reply}"
+            " for the last round's draft")
     if policy == STOP:
         raise ContextFullError(f"the conversation has {len(whole.tokens)} tokens and {room}: start a new chat,"
                                " or let Settings drop the oldest turns")
