@@ -52,6 +52,7 @@ class Candidate:
         verdict: ``"compatible"``, ``"incompatible"`` or ``"unchecked"``.
         reason: One line: why (the rule's first failing check), or the size ratio when compatible.
         header_bytes: Bytes read to decide (header blocks only).
+        files: The model's files on the Hub (several for a split model).
     """
 
     source: str
@@ -62,6 +63,7 @@ class Candidate:
     verdict: str
     reason: str
     header_bytes: int
+    files: tuple[str, ...] = ()
 
     @property
     def compatible(self) -> bool:
@@ -155,7 +157,7 @@ def _hub_candidate(repo: str, t_vocab: VocabInfo, t_size: int) -> Candidate:
     m = _pick(models)
     reader = HeaderReader.hub_file(repo, m.first, m.size)
     v, why = verdict(t_vocab, reader, m.size, t_size)
-    return Candidate("hub", repo, m.first, m.size, m.quant, v, why, reader.fetched)
+    return Candidate("hub", repo, m.first, m.size, m.quant, v, why, reader.fetched, m.files)
 
 
 def _disk_paths(store: ModelStore) -> list[Path]:
@@ -200,7 +202,8 @@ def find_drafts(repo: str, filename: str, *, store: ModelStore | None = None,
     for path in _disk_paths(store or ModelStore()):
         reader = HeaderReader.local(path)
         v, why = verdict(t_vocab, reader, file_size(path), target.size)
-        add(Candidate("disk", "", str(path), file_size(path), search.quant_of(path.name), v, why, reader.fetched))
+        add(Candidate("disk", "", str(path), file_size(path), search.quant_of(path.name), v, why, reader.fetched,
+                      (str(path),)))
     for cand in _hub_repos(target, bases):
         add(_hub_candidate(cand, t_vocab, target.size))
     found.sort(key=lambda c: rank_key(c, target.size))

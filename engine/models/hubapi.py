@@ -3,7 +3,7 @@
 ``HfApi`` is built on every call with the endpoint and token read then (``HF_ENDPOINT``, ``HF_TOKEN``), as the
 downloads do. huggingface_hub retries an HTTP 429 up to five times on its own; here a rate limit is waited out
 once, for the Hub's ``Retry-After``, and a second 429 ends the call with a message. A response hook on
-huggingface_hub's shared session turns a 429 into :class:`_Limited` while, and only while, a :func:`call` of
+huggingface_hub's shared HTTP session turns a 429 into :class:`_Limited` while, and only while, a :func:`call` of
 this thread runs, so the library's own retry loop never sees it.
 """
 
@@ -49,7 +49,7 @@ def _hook(response: httpx2.Response) -> None:
 
 
 def _install_hook() -> None:
-    # The session is rebuilt after connection errors, so the hook is checked for on every call.
+    # The HTTP session is rebuilt after connection errors, so the hook is checked for on every call.
     hooks = get_session().event_hooks["response"]
     if _hook not in hooks:
         hooks.append(_hook)
