@@ -17,9 +17,9 @@ from PySide6.QtWidgets import (
 def new_table(headers: list[str], *, stretch: str | None = None) -> QTableWidget:
     """A read-only table that selects one whole row at a time.
 
-    Columns fit their contents; ``stretch`` names the one column that takes the width left (and elides
-    what does not fit, its cells' tooltips holding the whole text), so no column is pushed out of sight.
-    Without it the last column stretches.
+    Columns fit their contents; ``stretch`` names the one column that takes the width left and wraps its
+    text over as many lines as it needs (rows grow to fit), so no column is pushed out of sight and no
+    text is cut. Without it the last column stretches.
     """
     t = QTableWidget(0, len(headers))
     t.setHorizontalHeaderLabels(headers)
@@ -33,8 +33,9 @@ def new_table(headers: list[str], *, stretch: str | None = None) -> QTableWidget
         header.setStretchLastSection(True)
     else:
         header.setSectionResizeMode(headers.index(stretch), QHeaderView.ResizeMode.Stretch)
-        t.setWordWrap(False)
-        t.setTextElideMode(Qt.TextElideMode.ElideRight)
+        t.setWordWrap(True)
+        t.setTextElideMode(Qt.TextElideMode.ElideNone)
+        t.verticalHeader().setSectionResizeMode(QHeaderView.ResizeMode.ResizeToContents)
     return t
 
 
