@@ -1,4 +1,8 @@
-"""EngineWorker: one QObject on its own QThread that runs the engine and reports through signals.
+"""EngineWorker: one QObject on its own QThread that drives the engine process and reports through signals.
+
+The engine itself runs in a process of its own (:class:`~engine.process.RemoteEngine`): a native fault
+there ends that process, not the app. The reply in flight then fails with "the engine stopped: <cause>",
+``engine_stopped`` says so at once, and the next request starts the process again with the same pair.
 
 The protocol per request is fixed: ``generation_started``, then ``token_generated`` and
 ``stats_changed`` as tokens arrive, then exactly one of ``generation_finished`` or ``failed``.
@@ -19,15 +23,8 @@ from PySide6.QtCore import QObject, Signal, Slot
 from app.exactness.run import run_check
 from app.server.slot import ServerEvent, ServerRequest, ServerSlot
 from app.worker.boundary import WorkerBoundary
-from engine import (
-    DROP_OLDEST,
-    ChatMessage,
-    Engine,
-    EngineConfig,
-    GenerationParams,
-    drafting_warning,
-    fit_messages,
-)
+from engine import DROP_OLDEST, ChatMessage, EngineConfig, GenerationParams, drafting_warning, fit_messages
+from engine.process import RemoteEngine
 
 
 class EngineState(enum.Enum):
@@ -85,6 +82,7 @@ class EngineSignals(QObject):
         verification_finished(Verification): "Verify exactness" finished.
         server_changed(ServerEvent): the local server started, stopped, could not start, or the app waits.
         rates_measured(dict): auto's measured rates per mode (``Engine.measured_rates()``) after a reply.
+        engine_stopped(str): the engine process died unasked (payload: why); the next request restarts it.
         failed(str): a readable one-line error; the worker stays usable.
     """
 
@@ -99,6 +97,7 @@ class EngineSignals(QObject):
     verification_finished = Signal(object)
     server_changed = Signal(object)
     rates_measured = Signal(object)
+    engine_stopped = Signal(str)
     failed = Signal(str)
 
     @classmethod
@@ -108,16 +107,17 @@ class EngineSignals(QObject):
 
 
 class EngineWorker(EngineSignals):
-    """Owns the :class:`Engine` (created and used only on its thread) and emits what it does."""
+    """Owns the :class:`RemoteEngine` (created and used only on its thread) and emits what it does."""
 
     STATS_INTERVAL_S = 0.1
 
     def __init__(self) -> None:
         super().__init__()
-        self._engine: Engine | None = None
+        self._engine: RemoteEngine | None = None
         self._stops: set[threading.Event] = set()
         self._stops_lock = threading.Lock()
         self._next_id = 0
+        self._label = ""
         self.server = ServerSlot()
 
     # -- called from the UI thread ----------------------------------------------------------------
@@ -144,18 +144,36 @@ class EngineWorker(EngineSignals):
         self._close_engine()
         self.state_changed.emit(EngineState.LOADING)
         with WorkerBoundary(f"Could not load {request.label}", self.failed.emit) as job:
-            self._engine = Engine(request.config)
+            self._engine = RemoteEngine(request.config, on_stopped=self.engine_stopped.emit)
         if job.failed or self._engine is None:
             self.state_changed.emit(EngineState.FAILED)
             return
+        self._label = request.label
         self.model_loaded.emit(f"{request.label} ({self._engine.placement.text})")  # where its layers went
         self.state_changed.emit(EngineState.READY)
+
+    @Slot()
+    def restart(self) -> bool:
+        """Start the engine process again with the same pair (after it stopped); whether it is running."""
+        eng = self._engine
+        if eng is None or not isinstance(eng, RemoteEngine) or eng.alive:
+            return eng is not None
+        self.state_changed.emit(EngineState.LOADING)
+        with WorkerBoundary("Could not restart the engine", self.failed.emit) as job:
+            eng.restart()
+        if job.failed:
+            self.state_changed.emit(EngineState.READY)  # the pair stays chosen: the next message tries again
+            return False
+        self.model_loaded.emit(f"{self._label} ({eng.placement.text})")
+        self.state_changed.emit(EngineState.READY)
+        return True
 
     @Slot(object)
     def generate(self, request: GenerateRequest) -> None:
         """Answer a chat turn, streaming tokens."""
         eng = self._engine_or_fail(request)
-        if eng is None:
+        if eng is None or not self.restart():
+            self._forget(request)
             return
         self.state_changed.emit(EngineState.GENERATING)
         self.generation_started.emit(request.request_id)
@@ -196,13 +214,15 @@ class EngineWorker(EngineSignals):
     def verify(self, request: GenerateRequest) -> None:
         """Run the prompt greedily with ``ar`` and with ``request.params.mode``; compare the tokens."""
         eng = self._engine_or_fail(request)
-        if eng is None:
+        if eng is None or not self.restart():
+            self._forget(request)
             return
         self.state_changed.emit(EngineState.GENERATING)
         with WorkerBoundary("Verification failed", self.failed.emit) as job, \
                 self.server.hold(request.stop, self._on_server_busy):
-            result = run_check(eng, _chat(request.messages), request.params, request.stop,
-                               self.verification_progressed.emit)
+            result = eng.run_task(f"{run_check.__module__}:{run_check.__name__}",  # in the engine process
+                                  (_chat(request.messages), request.params), request.stop,
+                                  self.verification_progressed.emit)
         self._forget(request)
         if not job.failed:
             self.verification_finished.emit(result)
@@ -237,7 +257,7 @@ class EngineWorker(EngineSignals):
         self._close_engine()
 
     # -- helpers ----------------------------------------------------------------------------------
-    def _engine_or_fail(self, request: GenerateRequest) -> Engine | None:
+    def _engine_or_fail(self, request: GenerateRequest) -> RemoteEngine | None:
         """The loaded engine, or None after telling the UI that no model is loaded."""
         if self._engine is None:
             self._forget(request)

@@ -1,4 +1,7 @@
-"""EngineHost: owns the engine thread, posts requests to its worker, and re-emits its signals on the UI thread."""
+"""EngineHost: owns the engine thread, posts requests to its worker, and re-emits its signals on the UI thread.
+
+The worker drives the engine process; closing the host ends that process (and it ends itself if the app dies).
+"""
 
 from __future__ import annotations
 
@@ -23,7 +26,7 @@ class EngineHost(EngineSignals):
     Signals:
         load_requested(LoadRequest), generate_requested(GenerateRequest),
         verify_requested(GenerateRequest), unload_requested(), server_start_requested(ServerRequest),
-        server_stop_requested(): queued to the worker's slots.
+        server_stop_requested(), restart_requested(): queued to the worker's slots.
         The rest: as on :class:`EngineSignals`.
     """
 
@@ -33,6 +36,7 @@ class EngineHost(EngineSignals):
     unload_requested = Signal()
     server_start_requested = Signal(object)
     server_stop_requested = Signal()
+    restart_requested = Signal()
 
     def __init__(self, parent: QObject | None = None) -> None:
         super().__init__(parent)
@@ -46,6 +50,7 @@ class EngineHost(EngineSignals):
         self.unload_requested.connect(self.worker.unload)
         self.server_start_requested.connect(self.worker.start_server)
         self.server_stop_requested.connect(self.worker.stop_server)
+        self.restart_requested.connect(self.worker.restart)
         for name in EngineSignals.signal_names():
             getattr(self.worker, name).connect(getattr(self, name))
         self.engine_thread.start()
@@ -75,6 +80,10 @@ class EngineHost(EngineSignals):
     def stop_server(self) -> None:
         """Ask the worker to stop the local server."""
         self.server_stop_requested.emit()
+
+    def restart_engine(self) -> None:
+        """Ask the worker to start the engine process again with the same pair (after it stopped)."""
+        self.restart_requested.emit()
 
     def request_stop(self) -> None:
         """Stop the running generation within one round."""

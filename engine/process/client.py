@@ -38,7 +38,7 @@ def _answer(events: queue.Queue[object], rid: int) -> Any:
         if isinstance(ev, p.Failed):
             raise p.error_of(ev)
         if isinstance(ev, Stopped):
-            raise p.EngineStopped(f"the engine stopped: {ev.cause}")
+            raise p.EngineStopped(f"{p.STOPPED}{ev.cause}")
 
 
 class RemoteGeneration:
@@ -89,7 +89,7 @@ class RemoteGeneration:
             elif isinstance(ev, Stopped):
                 self._end()
                 self.stats.finish_reason = self.stats.finish_reason or "engine stopped"
-                raise p.EngineStopped(f"the engine stopped: {ev.cause}")
+                raise p.EngineStopped(f"{p.STOPPED}{ev.cause}")
             return ev
 
     def _send_stop(self) -> None:

@@ -23,6 +23,7 @@ from engine.stats import GenerationStats
 
 VERSION = 1  # raised whenever a message below changes shape
 ALL = -1  # the rid of a Stop that stops every request
+STOPPED = "the engine stopped: "  # how every EngineStopped of a dead process begins (the app looks for it)
 _T = TypeVar("_T")
 
 

@@ -99,7 +99,7 @@ class EngineProcess:
         events: queue.Queue[object] = queue.Queue()
         with self._lock:
             if self.cause:
-                raise p.EngineStopped(f"the engine stopped: {self.cause}")
+                raise p.EngineStopped(f"{p.STOPPED}{self.cause}")
             self._queues[rid] = events
         try:
             self.send(make(rid))
@@ -114,7 +114,7 @@ class EngineProcess:
             with self._send_lock:
                 self._conn.send(message)
         except (OSError, ValueError) as exc:  # a broken pipe, or a closed connection
-            raise p.EngineStopped(f"the engine stopped: {self.cause or exc}") from None
+            raise p.EngineStopped(f"{p.STOPPED}{self.cause or exc}") from None
 
     def forget(self, rid: int) -> None:
         with self._lock:
