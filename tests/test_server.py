@@ -446,7 +446,7 @@ def test_cli_serve_errors_are_one_line(tiny: TinyPair, tmp_path: Path) -> None:
         cases = [
             (["--target", str(tmp_path / "nope.gguf")], "nope.gguf"),
             (["--target", str(tiny.target), "--mode", "ssd"], "needs --draft"),
-            (["--target", str(tiny.target), "--port", port, "--ctx", "512"], "cannot listen"),
+            (["--target", str(tiny.target), "--port", port, "--ctx", "512"], "; serve on another port with --port N"),
             (["--target", str(tiny.target), "--port", "70000"], "port"),
             (["--target", str(tiny.target), "--queue", "-1"], "queue"),
         ]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import errno
 import sys
 
 
@@ -48,7 +49,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
     from engine.process import RemoteEngine
 
     from .config import MAX_BODY_BYTES, ServerConfig
-    from .local import WILDCARDS, LocalServer
+    from .local import WILDCARDS, LocalServer, ServerError
 
     mode = args.mode or ("auto" if args.draft else "ar")
     if mode != "ar" and not args.draft:
@@ -68,7 +69,13 @@ def cmd_serve(args: argparse.Namespace) -> int:
     # and the server stays up while that process is started again
     with RemoteEngine(engine_config, auto_restart=True) as engine:
         server = LocalServer(engine, config)
-        server.start()
+        try:
+            server.start()
+        except ServerError as exc:  # a port that is taken (or reserved): the way out is another one
+            cause = exc.__cause__
+            if isinstance(cause, OSError) and cause.errno in (errno.EADDRINUSE, errno.EACCES):
+                raise ServerError(f"{exc}; serve on another port with --port N") from exc
+            raise
         urls = server.urls
         more = f" (also {', '.join(urls[1:])})" if len(urls) > 1 else ""
         print(f"serving {urls[0]}{more} (model {server.model_id!r}, mode {mode}); "
