@@ -198,3 +198,14 @@ def test_messages_pickle_as_themselves() -> None:
         assert pickle.loads(pickle.dumps(msg)) == msg
     assert isinstance(p.error_of(p.Failed(1, "ContextFullError", "full", True)), ContextFullError)
     assert type(p.error_of(p.Failed(1, "KeyError", "KeyError: 1", False))) is EngineError
+
+
+def test_generate_says_a_ggml_abort_in_one_line_and_exits_2(tiny: TinyPair) -> None:
+    env = {**os.environ, FAULT_ENV: "abort:3"}  # generate keeps the engine in-process: llama.cpp's abort ends it
+    r = subprocess.run([sys.executable, "-m", "engine", "generate", "--target", str(tiny.target), "--mode", "ar",
+                        "--prompt", "Hello", "--max-tokens", "20", "--threads", "1"],
+                       capture_output=True, text=True, env=env, timeout=120, check=False)
+    assert r.returncode == 2
+    assert r.stderr.strip().splitlines()[-1] == \
+        "error: the engine stopped: llama.cpp aborted: ssd-chat:0: test fault after 3 tokens"
+    assert "Traceback" not in r.stderr and "Fatal Python error" not in r.stderr

@@ -75,7 +75,13 @@ def cmd_generate(args: argparse.Namespace) -> int:
     from engine.core import placement
     from engine.core.sampling import SamplingParams
     from engine.engine import DRAFT_FREE_MODES, Engine, EngineConfig, GenerationParams
+    from engine.process import abort
+    from engine.process.faults import ABORT_MARK
+    from engine.process.protocol import STOPPED
     from engine.stats import drafting_warning
+
+    # the engine runs here: a llama.cpp fault (GGML_ABORT, an RPC error) says one line and exits 2, no backtrace
+    abort.install(abort.write_line_and_exit(f"error: {STOPPED}{ABORT_MARK}", 2))
 
     sampling = SamplingParams(args.temperature, args.top_k, args.top_p, args.min_p, args.seed)
     params = GenerationParams(
@@ -96,8 +102,11 @@ def cmd_generate(args: argparse.Namespace) -> int:
         prompt = eng.chat_tokens(args.prompt, args.system) if args.chat else eng.tokenize(args.prompt)
         stop = threading.Event()
         gen = eng.generate(prompt, params, stop)
+        fault_at = abort.fault_after()  # tests: a real ggml abort after this many tokens
         try:
-            for ev in gen:
+            for n, ev in enumerate(gen, 1):
+                if n == fault_at:
+                    abort.raise_abort(f"test fault after {n} tokens")
                 if not args.json:
                     sys.stdout.write(ev.text)
                     sys.stdout.flush()
