@@ -19,7 +19,6 @@ import datetime
 import hashlib
 import json
 import logging
-import multiprocessing
 import os
 import platform
 import signal
@@ -31,6 +30,8 @@ from typing import Literal, cast
 
 import llama_cpp as ll
 import platformdirs
+
+from engine.process import faults
 
 from . import bufts
 from .diskio import atomic_write_text
@@ -236,7 +237,7 @@ def probe(key: str) -> tuple[Verdict, bool]:
 def _run_child(drop: tuple[str, ...]) -> _Outcome:
     with tempfile.TemporaryDirectory(prefix="ssd-chat-cpu-check-") as tmp:
         folder = Path(tmp)
-        child = multiprocessing.get_context("spawn").Process(target=_child, args=(str(folder), drop), daemon=True)
+        child = faults.spawn_context().Process(target=_child, args=(str(folder), drop), daemon=True)
         child.start()
         child.join(PROBE_TIMEOUT_S)
         listed = folder / "bufts.txt"
@@ -248,8 +249,8 @@ def _run_child(drop: tuple[str, ...]) -> _Outcome:
         code = child.exitcode if child.exitcode is not None else 1
         stderr = _fault_line(folder / "stderr.txt")
         if code < 0:
-            name = signal.Signals(-code).name if -code in signal.valid_signals() else f"signal {-code}"
-            return _Outcome("killed", f"killed by {name}" + (f": {stderr}" if stderr else ""), found)
+            return _Outcome("killed", f"killed by {faults.signal_name(code)}" + (f": {stderr}" if stderr else ""),
+                            found)
         if code != 0:
             return _Outcome("failed", f"probe failed without a fault (exit {code}): {stderr}", found)
         return _Outcome("decoded", (folder / "result.txt").read_text(encoding="utf-8"), found)
@@ -257,15 +258,7 @@ def _run_child(drop: tuple[str, ...]) -> _Outcome:
 
 def _fault_line(path: Path) -> str:
     """faulthandler's "Fatal Python error: ..." line from the child's stderr, else its last line."""
-    with contextlib.suppress(OSError):
-        lines = [ln.strip() for ln in path.read_text(encoding="utf-8", errors="replace").splitlines() if ln.strip()]
-        fatal = [ln for ln in lines if ln.startswith("Fatal Python error")]
-        if not fatal:
-            return lines[-1] if lines else ""
-        rest = fatal[0].replace("Fatal Python error: ", "")  # two threads' reports may interleave:
-        half = rest[: len(rest) // 2]  # "...: Fatal Python error: Illegal instructionIllegal instruction"
-        return "Fatal Python error: " + (half if half + half == rest else rest)
-    return ""
+    return faults.fault_line(faults.read_tail(path))
 
 
 def write_kquant_model(folder: Path) -> Path:
@@ -286,11 +279,7 @@ def write_kquant_model(folder: Path) -> Path:
 def _child(folder_name: str, drop: tuple[str, ...]) -> None:  # pragma: no cover - runs in the probe's child
     folder = Path(folder_name)
     os.environ[CHILD_ENV] = ",".join(drop)  # Model drops these before loading
-    err = os.open(folder / "stderr.txt", os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    os.dup2(err, 2)  # faulthandler's "Fatal Python error: Illegal instruction" lands here
-    import faulthandler
-
-    faulthandler.enable()
+    faults.redirect_stderr(folder / "stderr.txt")  # faulthandler's "Fatal Python error: Illegal instruction" lands here
     from .backend import Model, init_backend
     from .context import Context, ContextParams
 

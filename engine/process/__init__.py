@@ -4,9 +4,25 @@
 notices its end, ``client`` (:class:`RemoteEngine`) offers the parent an Engine it uses as if it were
 local, ``faults`` puts a child's end in words (shared with the CPU check's probe), ``abort`` hooks ggml's
 abort. Design and picture: docs/how-it-works.md, "Processes".
+
+Names are imported lazily: ``faults`` is imported by the engine's core, which ``client`` imports in turn.
 """
 
-from .client import RemoteEngine, RemoteGeneration
-from .protocol import EngineStopped
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from .client import RemoteEngine, RemoteGeneration
+    from .protocol import EngineStopped
+
+_WHERE = {"EngineStopped": "protocol", "RemoteEngine": "client", "RemoteGeneration": "client"}
 
 __all__ = ["EngineStopped", "RemoteEngine", "RemoteGeneration"]
+
+
+def __getattr__(name: str) -> Any:
+    if name in _WHERE:
+        return getattr(importlib.import_module(f"{__name__}.{_WHERE[name]}"), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
