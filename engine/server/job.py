@@ -162,8 +162,8 @@ def engine_failure(exc: Exception) -> APIError:
         return APIError(400, str(exc), code="context_length_exceeded")
     if isinstance(exc, ParameterError):
         return APIError(400, str(exc), code="invalid_value")
-    if isinstance(exc, EngineStopped):  # "the engine stopped: killed by SIGBUS (...)"; it restarts by itself
-        return APIError(503, f"{exc}; it restarts by itself, retry shortly", code="engine_stopped")
+    if isinstance(exc, EngineStopped):  # "the engine stopped: killed by SIGBUS (...)": the cause, as it is
+        return APIError(503, str(exc), code="engine_stopped")
     return APIError(503, f"the engine could not generate: {exc}", code="engine_unavailable")
 
 
