@@ -126,6 +126,22 @@ def compare_modes(folder: Path, *, max_tokens: int = MAX_TOKENS) -> SelfTestResu
     )
 
 
+def check_engine_process(folder: Path, ar_tokens: Sequence[int]) -> str:
+    """Greedy ``ar`` on the target of :func:`compare_modes` in the engine process, which this program starts as a
+    child of itself (frozen or not): its tokens must be the in-process ones."""
+    from engine import EngineConfig, GenerationParams
+    from engine.process import RemoteEngine
+
+    with RemoteEngine(EngineConfig(str(folder / "target.gguf"), None, n_ctx=512)) as eng:
+        params = GenerationParams(mode="ar", max_tokens=len(ar_tokens), early_stop=False)
+        tokens = [ev.token for ev in eng.generate(eng.chat_tokens(PROMPT), params)]
+        pid = eng.pid
+    at = first_difference(ar_tokens, tokens)
+    if at is not None:
+        raise RuntimeError(f"the engine process differs from the engine in-process at token {at}")
+    return f"{TAG} engine process (pid {pid}): {len(tokens)} tokens, equal to the engine in-process"
+
+
 def _log_path() -> Path:
     """Where the report goes when there is no stdout (the windowed Windows build has no console)."""
     from engine import user_data_dir
@@ -163,6 +179,8 @@ def _run(stream: TextIO, max_tokens: int) -> int:
         with tempfile.TemporaryDirectory(prefix="ssd-chat-selftest-") as tmp:
             say(check_kquant(Path(tmp)))
             result = compare_modes(Path(tmp), max_tokens=max_tokens)
+            if result.ok:
+                say(check_engine_process(Path(tmp), result.ar_tokens))
     except Exception as exc:
         say(f"{TAG} FAIL: {type(exc).__name__}: {exc}")
         return 1
