@@ -45,7 +45,9 @@ from .core.placement import loaded as loaded_placement
 from .core.sampling import SamplingParams
 from .engine import DRAFT_FREE_MODES, Engine, EngineConfig, GenerationParams
 from .generation import Generation, TokenEvent
-from .models import hub, offline
+from .models import drafts as hub_drafts
+from .models import hub, hubpair, offline
+from .models import search as hub_search
 from .models.catalog import PairSpec, fit_label, format_bytes, load_catalog, system_memory
 from .models.hub import DownloadCancelled, DownloadProgress
 from .models.store import InstalledPair, ModelStore, installed_as
@@ -105,6 +107,9 @@ __all__ = [
     "fit_messages",
     "format_bytes",
     "hub",
+    "hub_drafts",
+    "hub_search",
+    "hubpair",
     "init_backend",
     "installed_as",
     "load_catalog",
