@@ -1,4 +1,4 @@
-"""The model manager dialog: installed pairs, the catalog with fit labels, downloads, local import."""
+"""The model manager dialog: installed pairs, Hub search with drafts, the catalog with fit labels, downloads, import."""
 
 from __future__ import annotations
 
@@ -19,7 +19,8 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from app.models.pair_status import installed_status, intact_text
+from app.models.pair_status import installed_status, intact_text, progress_text
+from app.models.search_pane import FIT_COLOURS, SearchPane
 from app.models.tables import button_row, new_table, set_cell
 from app.models.workers import DownloadWorker, as_active, start_thread, stop_thread
 from app.settings.store import ActivePair
@@ -31,6 +32,7 @@ from engine import (
     PairSpec,
     fit_label,
     format_bytes,
+    hubpair,
     installed_as,
     load_catalog,
     supports_gpu_offload,
@@ -38,8 +40,6 @@ from engine import (
 )
 
 log = logging.getLogger(__name__)
-
-FIT_COLOURS = {"fits": "#1a7f37", "tight": "#9a6700", "too large": "#cf222e"}
 
 
 class ModelManagerDialog(QDialog):
@@ -62,7 +62,7 @@ class ModelManagerDialog(QDialog):
         super().__init__(parent)
         self.setWindowTitle("Model manager")
         self.setObjectName("model-manager")
-        self.resize(1000, 640)
+        self.resize(1280, 860)
         self.store = store or ModelStore()
         self.active = active
         self.catalog_error = ""
@@ -71,7 +71,7 @@ class ModelManagerDialog(QDialog):
         except EngineError as exc:
             self.catalog, self.catalog_error = [], str(exc)
         self.ram, self.vram = memory or system_memory()
-        self.downloading: PairSpec | None = None
+        self.downloading: PairSpec | hubpair.HubPair | None = None
         self.status: dict[str, str] = {}
 
         gpu = "GPU offload available" if supports_gpu_offload() else \
@@ -107,7 +107,9 @@ class ModelManagerDialog(QDialog):
         self.progress_bar = QProgressBar()
         self.progress_bar.setRange(0, 1000)
         self.progress_bar.hide()
-        catalog_box = QGroupBox("Catalog")
+        self.search = SearchPane(self.store, (self.ram, self.vram))
+        self.search.download_pair.connect(self.start_download)
+        catalog_box = QGroupBox("Recommended")
         cv = QVBoxLayout(catalog_box)
         cv.addWidget(self.catalog_table)
         cv.addLayout(button_row(self.download_button, self.cancel_button))
@@ -119,7 +121,8 @@ class ModelManagerDialog(QDialog):
         layout = QVBoxLayout(self)
         layout.addWidget(self.machine_label)
         layout.addWidget(self.message)
-        layout.addWidget(installed_box, 2)
+        layout.addWidget(installed_box, 1)
+        layout.addWidget(self.search, 4)
         layout.addWidget(catalog_box, 3)
         layout.addWidget(buttons)
 
@@ -210,8 +213,8 @@ class ModelManagerDialog(QDialog):
     def _on_import_failed(self, message: str) -> None:
         self.show_message(message, error=True)
 
-    def start_download(self, spec: PairSpec) -> None:
-        """Download (or resume) ``spec`` on the download thread."""
+    def start_download(self, spec: PairSpec | hubpair.HubPair) -> None:
+        """Download (or resume) a catalog pair or a Hub pair on the download thread."""
         if self.downloading is not None:
             return
         self.downloading = spec
@@ -274,12 +277,8 @@ class ModelManagerDialog(QDialog):
 
     # -- download signals -------------------------------------------------------------------------
     def _on_progressed(self, p: DownloadProgress) -> None:
-        total = max(p.total, 1)
-        self.progress_bar.setValue(int(1000 * p.done / total))
-        eta = f" · {int(p.eta_s) // 60} min {int(p.eta_s) % 60:02d} s left" if p.eta_s else ""
-        rate = f" · {format_bytes(p.rate_bps)}/s" if p.rate_bps else ""
-        self.progress_label.setText(
-            f"{p.filename}: {format_bytes(p.done)} of {format_bytes(total)}{rate}{eta}")
+        self.progress_bar.setValue(int(1000 * p.done / max(p.total, 1)))
+        self.progress_label.setText(progress_text(p))
 
     def _on_downloaded(self, pair: InstalledPair) -> None:
         self.downloading = None
@@ -314,5 +313,6 @@ class ModelManagerDialog(QDialog):
         """Cancel a running download and join the download thread."""
         self.worker.request_cancel()
         stop_thread(self.download_thread)
+        self.search.shutdown()
         super().closeEvent(event)
 

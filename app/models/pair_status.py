@@ -1,8 +1,8 @@
-"""What the model manager says about pairs: the installed mark in the catalog, the files-check verdict."""
+"""What the model manager says about pairs: the installed mark in the catalog, the files-check verdict, progress."""
 
 from __future__ import annotations
 
-from engine import InstalledPair, PairSpec, installed_as
+from engine import DownloadProgress, InstalledPair, PairSpec, format_bytes, installed_as
 
 
 def installed_status(spec: PairSpec, installed: list[InstalledPair], other: str) -> tuple[str, str]:
@@ -20,3 +20,10 @@ def intact_text(count: int) -> str:
     if count == 0:
         return "No pairs are installed."
     return "The installed pair is intact." if count == 1 else f"All {count} installed pairs are intact."
+
+
+def progress_text(p: DownloadProgress) -> str:
+    """The download's progress line: the file, bytes so far of all, rate and time left."""
+    eta = f" · {int(p.eta_s) // 60} min {int(p.eta_s) % 60:02d} s left" if p.eta_s else ""
+    rate = f" · {format_bytes(p.rate_bps)}/s" if p.rate_bps else ""
+    return f"{p.filename}: {format_bytes(p.done)} of {format_bytes(max(p.total, 1))}{rate}{eta}"

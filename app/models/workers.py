@@ -9,7 +9,7 @@ from pathlib import Path
 from PySide6.QtCore import QObject, QThread, Signal, Slot
 
 from app.worker.boundary import WorkerBoundary
-from engine import DownloadCancelled, EngineError, InstalledPair, ModelStore, PairSpec, hub, offline
+from engine import DownloadCancelled, EngineError, InstalledPair, ModelStore, PairSpec, hub, hubpair, offline
 
 log = logging.getLogger(__name__)
 
@@ -45,12 +45,16 @@ class DownloadWorker(QObject):
         self._cancel.set()
 
     @Slot(object)
-    def download(self, spec: PairSpec) -> None:
-        """Download (or resume) a catalog pair."""
+    def download(self, spec: PairSpec | hubpair.HubPair) -> None:
+        """Download (or resume) a catalog pair, or a target and draft found on the Hub."""
         self._cancel.clear()
         with WorkerBoundary(f"Downloading {spec.name} failed", self.failed.emit):
             try:
-                pair = hub.download_pair(spec, self._store, progress=self.progressed.emit, cancel=self._cancel)
+                report, cancel = self.progressed.emit, self._cancel
+                if isinstance(spec, hubpair.HubPair):
+                    pair = hubpair.download_hub_pair(spec, self._store, progress=report, cancel=cancel)
+                else:
+                    pair = hub.download_pair(spec, self._store, progress=report, cancel=cancel)
             except DownloadCancelled:
                 self.cancelled.emit(spec.id)
                 return
