@@ -16,7 +16,23 @@ from llama_cpp.llama_grammar import JSON_GBNF, json_schema_to_gbnf
 
 from .errors import ParameterError
 
-JSON_OBJECT_GRAMMAR = JSON_GBNF  # llama.cpp's grammars/json.gbnf: one JSON object, bounded whitespace
+# llama.cpp decodes a grammar's text leniently: a lead byte 0xF5-0xFF starts a "character" past U+10FFFF, and
+# 0xED 0xA0... a surrogate. A JSON string's character class excludes those too, so a reply is always valid UTF-8.
+_INVALID = r"\uD800-\uDFFF\U00110000-\U003FFFFF"
+_CLASSES = {  # a JSON string's unescaped characters, as json.gbnf and the converter write them
+    r'[^"\\\x7F\x00-\x1F]': rf'[^"\\\x7F\x00-\x1F{_INVALID}]',
+    r'[^"\\]': rf'[^"\\\x7F\x00-\x1F{_INVALID}]',  # also no raw control character: JSON forbids them
+}
+
+
+def valid_utf8(gbnf: str) -> str:
+    """``gbnf`` with its JSON string characters held to valid Unicode scalar values."""
+    for old, new in _CLASSES.items():
+        gbnf = gbnf.replace(old, new)
+    return gbnf
+
+
+JSON_OBJECT_GRAMMAR = valid_utf8(JSON_GBNF)  # llama.cpp's grammars/json.gbnf: one JSON object, bounded whitespace
 
 # Keywords that change which documents are valid and that the converter does not turn into grammar rules.
 UNSUPPORTED = frozenset({
@@ -50,11 +66,12 @@ def schema_grammar(schema: Any) -> str:
     for where, node in _walk(schema, ""):
         _check(node, where)
     try:
-        return str(json_schema_to_gbnf(json.dumps(schema)))
+        gbnf = str(json_schema_to_gbnf(json.dumps(schema)))
     except RecursionError:
         raise SchemaError("$ref", "", "nests too deeply to be turned into a grammar") from None
     except Exception as e:  # the converter's own refusals: AssertionError, KeyError, ValueError on a pattern, ...
         raise SchemaError("structure", "", f"cannot be turned into a grammar: {e or type(e).__name__}") from None
+    return valid_utf8(gbnf)
 
 
 def _walk(node: Any, where: str) -> Iterator[tuple[str, dict[str, Any]]]:
