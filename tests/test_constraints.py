@@ -137,3 +137,14 @@ def test_a_pydantic_style_schema_becomes_a_grammar(small: Model) -> None:
 def test_json_object_grammar_parses(small: Model) -> None:
     g = Grammar.for_model(small.ptr, JSON_OBJECT_GRAMMAR)
     assert not g.allowed(np.arange(small.n_vocab)).any()  # letters only: nothing can open an object
+
+
+def test_json_strings_stay_valid_utf8(spm: Model) -> None:
+    """llama.cpp's grammar decoder would take a 0xF8 lead byte as the start of a character; the JSON grammars
+    here do not, so a reply's strings always decode."""
+    byte = {spm.token_text(t): t for t in range(spm.n_vocab)}
+    g = Grammar.for_model(spm.ptr, JSON_OBJECT_GRAMMAR)
+    for b in b'{"':
+        g.accept(byte[f"<0x{b:02X}>".encode()])
+    assert g.allows(byte[b"<0xE3>"]) and g.allows(byte[b"<0xF0>"])
+    assert not g.allows(byte[b"<0xF8>"]) and not g.allows(byte[b"<0x0A>"])  # nor a raw newline
