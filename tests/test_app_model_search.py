@@ -143,3 +143,19 @@ def test_a_newer_search_wins_over_a_slower_older_one(qtbot: QtBot, hub: HubState
     qtbot.waitUntil(lambda: "GGUF repositories for “qwen2.5 7b”" in pane.note.text(), timeout=TIMEOUT_MS)
     assert cells(pane.repos_table, 0) == [TARGET_REPO]
     dialog.close()
+
+
+def test_more_results_pages_through_a_long_search(qtbot: QtBot, hub: HubState, data_dir: Path) -> None:
+    for i in range(25):
+        hub.add(f"acme/many-{i:02d}-GGUF", f"many-{i:02d}-Q4_0.gguf", b"GGUF")
+        hub.repo_meta[f"acme/many-{i:02d}-GGUF"] = {"downloads": 1000 - i}
+    dialog = manager(qtbot)
+    pane = dialog.search
+    search_for(qtbot, dialog, "acme many")
+    qtbot.waitUntil(lambda: pane.repos_table.rowCount() == 20, timeout=TIMEOUT_MS)
+    assert pane.more_button.isEnabled() and "(more available)" in pane.note.text()
+    pane.more_button.click()
+    qtbot.waitUntil(lambda: pane.repos_table.rowCount() == 25, timeout=TIMEOUT_MS)
+    assert cells(pane.repos_table, 0) == [f"acme/many-{i:02d}-GGUF" for i in range(25)]
+    assert not pane.more_button.isEnabled() and pane.note.text() == "25 GGUF repositories for “acme many”"
+    dialog.close()
