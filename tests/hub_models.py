@@ -7,10 +7,12 @@ target (never a candidate); ``Qwen2.5-7B-Instruct`` has no GGUF file; the Llama 
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+import gguf
 import pytest
 
 from tests.hub_server import HubServer, HubState, hub_environment
@@ -36,7 +38,8 @@ TOKEN = "hf_gated_secret"
 class HubModels:
     """Paths of the generated files."""
 
-    target: Path  # about 30 MB: 1/14 of it is the draft's 2 MB
+    target: Path  # about 30 MB: 1/12 of it is the draft's 2.5 MB
+    split: tuple[Path, Path]  # the same model as two shards, as llama.cpp's gguf-split writes them
     draft: Path
     token_changed: Path
     small: Path
@@ -52,19 +55,26 @@ def _token_changed() -> Vocab:
 @pytest.fixture(scope="session")
 def hub_models(tmp_path_factory: pytest.TempPathFactory, tiny: TinyPair) -> HubModels:
     folder = tmp_path_factory.mktemp("hub-models")
-    target = write_model(folder / "target.gguf", seed=1, n_layer=3, n_embd=384, n_ff=768, logit_scale=6.0)
+    shape = {"seed": 1, "n_layer": 3, "n_embd": 384, "n_ff": 768, "logit_scale": 6.0}
+    target = write_model(folder / "target.gguf", **shape)
+    writer = gguf.GGUFWriter
+    gguf.GGUFWriter = functools.partial(writer, split_max_tensors=20)
+    try:  # 30 tensors: two shards, NAME-00001-of-00002.gguf and NAME-00002-of-00002.gguf
+        write_model(folder / "split.gguf", **shape)
+    finally:
+        gguf.GGUFWriter = writer
+    split = (folder / "split-00001-of-00002.gguf", folder / "split-00002-of-00002.gguf")
     changed = write_model(folder / "changed.gguf", vocab=_token_changed(), seed=4, n_layer=2)
     small = write_model(folder / "small.gguf", vocab=small_vocab(), seed=3, n_layer=2)
-    return HubModels(target, tiny.draft_random, changed, small)
+    return HubModels(target, split, tiny.draft_random, changed, small)
 
 
 def fill(st: HubState, m: HubModels) -> None:
     """Put the repositories on the stand-in Hub."""
     target = m.target.read_bytes()
     st.add(TARGET_REPO, TARGET_FILE, target)
-    half = len(target) // 2
-    st.add(TARGET_REPO, SPLIT_FILES[0], target[:half])
-    st.add(TARGET_REPO, SPLIT_FILES[1], target[half:])
+    for name, path in zip(SPLIT_FILES, m.split, strict=True):
+        st.add(TARGET_REPO, name, path.read_bytes())
     st.add(TARGET_REPO, "README.md", b"# Qwen2.5 7B GGUF\n")
     st.add(DRAFT_REPO, DRAFT_FILE, m.draft.read_bytes())
     st.add(DRAFT_REPO, DRAFT_Q4, m.draft.read_bytes())

@@ -75,11 +75,11 @@ def test_search_files_drafts_and_download_while_the_window_answers(
 
     pane.repos_table.selectRow(0)
     qtbot.waitUntil(lambda: pane.models_table.rowCount() == 2, timeout=TIMEOUT_MS)
-    assert cells(pane.models_table, 0) == ["F16", "Q8_0"] and cells(pane.models_table, 1) == ["30.4 MB", "30.4 MB"]
+    assert cells(pane.models_table, 0) == ["Q8_0", "F16"] and cells(pane.models_table, 1) == ["30.4 MB", "30.4 MB"]
     assert cells(pane.models_table, 2) == ["fits", "fits"] and "of 16.0 GB free RAM" in cells(pane.models_table, 3)[0]
-    assert cells(pane.models_table, 4)[0].endswith("(+1 parts)")
+    assert cells(pane.models_table, 4)[1].endswith("(+1 parts)")
     assert not pane.draft_button.isEnabled()
-    pane.models_table.selectRow(1)
+    pane.models_table.selectRow(0)
     assert pane.draft_button.isEnabled()
     pane.draft_button.click()
     qtbot.waitUntil(lambda: "best first" in pane.note.text(), timeout=TIMEOUT_MS)

@@ -52,11 +52,11 @@ def test_search_then_files_then_drafts(hub: HubState, capsys: pytest.CaptureFixt
     code, out, _ = run(["files", TARGET_REPO], capsys)
     lines = out.splitlines()
     assert code == 0 and lines[0] == f"{TARGET_REPO}: 2 GGUF models"
-    assert lines[1].startswith("  F16        30.4 MB  [") and lines[1].endswith(f"{SPLIT_FILES[0]} in 2 files")
+    assert lines[1].startswith("  Q8_0       30.4 MB  [") and lines[1].endswith(TARGET_FILE)
     assert "free RAM" in lines[2] or "free VRAM" in lines[2]
-    assert lines[3].startswith("  Q8_0       30.4 MB  [") and lines[3].endswith(TARGET_FILE)
+    assert lines[3].startswith("  F16        30.4 MB  [") and lines[3].endswith(f"{SPLIT_FILES[0]} in 2 files")
     data = json.loads(run(["files", TARGET_REPO, "--json"], capsys)[1])
-    assert [m["quant"] for m in data["models"]] == ["F16", "Q8_0"] and data["models"][0]["fit"] in ("fits", "tight")
+    assert [m["quant"] for m in data["models"]] == ["Q8_0", "F16"] and data["models"][0]["fit"] in ("fits", "tight")
 
     code, out, _ = run(["drafts", TARGET_REPO, TARGET_FILE], capsys)
     lines = out.splitlines()
@@ -117,3 +117,17 @@ def test_bad_input_is_one_line_and_nothing_half_written(
     assert error_line(*run(["pull", TARGET_REPO, TARGET_FILE], capsys)).startswith("error: pull a Hub pair as:")
     store = data_dir / "models"
     assert not list(store.rglob("*.gguf")) and not (store / "registry.json").exists()
+
+
+def test_a_split_target_downloads_all_its_shards_and_generates(
+    hub: HubState, data_dir: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code, out, err = run(["pull", TARGET_REPO, SPLIT_FILES[0], "--draft", DRAFT_REPO, DRAFT_FILE, "--json"], capsys)
+    assert code == 0, err
+    target = Path(json.loads(out)["target"])
+    assert target.name == SPLIT_FILES[0]
+    for name in SPLIT_FILES:
+        assert (target.parent / name).read_bytes() == hub.files[(TARGET_REPO, name)]
+    assert main(["generate", "--target", str(target), "--draft", json.loads(out)["draft"], "--mode", "sd",
+                 "--prompt", "Hello", "--max-tokens", "8", "--ctx", "256", "--json"]) == 0
+    assert len(json.loads(capsys.readouterr().out)["tokens"]) == 8

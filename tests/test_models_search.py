@@ -66,13 +66,14 @@ def test_search_lists_gguf_repositories_most_downloaded_first_in_pages(hub: HubS
 def test_repo_files_have_sizes_and_fit(hub: HubState) -> None:
     target = len(hub.files[(TARGET_REPO, TARGET_FILE)])
     found = repo_models(TARGET_REPO, (16 * GB, None))
+    split = sum(len(hub.files[(TARGET_REPO, f)]) for f in SPLIT_FILES)
     assert [(m.model.first, m.model.size, m.model.quant, m.label) for m in found.models] == [
-        (SPLIT_FILES[0], target, "F16", "fits"), (TARGET_FILE, target, "Q8_0", "fits")]
-    assert found.models[0].model.files == SPLIT_FILES  # two files, one model
+        (TARGET_FILE, target, "Q8_0", "fits"), (SPLIT_FILES[0], split, "F16", "fits")]
+    assert found.models[1].model.files == SPLIT_FILES  # two files, one model
     assert found.base_models == ["Qwen/Qwen2.5-7B-Instruct"] and not found.gated
     # the fit counts the weights and the KV cache the header describes (3 layers x 384 x 4k context x K, V x f16)
     kv = 3 * 4 * 96 * 2 * 2 * 4096
-    assert found.models[1].ram_bytes == target + kv
+    assert found.models[0].ram_bytes == target + kv
     assert "of 16.0 GB free RAM" in found.models[0].reason
     tight = repo_models(TARGET_REPO, (target + kv + 1, None)).models[0]
     assert (tight.label, repo_models(TARGET_REPO, (target, None)).models[0].label) == ("tight", "too large")
