@@ -132,3 +132,15 @@ def test_the_serve_command_outlives_its_engine(tiny: TinyPair) -> None:
     assert code == 0, "".join(rest)
     assert not pid_alive(engines[0])
     assert "Traceback" not in "".join(rest)
+
+
+def test_the_apps_server_starts_a_stopped_engine_with_its_next_request(tiny: TinyPair) -> None:
+    """The app's engine restarts on demand (no supervisor): a server request after a crash starts it again."""
+    with RemoteEngine(EngineConfig(str(tiny.target), n_ctx=2048, threads=1)) as eng, serve(eng) as server:
+        first = eng.pid
+        os.kill(first, signal.SIGKILL)
+        wait_until(lambda: eng.state == "stopped", "the engine process is seen dead")
+        assert health(server)["engine"] == "ready"  # the next request is served
+        assert ask(server, max_tokens=5).usage.completion_tokens == 5
+        assert eng.pid != first and eng.restarts == 1
+    assert not pid_alive(first) and not pid_alive(eng.pid)

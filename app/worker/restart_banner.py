@@ -29,6 +29,7 @@ class RestartBanner(QWidget):
         self.button.clicked.connect(self._restart)
         host.engine_stopped.connect(self.show_cause)
         host.model_loaded.connect(self.hide)
+        host.generation_started.connect(self.hide)  # the next message has started the engine again
         self._host = host
         layout = pane.layout()
         if isinstance(layout, QVBoxLayout):  # under the error banner, above the conversation

@@ -3,8 +3,9 @@
 It offers what the app's worker and the server use of an Engine (``generate``, ``messages_tokens``,
 ``tokenize``, ``n_ctx``, ``placement``, ``files``...), so they stay as they were. When the process dies,
 whatever was waiting on it raises :class:`EngineStopped` ("the engine stopped: killed by SIGBUS (...)"),
-and :meth:`RemoteEngine.restart` starts a new one with the same pair. With ``auto_restart`` a
-supervisor does that by itself, waiting longer after each crash that follows a short run.
+and the next request (or :meth:`RemoteEngine.restart`) starts a new one with the same pair. With
+``auto_restart`` (``serve``) a supervisor does that by itself, waiting longer after each crash that follows
+a short run, and requests meanwhile get EngineStopped.
 """
 
 from __future__ import annotations
@@ -137,7 +138,9 @@ class RemoteEngine:
         self.config = config
         self.auto_restart = auto_restart
         self.on_stopped = on_stopped
-        self.state = "loading"  # "ready", "restarting" (after a crash, until loaded again), "closed"
+        # "ready"; after a crash "restarting" (auto_restart, until loaded again) or "stopped" (the next request
+        # starts it again); "closed"
+        self.state = "loading"
         self.cause = ""  # why the last process ended unasked
         self.restarts = 0
         self._backoff = Backoff()
@@ -169,10 +172,12 @@ class RemoteEngine:
         return self._proc.pid
 
     def restart(self) -> None:
-        """Start a new engine process with the same pair (the old one is ended first)."""
+        """Start a new engine process with the same pair (the old one is ended first); no-op while one runs."""
         with self._lock:
             if self._closed.is_set():
                 raise p.EngineStopped("the engine was closed")
+            if self._proc.alive:  # another caller restarted it meanwhile
+                return
             self._proc.close()
             self.state = "restarting"
             self._proc = self._spawn()
@@ -200,15 +205,22 @@ class RemoteEngine:
             except Exception as exc:  # a load error (the file is gone...): keep trying, slower each time
                 log.error("restarting the engine process failed: %s", exc)
 
+    def _live(self) -> EngineProcess:
+        """The engine process; one that stopped (without auto_restart) is started again first: the next request
+        restarts it. With auto_restart, a request meanwhile gets EngineStopped."""
+        if self.state == "stopped" and not self._proc.alive:
+            self.restart()
+        return self._proc
+
     # -- the Engine surface -----------------------------------------------------------------------
     def generate(self, prompt: Sequence[int], params: GenerationParams,
                  stop: threading.Event | None = None) -> RemoteGeneration:
         self.files.check()  # ModelFileChangedError before sending: a file cut short would kill the process
-        return RemoteGeneration(self._proc, prompt, params, stop)
+        return RemoteGeneration(self._live(), prompt, params, stop)
 
     def call(self, name: str, *args: Any) -> Any:
         """Run a quick engine method (:data:`~engine.process.protocol.CALLS`) in the process."""
-        rid, events = self._proc.request(lambda rid: p.Call(rid, name, args))
+        rid, events = self._live().request(lambda rid: p.Call(rid, name, args))
         return _answer(events, rid)
 
     def tokenize(self, text: str) -> list[int]:
@@ -233,12 +245,13 @@ class RemoteEngine:
     def run_task(self, target: str, args: tuple[Any, ...], stop: threading.Event,
                  report: Callable[[Any], object]) -> Any:
         """Run ``module:function(engine, *args, stop, report)`` in the process; its reports come to ``report``."""
-        rid, events = self._proc.request(lambda rid: p.Task(rid, target, args))
+        proc = self._live()
+        rid, events = proc.request(lambda rid: p.Task(rid, target, args))
         sent_stop = False
         while True:
             if stop.is_set() and not sent_stop:
                 sent_stop = True
-                self._proc.send(p.Stop(rid))
+                proc.send(p.Stop(rid))
             try:
                 ev = events.get(timeout=STOP_POLL_S)
             except queue.Empty:
@@ -246,7 +259,7 @@ class RemoteEngine:
             if isinstance(ev, p.Progress):
                 report(ev.value)
                 continue
-            self._proc.forget(rid)
+            proc.forget(rid)
             events.put(ev)
             return _answer(events, rid)
 

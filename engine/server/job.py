@@ -168,8 +168,9 @@ def engine_failure(exc: Exception) -> APIError:
 
 
 def engine_state(engine: ServedEngine) -> str:
-    """``"ready"``, or ``"restarting"`` while an engine process that stopped is started again."""
-    return engine.state if isinstance(engine, RemoteEngine) else "ready"
+    """``"restarting"`` while ``serve``'s engine process is started again after it stopped, else ``"ready"``
+    (a stopped engine process of the app's starts again with the next request)."""
+    return "restarting" if isinstance(engine, RemoteEngine) and engine.state == "restarting" else "ready"
 
 
 def longest_piece(engine: ServedEngine) -> int:
