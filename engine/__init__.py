@@ -51,6 +51,8 @@ from .models import search as hub_search
 from .models.catalog import PairSpec, fit_label, format_bytes, load_catalog, system_memory
 from .models.hub import DownloadCancelled, DownloadProgress
 from .models.store import InstalledPair, ModelStore, installed_as
+from .process import EngineStopped, RemoteEngine
+from .process.protocol import STOPPED as ENGINE_STOPPED
 from .speculative.exactness import first_difference
 from .speculative.plan import MeasuredRate
 from .stats import GenerationStats, drafting_warning
@@ -61,6 +63,7 @@ __all__ = [
     "AUTO_LAYERS",
     "DRAFT_FREE_MODES",
     "DROP_OLDEST",
+    "ENGINE_STOPPED",
     "MAX_BRANCHES",
     "MAX_CONTEXT",
     "MAX_FANOUT",
@@ -80,6 +83,7 @@ __all__ = [
     "Engine",
     "EngineConfig",
     "EngineError",
+    "EngineStopped",
     "FittedChat",
     "Generation",
     "GenerationParams",
@@ -94,6 +98,7 @@ __all__ = [
     "PairSpec",
     "ParameterError",
     "Placement",
+    "RemoteEngine",
     "SamplingParams",
     "TinyPair",
     "TokenEvent",

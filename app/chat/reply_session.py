@@ -20,8 +20,7 @@ from app.startup import crash
 from app.worker.engine_worker import FinishedReply
 from app.worker.host import EngineHost
 from app.worker.restart_banner import RestartBanner
-from engine import GenerationParams
-from engine.process.protocol import STOPPED
+from engine import ENGINE_STOPPED, GenerationParams
 
 log = logging.getLogger(__name__)
 
@@ -289,7 +288,7 @@ class ReplySession(QObject):
             return
         try:
             if self.pane.chat_view.live_text():  # cut off where it was; a dead engine is named under it
-                self._save_partial(message[message.find(STOPPED):] if STOPPED in message else "error")
+                self._save_partial(message[message.find(ENGINE_STOPPED):] if ENGINE_STOPPED in message else "error")
             elif self._regenerating:
                 self.history.drop_version(self.reply_id)  # the earlier version shows again
             else:

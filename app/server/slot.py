@@ -11,8 +11,7 @@ import threading
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
-from engine import GenerationParams, server
-from engine.server.job import ServedEngine
+from engine import Engine, GenerationParams, RemoteEngine, server
 
 WAIT_SLICE_S = 0.25  # how often a waiting app generation looks at its Stop
 
@@ -40,7 +39,7 @@ class ServerSlot:
     def __init__(self) -> None:
         self.server: server.LocalServer | None = None
 
-    def start(self, engine: ServedEngine, request: ServerRequest) -> server.LocalServer:
+    def start(self, engine: Engine | RemoteEngine, request: ServerRequest) -> server.LocalServer:
         """Serve ``engine``; raises :class:`~engine.server.ServerError` if the port is taken."""
         self.stop()
         config = server.ServerConfig(port=request.port, generation=request.generation)

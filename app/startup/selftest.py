@@ -129,8 +129,7 @@ def compare_modes(folder: Path, *, max_tokens: int = MAX_TOKENS) -> SelfTestResu
 def check_engine_process(folder: Path, ar_tokens: Sequence[int]) -> str:
     """Greedy ``ar`` on the target of :func:`compare_modes` in the engine process, which this program starts as a
     child of itself (frozen or not): its tokens must be the in-process ones."""
-    from engine import EngineConfig, GenerationParams
-    from engine.process import RemoteEngine
+    from engine import EngineConfig, GenerationParams, RemoteEngine
 
     with RemoteEngine(EngineConfig(str(folder / "target.gguf"), None, n_ctx=512)) as eng:
         params = GenerationParams(mode="ar", max_tokens=len(ar_tokens), early_stop=False)

@@ -23,8 +23,15 @@ from PySide6.QtCore import QObject, Signal, Slot
 from app.exactness.run import run_check
 from app.server.slot import ServerEvent, ServerRequest, ServerSlot
 from app.worker.boundary import WorkerBoundary
-from engine import DROP_OLDEST, ChatMessage, EngineConfig, GenerationParams, drafting_warning, fit_messages
-from engine.process import RemoteEngine
+from engine import (
+    DROP_OLDEST,
+    ChatMessage,
+    EngineConfig,
+    GenerationParams,
+    RemoteEngine,
+    drafting_warning,
+    fit_messages,
+)
 
 
 class EngineState(enum.Enum):
