@@ -18,8 +18,8 @@ from app.main_window import MainWindow
 from app.worker.engine_worker import EngineState
 from engine import TinyPair
 from engine.process import RemoteEngine
-from engine.process.runner import pid_alive
 from tests.app_helpers import QT_STRICT, REPLY_MS, TIMEOUT_MS, fast_settings, open_window, send, tiny_pair
+from tests.process_helpers import pid_alive
 
 pytestmark = [pytest.mark.timeout(300), *QT_STRICT]
 

@@ -27,7 +27,8 @@ from engine.process import EngineStopped, RemoteEngine
 from engine.process import protocol as p
 from engine.process.abort import FAULT_ENV
 from engine.process.faults import describe_exit, fault_line
-from engine.process.runner import Backoff, pid_alive
+from engine.process.runner import Backoff
+from tests.process_helpers import pid_alive
 from tests.server_helpers import wait_until
 
 pytestmark = pytest.mark.timeout(180)

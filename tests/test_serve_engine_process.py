@@ -16,8 +16,8 @@ import pytest
 
 from engine import EngineConfig
 from engine.process import RemoteEngine
-from engine.process.runner import pid_alive
 from engine.server import LocalServer
+from tests.process_helpers import pid_alive
 from tests.server_helpers import client, error_of, serve, start_serve, stop, wait_until
 from tests.tiny_models import TinyPair
 

@@ -11,7 +11,6 @@ from __future__ import annotations
 import atexit
 import itertools
 import logging
-import os
 import queue
 import tempfile
 import threading
@@ -182,10 +181,16 @@ class EngineProcess:
                 pass
 
 
+RESTART_FIRST_S = 0.5  # a passing cause (the OOM killer, a lost RPC peer) is gone by then: back almost at once
+RESTART_MOST_S = 30.0  # a cause that stays (a model file gone) is retried twice a minute, never in a busy loop
+RESTART_STABLE_S = 60.0  # a process that ran this long died of something new: start again from the first delay
+
+
 class Backoff:
     """Delays between restarts: doubling from ``first_s`` to ``most_s``; a process that ran ``stable_s`` resets it."""
 
-    def __init__(self, first_s: float = 0.5, most_s: float = 30.0, stable_s: float = 60.0) -> None:
+    def __init__(self, first_s: float = RESTART_FIRST_S, most_s: float = RESTART_MOST_S,
+                 stable_s: float = RESTART_STABLE_S) -> None:
         self.first_s, self.most_s, self.stable_s = first_s, most_s, stable_s
         self._next = first_s
         self._started = time.monotonic()
@@ -200,13 +205,3 @@ class Backoff:
         delay, self._next = self._next, min(self.most_s, self._next * 2)
         return delay
 
-
-def pid_alive(pid: int) -> bool:
-    """Whether a process with this id exists (tests: no child left behind)."""
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
