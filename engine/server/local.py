@@ -11,12 +11,12 @@ import time
 from collections.abc import Iterator
 
 import uvicorn
-from uvicorn.protocols.http.h11_impl import H11Protocol
 
 from engine import EngineError
 
 from .app import Service, create_app
 from .config import ServerConfig, ServerStatus
+from .conns import ACCEPT_BATCH, Bursts, ConnectionLimits, guarded_protocol
 from .gate import Gate
 from .job import ServedEngine
 
@@ -76,9 +76,11 @@ class LocalServer:
         >>> server.stop()                # stops any running generation, frees the port
     """
 
-    def __init__(self, engine: ServedEngine, config: ServerConfig | None = None) -> None:
+    def __init__(self, engine: ServedEngine, config: ServerConfig | None = None,
+                 connections: ConnectionLimits | None = None) -> None:
         self.engine = engine
         self.config = config or ServerConfig()
+        self.connections = connections or ConnectionLimits()  # deadlines and the cap, before any request is read
         self.gate = Gate(self.config.max_queue)
         self.app = create_app(engine, self.config, self.gate)
         self._service: Service = self.app.state.service
@@ -127,9 +129,11 @@ class LocalServer:
         self.gate.reset()
         self._service.closing = False
         self._port = int(sock.getsockname()[1])
-        # the protocol as a class, no websockets: fewer modules imported by name (easier to freeze)
+        # the protocol as a class (with the connection limits), no websockets: fewer modules imported by name
+        # (easier to freeze); an accept batch no larger than the file descriptors kept for it
         cfg = uvicorn.Config(self.app, log_config=None, access_log=self.config.access_log, lifespan="off",
-                             http=H11Protocol, ws="none", timeout_graceful_shutdown=3, log_level="warning")
+                             http=guarded_protocol(self.connections, Bursts()), backlog=ACCEPT_BATCH, ws="none",
+                             timeout_graceful_shutdown=3, log_level="warning")
         self._server = uvicorn.Server(cfg)
         self._error = None
         self._thread = threading.Thread(target=self._serve, args=(sock,), name="ssd-chat-server", daemon=True)
