@@ -79,6 +79,8 @@ def test_a_problem_shows_under_the_field_that_caused_it(qtbot: QtBot, data_dir: 
     dialog.edits["n_ctx"].setText("100")
     assert dialog.errors["n_ctx"].isVisible() and not dialog.errors["max_tokens"].isVisible()
     assert dialog.errors["n_ctx"].text() == "context length must be at least max tokens (1024), got 100"
+    dialog.edits["gpu_layers"].setText("none")  # another field changed meanwhile: the error stays where it is
+    assert dialog.errors["n_ctx"].isVisible() and not dialog.errors["max_tokens"].isVisible()
     dialog.edits["n_ctx"].setText("4096")
     dialog.edits["max_tokens"].setText("9000")  # now max tokens is the field changed last
     assert dialog.errors["max_tokens"].isVisible() and not dialog.errors["n_ctx"].isVisible()

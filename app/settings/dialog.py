@@ -45,6 +45,7 @@ NOTE_STYLE = "color: #6e7781;"
 WARN_STYLE = "color: #9a6700;"
 GROUPS = {"decoding": "Decoding", "sampling": "Sampling", "hardware": "Hardware"}
 GPU_FIELDS = ("gpu_layers", "draft_gpu_layers")
+FIT_FIELDS = ("max_tokens", "n_ctx")  # a reply must fit the context (Settings.problems)
 MODE_LINES = {  # one line per mode in the mode list, for someone who has not read about speculation
     "ar": "plain decoding: the target model alone, one token at a time",
     "sd": "speculative: the draft model guesses K tokens, the target checks them in one pass",
@@ -68,7 +69,7 @@ class SettingsDialog(QDialog):
         self.setObjectName("settings-dialog")
         self.setMinimumWidth(MIN_WIDTH_PX)
         self._initial = settings
-        self._edited = ""  # the field typed in last
+        self._edited = ""  # of FIT_FIELDS, the one typed in last
         self._gpu = supports_gpu_offload() if gpu_offload is None else gpu_offload
         self.edits: dict[str, QLineEdit] = {}
         self.errors: dict[str, QLabel] = {}
@@ -212,7 +213,8 @@ class SettingsDialog(QDialog):
         return parse_layers(text, option.noun) if name in GPU_FIELDS else option.parse(text)
 
     def _on_edited(self, name: str) -> None:
-        self._edited = name  # a problem across two fields shows under the one changed last
+        if name in FIT_FIELDS:  # the rule across them shows under the one of the two changed last
+            self._edited = name
         self._on_changed()
 
     def _reloads(self) -> list[str]:
