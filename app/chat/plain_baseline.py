@@ -70,7 +70,7 @@ def tooltip_line(baseline: Baseline | None, rounds_so_far: int | None, *, frozen
         return (f"No speed-up shown: plain decoding (ar) {has} {rounds_so_far} of the {MIN_ROUNDS} rounds since the "
                 "pair loaded that make its rate a measurement here (auto runs it now and then; so does mode ar).")
     when = "when the reply ended" if frozen else "now"
-    return (f"× plain decoding: against {baseline.tokens_per_second:.1f} tok/s, the planner's rate for plain "
+    return (f"× plain decoding: against {baseline.tokens_per_second:.3g} tok/s, the planner's rate for plain "
             f"decoding (ar) of this pair on this machine {when}, measured over {baseline.rounds} ar rounds since "
             "the pair loaded.")
 

@@ -37,6 +37,7 @@ from app.settings.explain import (
     reload_note,
 )
 from app.settings.mode_note import mode_note
+from app.settings.remote import RemoteTest
 from app.settings.values import Settings, load_fields, setting_options
 from engine import EngineError, MeasuredRate, Option, supports_gpu_offload
 
@@ -93,6 +94,8 @@ class SettingsDialog(QDialog):
         forms["hardware"].addRow(self.gpu_note)
         for name in GPU_FIELDS:
             self.edits[name].setEnabled(self._gpu)
+        self.remote_test = RemoteTest(self.edits["rpc"])  # Remote machines: Test asks each one
+        forms["hardware"].addRow("", self.remote_test)
         self.cpu_kernels = cpu_kernels or CpuKernelsBox()
         self.cpu_kernels.combo.currentIndexChanged.connect(self._on_changed)
         forms["hardware"].addRow(self.cpu_kernels)
@@ -275,5 +278,6 @@ def _note(name: str, style: str, text: str = "") -> QLabel:
     label = QLabel(text)
     label.setObjectName(name)
     label.setWordWrap(True)
+    label.setAlignment(Qt.AlignmentFlag.AlignLeft | Qt.AlignmentFlag.AlignTop)  # under its field, not mid-row
     label.setStyleSheet(style)
     return label

@@ -21,7 +21,7 @@ FIELD_LINES = {
     "geometric": "ssd: more of those guesses where a draft is likely to be cut short, fewer elsewhere.",
     "adaptive": "auto: picks the draft length K each round from what it measured, instead of the K above.",
 }
-PLAN_LINE = "In ssd(K=4, M=12): K is the draft length, M the branches of ssd's tree of guesses per round."
+PLAN_LINE = "In a plan such as ssd(K=4, M=12), K is the draft length and M the branches of ssd's tree of guesses."
 
 
 def layers_text(value: int) -> str:
