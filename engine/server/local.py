@@ -5,10 +5,12 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import signal
 import socket
 import threading
 import time
 from collections.abc import Iterator
+from types import FrameType
 
 import uvicorn
 
@@ -28,6 +30,10 @@ class ServerError(EngineError):
 
 
 WILDCARDS = ("0.0.0.0", "::", "")  # hosts that mean "every address of this machine"
+
+
+def _as_ctrl_c(signum: int, frame: FrameType | None) -> None:
+    raise KeyboardInterrupt
 
 
 def _url(host: str, port: int) -> str:
@@ -193,9 +199,16 @@ class LocalServer:
             pass
 
     def wait(self) -> None:
-        """Block until the server stops (the CLI's foreground)."""
-        while not self._ended.wait(0.5):
-            pass
+        """Block until the server stops (the CLI's foreground). On the main thread SIGTERM (a service manager's
+        stop, ``kill``) raises KeyboardInterrupt meanwhile, so the caller stops the server as it does on Ctrl+C."""
+        main = threading.current_thread() is threading.main_thread()
+        previous = signal.signal(signal.SIGTERM, _as_ctrl_c) if main else None
+        try:
+            while not self._ended.wait(0.5):
+                pass
+        finally:
+            if previous is not None:
+                signal.signal(signal.SIGTERM, previous)
 
     def __enter__(self) -> LocalServer:
         self.start()
