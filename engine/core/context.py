@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import ctypes
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -13,7 +13,7 @@ import numpy as np
 import numpy.typing as npt
 
 from .backend import Model
-from .errors import ContextFullError, DecodeError, ModelLoadError, ParameterError
+from .errors import ContextFullError, DecodeError, ModelLoadError, ParameterError, PrefillStopped
 from .options import MAX_K
 from .outputs import PATHS, BackendSamplers, ChainSpec, Outputs, choose_path
 from .sampling import SamplingParams
@@ -202,15 +202,19 @@ class Context:
         if rc != 0:
             raise DecodeError(f"llama_decode failed with code {rc}")
 
-    def prefill_out(self, tokens: Sequence[int], start: int, seq_id: int = 0) -> Outputs:
-        """Decode ``tokens`` at positions ``start..`` in chunks of n_batch; the last token's output."""
+    def prefill_out(self, tokens: Sequence[int], start: int, seq_id: int = 0,
+                    stop: Callable[[], bool] | None = None) -> Outputs:
+        """Decode ``tokens`` at positions ``start..`` in chunks of n_batch; the last token's output. ``stop`` is asked
+        before each chunk: true raises :class:`PrefillStopped` (the chunks decoded stay in the KV)."""
         step = self.n_batch
         if not tokens:
             raise DecodeError("nothing to prefill")
-        for i in range(0, len(tokens) - step, step):
-            chunk = tokens[i : i + step]
-            self._run(chunk, range(start + i, start + i + len(chunk)), seq_id, [])
         last = (len(tokens) - 1) // step * step
+        for i in range(0, last + 1, step):
+            if stop is not None and stop():
+                raise PrefillStopped(i)
+            if i < last:
+                self._run(tokens[i : i + step], range(start + i, start + i + step), seq_id, [])
         chunk = tokens[last:]
         return self.decode_out(chunk, range(start + last, start + last + len(chunk)), seq_id, [len(chunk) - 1])
 
@@ -289,11 +293,15 @@ class KVTrack:
         self.synced = len(committed) - keep
         return row
 
-    def sync_out(self, committed: Sequence[int]) -> Outputs:
-        """:meth:`sync`, with the last token's output read in place (the round's path)."""
+    def sync_out(self, committed: Sequence[int], stop: Callable[[], bool] | None = None) -> Outputs:
+        """:meth:`sync`, with the last token's output read in place (the round's path); ``stop``: see prefill_out."""
         keep = self.keeps(committed)
         self.trim(keep)
-        out = self.ctx.prefill_out(committed[keep:], start=keep)
+        try:
+            out = self.ctx.prefill_out(committed[keep:], start=keep, stop=stop)
+        except PrefillStopped as e:
+            self.tokens.extend(committed[keep : keep + e.decoded])  # what was read stays, for the next prefix
+            raise
         self.tokens.extend(committed[keep:])
         self.synced = len(committed) - keep
         return out

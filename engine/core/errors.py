@@ -37,3 +37,11 @@ class DiskFullError(EngineError):
 
 class ModelFileChangedError(ModelLoadError):
     """A loaded model's file was changed, cut short or removed on disk: generating could read past its end."""
+
+
+class PrefillStopped(Exception):
+    """A stop was asked between a prompt's chunks; the first ``decoded`` tokens are in the KV (not an error)."""
+
+    def __init__(self, decoded: int) -> None:
+        super().__init__(f"stopped after {decoded} prompt tokens")
+        self.decoded = decoded
