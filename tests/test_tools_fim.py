@@ -90,6 +90,18 @@ def test_the_call_grammar_admits_only_a_call_of_an_offered_tool(qwen: Model) -> 
         tools.call_grammar([WEATHER], tools.HERMES, only="nope")
 
 
+def test_a_call_or_a_json_reply(qwen: Model) -> None:
+    """tool_choice auto with a JSON response_format: one grammar whose root is either; every rule of each kept
+    apart by a prefix (both have a ``space`` and a ``root`` rule)."""
+    from engine.core.gbnf import either
+    from engine.core.jsonschema import JSON_OBJECT_GRAMMAR
+
+    gbnf = either(tools.call_grammar([WEATHER], tools.HERMES), JSON_OBJECT_GRAMMAR)
+    assert _follows(qwen, gbnf, '<tool_call>\n{"name": "get_weather", "arguments": {"city": "x"}}\n</tool_call>')
+    assert _follows(qwen, gbnf, '{"any": [1, "thing"]}')
+    assert not _follows(qwen, gbnf, "plain text")
+
+
 def _follows(m: Model, gbnf: str, text: str) -> bool:
     """Whether the grammar accepts ``text`` (one byte token per byte: SPM's tokenizer would add a leading space)
     and then the end of the reply."""

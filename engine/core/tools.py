@@ -17,13 +17,13 @@ from dataclasses import dataclass
 from typing import Any
 
 from .errors import ParameterError
+from .gbnf import prefixed
 from .jsonschema import schema_grammar
 
 HERMES, LLAMA3 = "hermes", "llama3"
 TOOL_OPEN, TOOL_CLOSE = "<tool_call>", "</tool_call>"
 _BLOCK = re.compile(r"<tool_call>\s*(.*?)\s*(?:</tool_call>|$)", re.DOTALL)
-_CALL_RULE = "ssd-call"  # the converter's root renamed, so the call can sit inside the style's markup
-_ROOT_REF = re.compile(r"(?<![\w-])root(?![\w-])")
+_CALL = "call-"  # the converter's rules renamed under this prefix, so the call can sit inside the style's markup
 ID_HEX = 24  # a call id's random part, as long as OpenAI's
 
 
@@ -119,11 +119,6 @@ def call_grammar(tools: Sequence[Mapping[str, Any]], style: str, only: str | Non
                      "required": ["name", key], "additionalProperties": False})
     if not alts:
         raise ParameterError(f"tool_choice: no tool named {only!r} among tools")
-    gbnf = schema_grammar(alts[0] if len(alts) == 1 else {"anyOf": alts})
-    lines = gbnf.splitlines()
-    body = [ln for ln in lines if not ln.startswith("root ::= ")]
-    if any(_ROOT_REF.search(ln) for ln in body):
-        raise ParameterError("tools: a parameter schema refers to its own root ($ref '#'), which cannot be nested")
-    call = [f"{_CALL_RULE} ::= " + ln.removeprefix("root ::= ") for ln in lines if ln.startswith("root ::= ")]
-    root = f'root ::= "{TOOL_OPEN}\\n" {_CALL_RULE} "\\n{TOOL_CLOSE}"' if style == HERMES else f"root ::= {_CALL_RULE}"
-    return "\n".join([root, *call, *body])
+    call = prefixed(schema_grammar(alts[0] if len(alts) == 1 else {"anyOf": alts}), _CALL)
+    root = f'root ::= "{TOOL_OPEN}\\n" {_CALL}root "\\n{TOOL_CLOSE}"' if style == HERMES else f"root ::= {_CALL}root"
+    return f"{root}\n{call}"
