@@ -70,12 +70,12 @@ class Engine:
     def _load(self) -> None:
         cfg = self.config
         cores = cpu_cores()
-        threads = cfg.threads or cores
-        dthreads = cfg.draft_threads or cores
+        threads, dthreads = cfg.threads or cores, cfg.draft_threads or cores
         # GPU layers for both models at once (auto: all that fit in free GPU memory, the target's first)
         pl = self.placement = place_layers(cfg.target_path, cfg.draft_path, cfg.gpu_layers, cfg.draft_gpu_layers,
-                                           cfg.n_ctx)
-        self.target_model = self._stack.enter_context(Model(cfg.target_path, gpu_layers=pl.target_layers))
+                                           cfg.n_ctx, remote=cfg.rpc)
+        target = Model(cfg.target_path, gpu_layers=pl.target_layers, remote=cfg.rpc)
+        self.target_model = self._stack.enter_context(target)
         n_ctx = min(cfg.n_ctx, max(self.target_model.n_ctx_train, 64)) if self.target_model.n_ctx_train else cfg.n_ctx
         self.target_ctx = self._stack.enter_context(
             Context(self.target_model, ContextParams(n_ctx=n_ctx, n_batch=512, n_threads=threads,
@@ -99,7 +99,7 @@ class Engine:
             d = max(1, cores // 4)
             split = (max(1, cores - d), d)
         self.threads = Threads(threads, dthreads, split)
-        setup = f"threads {threads} {dthreads}, GPU layers {pl.target_on_gpu} {pl.draft_on_gpu}"
+        setup = f"threads {threads} {dthreads}, {pl.memory_key}"
         self._memory = memory.memory_file([cfg.target_path, cfg.draft_path], setup) if cfg.remember_machine else None
         # auto's measurements of this machine, kept across replies (and across starts, with remember_machine)
         self._cost_model = memory.load(self._memory, bool(split))

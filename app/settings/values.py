@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, fields, replace
 from typing import Any
 
+from app.settings import remote
 from engine import (
     DRAFT_FREE_MODES,
     DROP_OLDEST,
@@ -27,7 +28,7 @@ CONTEXT_OVERFLOW = Option(
     "What a send does when the conversation no longer fits the context: leave out its oldest turns (the system"
     " prompt stays, and the reply says how many were left out), or stop and say so", "decoding",
     choices=OVERFLOW_POLICIES)
-APP_OPTIONS: dict[str, Option[Any]] = {o.name: o for o in (TINT_DRAFTS, CONTEXT_OVERFLOW)}
+APP_OPTIONS: dict[str, Option[Any]] = {o.name: o for o in (TINT_DRAFTS, CONTEXT_OVERFLOW, remote.REMOTE)}
 
 
 def _default(name: str) -> Any:
@@ -56,6 +57,7 @@ class Settings:
     draft_gpu_layers: int = _default("draft_gpu_layers")
     tint_drafts: bool = TINT_DRAFTS.default
     context_overflow: str = CONTEXT_OVERFLOW.default
+    rpc: str = remote.REMOTE.default  # remote machines (HOST:PORT, comma-separated) for the target's layers
 
     def problems(self) -> dict[str, str]:
         """Map of field name to a one-line reason, empty when every value is usable."""
@@ -67,6 +69,8 @@ class Settings:
         if "max_tokens" not in out and "n_ctx" not in out and self.max_tokens > self.n_ctx:
             out["max_tokens"] = (f"{OPTIONS['max_tokens'].noun} must be at most the context length"
                                  f" ({self.n_ctx}), got {self.max_tokens}")
+        if (why := remote.problem(self.rpc)) is not None:
+            out["rpc"] = why
         return out
 
     def with_values(self, **changes: Any) -> Settings:
@@ -78,6 +82,7 @@ class Settings:
         return EngineConfig(
             target, draft, n_ctx=self.n_ctx, threads=self.threads, draft_threads=self.draft_threads,
             gpu_layers=self.gpu_layers, draft_gpu_layers=self.draft_gpu_layers, remember_machine=True,
+            rpc=remote.endpoints(self.rpc),
         )
 
     def generation_params(self, *, has_draft: bool, greedy: bool = False, mode: str | None = None,

@@ -10,6 +10,7 @@ from __future__ import annotations
 import ctypes
 import logging
 import os
+import sys
 import threading
 from collections.abc import Sequence
 from pathlib import Path
@@ -62,9 +63,26 @@ def init_backend() -> None:
 
 
 def supports_gpu_offload() -> bool:
-    """Whether this build of llama.cpp can put layers on a GPU."""
+    """Whether this build of llama.cpp can put layers on a GPU of this machine (llama.cpp's own answer is also yes
+    for a build with RPC, whose devices are other machines', GPU or not)."""
     init_backend()
-    return bool(ll.llama_supports_gpu_offload())
+    if not ll.llama_supports_gpu_offload():
+        return False
+    from engine.remote import native
+
+    return not native.available() or bool(native.local_gpus())
+
+
+def _device_list(remote: Sequence[str]) -> ctypes.Array[ctypes.c_void_p] | None:
+    """Explicit devices for a load once this process has remote machines (None: llama.cpp's default list): a remote
+    model gets the remote machines' devices, any other this machine's GPUs (llama.cpp would put remote ones first)."""
+    if not remote and "engine.remote.native" not in sys.modules:
+        return None
+    from engine.remote import native, parse_endpoints
+
+    if not remote:
+        return native.device_array(native.local_gpus()) if native.added() else None
+    return native.device_array([d for ep in parse_endpoints(list(remote)) for d in native.add_server(ep)])
 
 
 def _extra_bufts() -> bool:
@@ -114,10 +132,12 @@ def _shown(char: str) -> str:
 class Model:
     """A loaded GGUF model and its vocabulary (read-only, shareable across threads)."""
 
-    def __init__(self, path: str | os.PathLike[str], *, gpu_layers: int = 0, vocab_only: bool = False) -> None:
+    def __init__(self, path: str | os.PathLike[str], *, gpu_layers: int = 0, vocab_only: bool = False,
+                 remote: Sequence[str] = ()) -> None:
         """``gpu_layers``: layers on the GPU as llama.cpp takes them (-1 = all), or AUTO_LAYERS for every layer
         that fits in the GPU's free memory now (:mod:`engine.core.placement`; a caller placing two models
-        resolves it first, with both in view)."""
+        resolves it first, with both in view). ``remote``: HOST:PORT of RPC servers whose devices take the
+        offloaded layers instead of this machine's GPUs."""
         self._ptr: Any = None
         self.path = Path(path)
         check_gguf_file(self.path)
@@ -129,12 +149,16 @@ class Model:
         mp.n_gpu_layers = gpu_layers
         mp.vocab_only = vocab_only
         mp.use_extra_bufts = False if vocab_only else _extra_bufts()
+        devices = None if vocab_only else _device_list(remote)  # kept alive until the load returns
+        if devices is not None:
+            mp.devices = ctypes.addressof(devices)
         ptr = ll.llama_model_load_from_file(os.fsencode(self.path), mp)
         if not ptr:
             raise ModelLoadError(f"llama.cpp could not load the model (truncated or unsupported GGUF?): {self.path}")
         self._ptr = ptr
         self.gpu_layers = gpu_layers
-        self.gpu_capable = bool(ll.llama_supports_gpu_offload())  # a CPU-only build ignores gpu_layers
+        self.remote = tuple(remote) if devices is not None else ()
+        self.gpu_capable = bool(self.remote) or supports_gpu_offload()  # a CPU-only build ignores gpu_layers
         self.n_layers: int = ll.llama_model_n_layer(ptr)
         self.vocab = ll.llama_model_get_vocab(ptr)
         self.n_vocab: int = ll.llama_vocab_n_tokens(self.vocab)

@@ -10,9 +10,9 @@ test replaces by passing a :class:`Device`).
 
 from __future__ import annotations
 
-import ctypes
 import logging
 import os
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -31,7 +31,6 @@ KV_BYTES = 2  # bytes per KV element: the engine's caches are F16
 BATCH = 512  # tokens of the largest batch the engine decodes (its compute buffer scales with it)
 COMPUTE_FIXED = 64 << 20  # compute-buffer bytes besides the batch's rows: graph scratch, norms
 DRAFT_EXTRA = MAX_K * (MAX_BRANCHES + 1) + 16  # the draft context's cells beyond n_ctx (the engine's tree room)
-_GPU, _IGPU = 1, 2  # GGML_BACKEND_DEVICE_TYPE_GPU / _IGPU
 
 
 @dataclass(frozen=True, slots=True)
@@ -44,30 +43,20 @@ class Device:
 
 def probe_device() -> Device:
     """This build and machine: llama.cpp's offload support and the free memory of its GPUs (integrated ones
-    where there is no discrete GPU), summed as llama.cpp splits layers over them."""
+    where there is no discrete GPU), summed as llama.cpp splits layers over them. Remote machines' devices
+    (llama.cpp's RPC, typed GPU whatever they are) are not this machine's: they are placed by :func:`place_layers`."""
+    from engine.remote import native
+
     from .backend import supports_gpu_offload
 
     if not supports_gpu_offload():
         return Device(False)
     try:
-        count, get = bufts.ggml_symbol("ggml_backend_dev_count"), bufts.ggml_symbol("ggml_backend_dev_get")
-        kind, memory = bufts.ggml_symbol("ggml_backend_dev_type"), bufts.ggml_symbol("ggml_backend_dev_memory")
+        gpus = native.local_gpus()
+        return Device(True, sum(native.device_memory(d)[0] for d in gpus))
     except bufts.BuftError as exc:
         log.warning("cannot read the GPU's free memory (%s): auto places no layer", exc)
         return Device(True)
-    count.restype, get.restype, get.argtypes = ctypes.c_size_t, ctypes.c_void_p, [ctypes.c_size_t]
-    kind.restype, kind.argtypes = ctypes.c_int, [ctypes.c_void_p]
-    memory.restype = None
-    memory.argtypes = [ctypes.c_void_p, ctypes.POINTER(ctypes.c_size_t), ctypes.POINTER(ctypes.c_size_t)]
-    free_by_type: dict[int, int] = {}
-    for i in range(int(count())):
-        dev = get(i)
-        t = int(kind(dev))
-        if t in (_GPU, _IGPU):
-            free, total = ctypes.c_size_t(0), ctypes.c_size_t(0)
-            memory(dev, ctypes.byref(free), ctypes.byref(total))
-            free_by_type[t] = free_by_type.get(t, 0) + int(free.value)
-    return Device(True, free_by_type.get(_GPU, free_by_type.get(_IGPU, 0)))
 
 
 @dataclass(frozen=True, slots=True)
@@ -147,6 +136,7 @@ class Placement:
     gpu_build: bool
     has_draft: bool
     free_bytes: int | None = None  # the device's free memory, where auto placed the layers
+    remote: tuple[str, ...] = ()  # HOST:PORT of the remote machines that hold the target's offloaded layers
 
     def on_gpu(self, layers: int, total: int) -> int:
         """How many of ``total`` layers run on the GPU with ``layers`` asked."""
@@ -167,22 +157,33 @@ class Placement:
         """What runs where, in one line: "target 28/28 layers on the GPU, draft on the GPU"."""
         if not self.gpu_build:
             return "CPU build: both models on the CPU" if self.has_draft else "CPU build: the model on the CPU"
-        parts = [_where("target", self.target_on_gpu, self.target_total, whole=False)]
+        parts = [_where("target", self.target_on_gpu, self.target_total, whole=False, where=self._target_device)]
         if self.has_draft:
             parts.append(_where("draft", self.draft_on_gpu, self.draft_total, whole=True))
         text = ", ".join(parts)
         short = self.target_on_gpu < self.target_total or (self.has_draft and self.draft_on_gpu < self.draft_total)
         if self.free_bytes is not None and short:
-            text += f" (auto: {self.free_bytes / 2**30:.1f} GiB of GPU memory free)"
+            memory = f"{', '.join(self.remote)}'s" if self.remote else "GPU"
+            text += f" (auto: {self.free_bytes / 2**30:.1f} GiB of {memory} memory free)"
         return text
 
+    @property
+    def _target_device(self) -> str:
+        return f"remote {', '.join(self.remote)}" if self.remote else "the GPU"
 
-def _where(name: str, on: int, total: int, *, whole: bool) -> str:
+    @property
+    def memory_key(self) -> str:
+        """What the planner's memory of this machine is keyed by, besides the files: where the layers run."""
+        key = f"GPU layers {self.target_on_gpu} {self.draft_on_gpu}"
+        return key + (f", remote {','.join(self.remote)}" if self.remote else "")
+
+
+def _where(name: str, on: int, total: int, *, whole: bool, where: str = "the GPU") -> str:
     if on == 0:
         return f"{name} on the CPU"
     if whole and on >= total:
-        return f"{name} on the GPU"
-    return f"{name} {on}/{total} layers on the GPU"
+        return f"{name} on {where}"
+    return f"{name} {on}/{total} layers on {where}"
 
 
 def plan_layers(target: ModelSize, draft: ModelSize | None, gpu_layers: int, draft_gpu_layers: int, n_ctx: int,
@@ -209,10 +210,14 @@ def plan_layers(target: ModelSize, draft: ModelSize | None, gpu_layers: int, dra
 
 
 def place_layers(target_path: str | os.PathLike[str], draft_path: str | os.PathLike[str] | None, gpu_layers: int,
-                 draft_gpu_layers: int, n_ctx: int, device: Device | None = None) -> Placement:
+                 draft_gpu_layers: int, n_ctx: int, device: Device | None = None,
+                 remote: Sequence[str] = ()) -> Placement:
     """The GPU layers for the target and the draft at ``target_path`` / ``draft_path`` (see :func:`plan_layers`);
-    ``device`` defaults to this machine's (:func:`probe_device`)."""
+    ``device`` defaults to this machine's (:func:`probe_device`). With ``remote`` machines the target's layers go
+    to their devices (auto: as many as their free memory holds, each asked first) and the draft stays here."""
     device = probe_device() if device is None else device
+    if remote:
+        return _place_remote(target_path, draft_path, gpu_layers, draft_gpu_layers, n_ctx, device, remote)
     if not device.offload:  # nothing to size: the layers stay on the CPU whatever their size
         return plan_layers(_UNSIZED, _UNSIZED if draft_path else None, gpu_layers, draft_gpu_layers, n_ctx, device)
     target = read_size(Path(target_path))
@@ -222,10 +227,32 @@ def place_layers(target_path: str | os.PathLike[str], draft_path: str | os.PathL
     return placement
 
 
+def _place_remote(target_path: str | os.PathLike[str], draft_path: str | os.PathLike[str] | None, gpu_layers: int,
+                  draft_gpu_layers: int, n_ctx: int, device: Device, remote: Sequence[str]) -> Placement:
+    from engine.remote import native, parse_endpoints, probe
+
+    native.require()  # a build without RPC says so (and how to rebuild) before any machine is asked
+    eps = parse_endpoints(list(remote))
+    free = sum(probe(ep).free_bytes for ep in eps)  # an unreachable or busy machine is said here, before any load
+    target = read_size(Path(target_path))
+    t = plan_layers(target, None, gpu_layers, 0, n_ctx, Device(True, free)).target_layers
+    d_total, d = 0, 0
+    if draft_path and device.offload:
+        draft = read_size(Path(draft_path))
+        d_total = draft.n_layers
+        d = plan_layers(draft, None, draft_gpu_layers, 0, n_ctx + DRAFT_EXTRA, device).target_layers
+    auto = gpu_layers == AUTO_LAYERS
+    placement = Placement(t, d, target.n_layers, d_total, True, draft_path is not None, free if auto else None,
+                          tuple(str(ep) for ep in eps))
+    log.info("layers: %s", placement.text)
+    return placement
+
+
 def loaded(target: Model, draft: Model | None) -> Placement:
     """The placement of models as they were loaded (their resolved GPU layers)."""
     return Placement(target.gpu_layers, draft.gpu_layers if draft is not None else 0, target.n_layers,
-                     draft.n_layers if draft is not None else 0, target.gpu_capable, draft is not None)
+                     draft.n_layers if draft is not None else 0, target.gpu_capable, draft is not None,
+                     remote=target.remote)
 
 
 def cannot_pay(mode: str, placement: Placement, draft_token_s: float, target_step_s: float) -> str | None:

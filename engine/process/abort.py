@@ -12,6 +12,7 @@ from __future__ import annotations
 import ctypes
 import logging
 import os
+import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -52,7 +53,7 @@ def install(on_abort: Callable[[str], None]) -> bool:
 
     def callback(message: bytes | None) -> None:
         try:
-            on_abort((message or b"").decode("utf-8", "replace").strip())
+            on_abort(name_remotes((message or b"").decode("utf-8", "replace").strip()))
         except BaseException:  # nothing may escape into C; abort() follows anyway
             pass
 
@@ -62,6 +63,16 @@ def install(on_abort: Callable[[str], None]) -> bool:
     setter(c_callback)
     _installed.append(c_callback)
     return True
+
+
+def name_remotes(message: str) -> str:
+    """An RPC failure's message with the remote machines this process is connected to (ggml's own
+    "Remote RPC server crashed or returned malformed response" names none)."""
+    native = sys.modules.get("engine.remote.native")  # loaded wherever a remote machine was added
+    endpoints = native.added() if native is not None and "RPC" in message else ()
+    if not endpoints or any(str(e) in message for e in endpoints):
+        return message
+    return f"{message} (remote machine {', '.join(map(str, endpoints))})"
 
 
 def write_line_and_exit(prefix: str, code: int) -> Callable[[str], None]:

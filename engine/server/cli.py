@@ -9,6 +9,7 @@ import sys
 
 def add_serve_parser(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     """Register ``serve`` on the engine CLI's subcommands (imports nothing heavy)."""
+    from engine.remote.cli import add_rpc_argument
     from engine.tools.clihelp import LAYERS_HELP, gpu_layers
 
     p = subparsers.add_parser("serve", help="serve a model pair over an OpenAI-compatible HTTP API")
@@ -40,6 +41,7 @@ def add_serve_parser(subparsers: argparse._SubParsersAction) -> None:  # type: i
                    help=f"target layers on the GPU ({LAYERS_HELP}; default: %(default)s)")
     p.add_argument("--draft-gpu-layers", type=gpu_layers, default="auto",
                    help=f"draft layers on the GPU ({LAYERS_HELP}; default: %(default)s)")
+    add_rpc_argument(p)
     p.set_defaults(func=cmd_serve)
 
 
@@ -63,7 +65,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
     engine_config = EngineConfig(
         args.target, args.draft if mode != "ar" else None, n_ctx=args.ctx, threads=args.threads,
         draft_threads=args.draft_threads, gpu_layers=args.gpu_layers, draft_gpu_layers=args.draft_gpu_layers,
-        remember_machine=True,
+        remember_machine=True, rpc=args.rpc,
     )
     # the engine runs in a process of its own: a native fault there ends the requests in flight with an error,
     # and the server stays up while that process is started again

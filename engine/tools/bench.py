@@ -188,6 +188,9 @@ def cmd_bench(args: argparse.Namespace) -> int:
     from .bench_overhead import REPEATS, cmd_overhead
     if args.scenarios.strip().upper() == "O":  # overhead: tiny models, its own module
         return cmd_overhead(args)
+    if args.scenarios.strip().upper() == "R":  # remote: the target over llama.cpp's RPC, its own module
+        from .bench_remote import cmd_remote
+        return cmd_remote(args)
     if args.scenarios.strip().upper() == "S":  # simulated machines: no model, no clock
         from .simbench import cmd_simulated
         return cmd_simulated(seeds=args.seeds)
@@ -249,6 +252,8 @@ SCENARIOS = {
     "B": "the target on 1 thread in every mode, the draft on another core (ssd's two threads on separate cores); "
          "rows B (F16 target) and B-q4 (Q4_K_M target)",
     "C": "the target dequantized to F16 (a memory-heavy target), all cores",
+    "R": "alone: the target on an RPC server here behind a proxy adding --delays ms each way, the draft local "
+         "(engine/tools/bench_remote.py)",
     "O": "alone: the engine's own overhead per round on tiny generated models, host and backend sampling "
          "(engine/tools/bench_overhead.py; its options start with O:)",
 }
@@ -265,6 +270,7 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
                        formatter_class=HelpFormatter, epilog=epilog,
                        description="Measure tokens per second of every mode in hardware scenarios (see below).")
     p.add_argument("--scenarios", default="A,B,C", help="comma list of A, B, C; or O or S alone (see below)")
+    p.add_argument("--delays", default="0,5,25", help="R: milliseconds the proxy adds each way, comma list")
     p.add_argument("--seeds", type=int, default=1, help="S: run every profile on this many seeds and print the bars "
                    "at their lowest and mean")
     p.add_argument("--modes", default=",".join(MODES), help="comma list of the modes to run")

@@ -12,6 +12,8 @@ from collections.abc import Sequence
 from engine.core import options as opt
 from engine.core.errors import EngineError, ParameterError
 from engine.core.options import MODES
+from engine.remote import server as rpc_server
+from engine.remote.cli import add_rpc_argument
 from engine.server import add_serve_parser
 
 from . import models_cli
@@ -57,6 +59,7 @@ def _add_generate(sub: argparse._SubParsersAction) -> None:  # type: ignore[type
     p.add_argument("--draft-gpu-layers", type=gpu_layers, default="auto",
                    help=f"draft layers on the GPU ({LAYERS_HELP})")
     p.add_argument("--json", action="store_true", help="print one JSON object instead of streaming")
+    add_rpc_argument(p)
     p.set_defaults(func=cmd_generate)
 
 
@@ -93,7 +96,7 @@ def cmd_generate(args: argparse.Namespace) -> int:
     config = EngineConfig(
         args.target, args.draft if args.mode not in ("ar", "lookup") else None, n_ctx=args.ctx, threads=args.threads,
         draft_threads=args.draft_threads, gpu_layers=args.gpu_layers, draft_gpu_layers=args.draft_gpu_layers,
-        remember_machine=True,
+        remember_machine=True, rpc=args.rpc,
     )
     with Engine(config) as eng:
         where = placement.loaded(eng.target_model, eng.draft_model)
@@ -138,6 +141,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_generate(sub)
     models_cli.register(sub)
     add_serve_parser(sub)
+    rpc_server.register(sub)
     try:
         from . import bench
     except ImportError:  # pragma: no cover - bench is optional while it is built

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from engine.remote.simprofile import remote_verify
 from engine.speculative.fanout import allocate
 from engine.speculative.steps import Steps
 from engine.speculative.types import CACHE, JIT, NGRAM, Draft, PlanRates, RoundResult, TreeStats, Verdict
@@ -109,13 +110,11 @@ CPU_C = Machine("cpu-2core-C", _ms((1, 191.0), (3, 200.0), (5, 215.0), (9, 250.0
                 stall_p=0.03, stall=2.0)
 
 HIGH, MEDIUM, LOW = Regime("high", 0.9), Regime("medium", 0.7), Regime("low", 0.3)
-DRIFT = Regime("drifting", 0.9, drift_to=0.3)
-CODE_EDIT = Regime("code-edit", 0.6, copies=True)
+DRIFT, CODE_EDIT = Regime("drifting", 0.9, drift_to=0.3), Regime("code-edit", 0.6, copies=True)
 
 PROFILES = {p.name: p for p in (
-    Profile("cpu-2core-A", CPU_A, MEDIUM, "Q4 target, 2 threads"),
+    Profile("cpu-2core-A", CPU_A, MEDIUM, "Q4, 2 threads"), Profile("cpu-2core-C", CPU_C, MEDIUM, "F16, 2 threads"),
     Profile("cpu-2core-B", CPU_B, Regime("b-code", 0.85), "F16 target on 1 thread, draft on the other core"),
-    Profile("cpu-2core-C", CPU_C, MEDIUM, "F16 target, 2 threads"),
     Profile("h200-deep", H200_DEEP, Regime("h200-greedy", 0.85), "160-layer target, greedy"),
     Profile("h200-deep-sampled", H200_DEEP, Regime("h200-sampled", 0.78, top1=0.25), "160-layer, sampled"),
     Profile("h200-shallow", H200_SHALLOW, Regime("h200-greedy", 0.85), "64-layer target"),
@@ -124,6 +123,7 @@ PROFILES = {p.name: p for p in (
     Profile("deep-high", H200_DEEP, HIGH), Profile("deep-medium", H200_DEEP, MEDIUM),
     Profile("deep-low", H200_DEEP, LOW), Profile("deep-drifting", H200_DEEP, DRIFT),
     Profile("deep-code-edit", H200_DEEP, CODE_EDIT), Profile("cpu-A-code-edit", CPU_A, CODE_EDIT),
+    Profile("rpc-cpu-50ms", Machine("rpc-cpu-50ms", remote_verify(50.0), 72e-3, 0.4, host_s=2e-3, noise=0.1), MEDIUM),
 )}
 
 

@@ -1,0 +1,106 @@
+"""Settings › Remote machines: the field naming llama.cpp RPC servers that run the target's layers, and its Test
+button, which asks each machine (off the GUI thread) whether it answers, its protocol, devices and free memory."""
+
+from __future__ import annotations
+
+import threading
+
+from PySide6.QtCore import Signal
+from PySide6.QtWidgets import QHBoxLayout, QLabel, QLineEdit, QPushButton, QVBoxLayout, QWidget
+
+from engine import EngineError, Option
+
+REMOTE = Option("rpc", str, "", "Remote machines",
+                "Machines whose llama.cpp RPC server ('python -m engine rpc-server' there) runs the target's layers, "
+                "as HOST:PORT, comma-separated; empty: this machine only. The draft stays here. The server has no "
+                "authentication: reach it through an SSH tunnel or on a trusted network (docs/remote.md)", "hardware",
+                note="HOST:PORT, …; empty = none")
+
+
+def problem(text: str) -> str | None:
+    """Why ``text`` is not a list of remote machines, or None."""
+    from engine.remote import parse_endpoints
+
+    if not text.strip():
+        return None
+    try:
+        parse_endpoints(text)
+    except EngineError as exc:
+        return str(exc)
+    return None
+
+
+def endpoints(text: str) -> tuple[str, ...]:
+    from engine.remote import parse_endpoints
+
+    return tuple(str(e) for e in parse_endpoints(text)) if text.strip() else ()
+
+
+def test_lines(text: str) -> tuple[list[str], bool]:
+    """One line per machine: what it said (``127.0.0.1:50052: RPC 7.0.0, 1 device, …``) or why not; and whether
+    every one can be used (this build has RPC, every machine answered)."""
+    from engine.remote import RemoteError, parse_endpoints, probe
+    from engine.remote.native import NO_RPC, available
+
+    try:
+        eps = parse_endpoints(text)
+    except EngineError as exc:
+        return [str(exc)], False
+    lines, ok = [], True
+    for ep in eps:
+        try:
+            lines.append(probe(ep).text)
+        except RemoteError as exc:
+            lines.append(str(exc))
+            ok = False
+    if not available():
+        lines.append(NO_RPC)
+        ok = False
+    return lines, ok
+
+
+class RemoteTest(QWidget):
+    """The Test button and its result under the Remote machines field."""
+
+    finished = Signal(str, bool)
+
+    def __init__(self, edit: QLineEdit) -> None:
+        super().__init__()
+        self.edit = edit
+        self.button = QPushButton("Test")
+        self.button.setObjectName("remote-test")
+        self.button.setToolTip("Ask each machine whether it answers, its protocol, devices and free memory")
+        self.result = QLabel()
+        self.result.setObjectName("remote-result")
+        self.result.setWordWrap(True)
+        row = QHBoxLayout()
+        row.setContentsMargins(0, 0, 0, 0)
+        row.addWidget(self.button)
+        row.addStretch(1)
+        box = QVBoxLayout(self)
+        box.setContentsMargins(0, 0, 0, 0)
+        box.addLayout(row)
+        box.addWidget(self.result)
+        self.button.clicked.connect(self.test)
+        self.finished.connect(self._show)
+        self.edit.textChanged.connect(lambda _t: self._sync())
+        self._sync()
+
+    def _sync(self) -> None:
+        self.button.setEnabled(bool(self.edit.text().strip()))
+
+    def test(self) -> None:
+        text = self.edit.text()
+        self.button.setEnabled(False)
+        self.result.setText("asking…")
+
+        def run() -> None:  # a machine that is off takes the connect timeout: never on the GUI thread
+            lines, ok = test_lines(text)
+            self.finished.emit("\n".join(lines), ok)
+
+        threading.Thread(target=run, name="remote-test", daemon=True).start()
+
+    def _show(self, text: str, ok: bool) -> None:
+        self.result.setStyleSheet("" if ok else "color: #b00020;")
+        self.result.setText(text)
+        self._sync()

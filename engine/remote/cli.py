@@ -1,0 +1,24 @@
+"""The ``--rpc HOST:PORT[,…]`` option that generate, serve and bench share."""
+
+from __future__ import annotations
+
+import argparse
+
+from engine.core.errors import ParameterError
+
+from .endpoints import parse_endpoints
+
+RPC_HELP = ("run the target's layers on remote machines (llama.cpp RPC servers: 'python -m engine rpc-server' "
+            "there), comma-separated HOST:PORT; the draft stays here (docs/remote.md)")
+
+
+def rpc_list(text: str) -> tuple[str, ...]:
+    """argparse's type for ``--rpc``: the endpoints as ``HOST:PORT`` strings (a bad one is a usage error)."""
+    try:
+        return tuple(str(ep) for ep in parse_endpoints(text))
+    except ParameterError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def add_rpc_argument(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--rpc", type=rpc_list, default=(), metavar="HOST:PORT[,...]", help=RPC_HELP + " (default: none)")
