@@ -9,4 +9,8 @@ relay for tests and the bench.
 from .endpoints import Endpoint, parse_endpoint, parse_endpoints
 from .wire import RemoteError, ServerInfo, probe
 
-__all__ = ["Endpoint", "RemoteError", "ServerInfo", "parse_endpoint", "parse_endpoints", "probe"]
+# Ids a remote target's greedy row brings back over the link (llama.cpp's greedy chain also returns the row's
+# 151,936 logits, 608 KB): the best id, with room for ties (the lowest id wins, as on the host path).
+LINK_TOP = 4
+
+__all__ = ["LINK_TOP", "Endpoint", "RemoteError", "ServerInfo", "parse_endpoint", "parse_endpoints", "probe"]

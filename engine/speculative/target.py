@@ -11,6 +11,7 @@ from engine.core.context import Context, KVTrack
 from engine.core.errors import ContextFullError, ParameterError
 from engine.core.outputs import BACKEND, HOST, chain_spec
 from engine.core.sampling import SamplingParams
+from engine.remote import LINK_TOP
 
 from .types import Draft, Verdict
 from .verify import TargetRows, verify_greedy, verify_sampled
@@ -47,7 +48,9 @@ class Target:
         self.params = params
         self.rng = rng
         self.path = self.ctx.sampling_path(params)
-        self.ctx.set_sampling(chain_spec(params, self.ctx.n_vocab) if self.path == BACKEND else None)
+        # a remote target's greedy rows come back as its best few ids: a greedy chain also returns the whole row
+        top = LINK_TOP if self.model.remote else 0
+        self.ctx.set_sampling(chain_spec(params, self.ctx.n_vocab, top_count=top) if self.path == BACKEND else None)
         self.committed = list(prompt)
         out = self.kv.sync_out(self.committed)
         verdict = self._verdict(Draft([], None), out)
