@@ -163,3 +163,26 @@ def test_serve_answers_503_while_the_remote_is_gone_and_recovers(tiny: TinyPair,
     finally:
         eng.close()
         end(srv)
+
+
+def test_rpc_server_warns_off_loopback_and_says_what_is_wrong(tmp_path: Path) -> None:
+    port = free_port()
+    proc = subprocess.Popen([sys.executable, "-m", "engine", "rpc-server", "--host", "0.0.0.0", "--port", str(port),
+                             "--threads", "1"], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    try:
+        assert proc.stderr is not None
+        first = proc.stderr.readline()
+        assert first.startswith(f"WARNING: the RPC server on 0.0.0.0:{port} has no authentication and no encryption")
+        assert proc.stderr.readline().startswith(f"serving CPU on 0.0.0.0:{port} for one client at a time")
+        taken = subprocess.run([sys.executable, "-m", "engine", "rpc-server", "--port", str(port)],
+                               capture_output=True, text=True, timeout=60, check=False)
+        assert taken.returncode == 2 and taken.stderr.strip().splitlines()[-1].startswith(
+            f"error: cannot listen on 127.0.0.1:{port} (Address already in use)")
+    finally:
+        proc.kill()
+        proc.wait(timeout=30)
+    bad = subprocess.run([sys.executable, "-m", "engine", "rpc-server", "--device", "NOPE0"], capture_output=True,
+                         text=True, timeout=60, check=False)
+    assert bad.returncode == 2
+    line = bad.stderr.strip().splitlines()[-1]
+    assert line.startswith("error: no device named NOPE0 here; this machine has: ") and "CPU" in line
