@@ -40,7 +40,7 @@ from engine import EngineConfig, GenerationParams
 from engine.core.sampling import SamplingParams
 from engine.engine import Engine
 target, draft, rpc, n = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])
-cfg = EngineConfig(target, draft, n_ctx=512, threads=1, draft_threads=1, rpc=(rpc,))
+cfg = EngineConfig(target, draft, n_ctx=512, threads=1, draft_threads=1, rpc=tuple(rpc.split(",")))
 out = {}
 with Engine(cfg) as eng:
     prompt = eng.tokenize("Once upon a time")
@@ -186,3 +186,25 @@ def test_rpc_server_warns_off_loopback_and_says_what_is_wrong(tmp_path: Path) ->
     assert bad.returncode == 2
     line = bad.stderr.strip().splitlines()[-1]
     assert line.startswith("error: no device named NOPE0 here; this machine has: ") and "CPU" in line
+
+
+def test_two_machines_split_the_target_and_stay_exact(tiny: TinyPair, server: str, tmp_path: Path) -> None:
+    with Engine(EngineConfig(str(tiny.target), n_ctx=512, threads=1)) as eng:
+        prompt = eng.tokenize("Once upon a time")
+        local = [ev.token for ev in eng.generate(prompt, GenerationParams(max_tokens=N, sampling=SamplingParams(0.0)))]
+    with rpc_server(tmp_path) as (second, _proc), DelayProxy(_address(server), 0) as a, \
+            DelayProxy(_address(second), 0) as b:
+        r = subprocess.run([sys.executable, "-c", ALL_MODES, str(tiny.target), str(tiny.draft_related),
+                            f"{a.endpoint},{b.endpoint}", str(N), "ar", "ssd"],
+                           capture_output=True, text=True, timeout=240, check=False)
+        weights = (a.counts()[0], b.counts()[0])
+    assert r.returncode == 0, r.stderr[-3000:]
+    got = json.loads(r.stdout.strip().splitlines()[-1])
+    assert got["placement"] == f"target 3/3 layers on remote {a.endpoint}, {b.endpoint}, draft on the CPU"
+    assert got["ar"] == local and got["ssd"] == local
+    assert min(weights) > 100_000, weights  # each machine was sent a share of the layers
+
+
+def _address(endpoint: str) -> tuple[str, int]:
+    host, port = endpoint.rsplit(":", 1)
+    return host, int(port)
