@@ -73,4 +73,4 @@ def test_a_reply_saved_without_a_baseline_shows_no_speed_up(
     w.history.update_message(reply.id, "an old reply", stats=stats, complete=True)
     w.open_conversation(conv.id)
     assert "30.0 tok/s" in w.readout.text() and GAIN not in w.readout.text()
-    assert "had not been measured enough" in w.readout.toolTip()
+    assert "saved without a plain-decoding rate" in w.readout.toolTip()

@@ -64,7 +64,7 @@ def plain_rounds(stats: Mapping[str, Any]) -> int:
 def tooltip_line(baseline: Baseline | None, rounds_so_far: int | None, *, frozen: bool) -> str:
     """What the speed-up is compared with, or why none is shown (``rounds_so_far`` None: not known)."""
     if baseline is None and rounds_so_far is None:
-        return "No speed-up shown: plain decoding had not been measured enough when this reply ended."
+        return "No speed-up shown: this reply was saved without a plain-decoding rate to compare it with."
     if baseline is None:
         has = "had run" if frozen else "has run"
         return (f"No speed-up shown: plain decoding (ar) {has} {rounds_so_far} of the {MIN_ROUNDS} rounds since the "
