@@ -26,6 +26,7 @@ from .core.errors import (
     VocabMismatchError,
 )
 from .core.fit import DROP_OLDEST, OVERFLOW_POLICIES, FittedChat, fit_messages
+from .core.gumbel import COUPLED, REJECTION, score_margin
 from .core.options import (
     ALL_LAYERS,
     AUTO_LAYERS,
@@ -61,6 +62,7 @@ from .tools.tinymodel import TinyPair, write_model
 __all__ = [
     "ALL_LAYERS",
     "AUTO_LAYERS",
+    "COUPLED",
     "DRAFT_FREE_MODES",
     "DROP_OLDEST",
     "ENGINE_STOPPED",
@@ -71,6 +73,7 @@ __all__ = [
     "MODES",
     "OPTIONS",
     "OVERFLOW_POLICIES",
+    "REJECTION",
     "ChatMessage",
     "ChatTemplateError",
     "ContextFullError",
@@ -121,6 +124,7 @@ __all__ = [
     "loaded_placement",
     "offline",
     "place_layers",
+    "score_margin",
     "server",
     "set_cpu_check_override",
     "supports_gpu_offload",

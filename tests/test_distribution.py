@@ -1,4 +1,5 @@
-"""At temperature > 0, sd and ssd sample the target's distribution (chi-square against exact values).
+"""At temperature > 0, sd and ssd sample the target's distribution (chi-square against exact values), under
+coupled sampling (the default) and standard speculative sampling (rejection).
 
 On a 16-token model the exact marginal distributions of the 2nd and 3rd generated tokens are
 computed by enumerating prefixes with the target alone; sd and ssd samples over many seeds must
@@ -9,6 +10,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Iterator
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -62,8 +64,7 @@ def _samples(eng: Engine, params: GenerationParams, positions: int) -> list[Coun
     for seed in range(N_SAMPLES):
         p = GenerationParams(
             mode=params.mode, k=params.k, fanout=params.fanout, max_tokens=positions, backup=params.backup,
-            sampling=SamplingParams(temperature=params.sampling.temperature, top_k=params.sampling.top_k,
-                                    top_p=params.sampling.top_p, min_p=params.sampling.min_p, seed=seed),
+            sampling=replace(params.sampling, seed=seed),
         )
         toks = eng.generate(PROMPT, p).run().tokens
         for i in range(positions):
@@ -107,11 +108,14 @@ CASES = [
     ("ssd", SamplingParams(temperature=0.7, top_k=8, top_p=0.9, min_p=0.0)),
     ("sd", SamplingParams(temperature=0.8)),  # the defaults: top-k 40, top-p 0.95, min-p 0.05
     ("ssd", SamplingParams(temperature=0.8)),
+    ("sd", SamplingParams(temperature=1.0, scheme="rejection", **WHOLE)),  # standard speculative sampling
+    ("ssd", SamplingParams(temperature=0.8, scheme="rejection")),
 ]
 
 
 @pytest.mark.parametrize(("mode", "sampling"), CASES,
-                         ids=["sd-t1", "ssd-t1", "ssd-t0.7-topk-topp", "sd-defaults", "ssd-defaults"])
+                         ids=["sd-t1", "ssd-t1", "ssd-t0.7-topk-topp", "sd-defaults", "ssd-defaults", "sd-t1-rejection",
+                              "ssd-defaults-rejection"])
 def test_speculative_sampling_matches_target_distribution(
     small_engine: Engine, tiny: TinyPair, mode: str, sampling: SamplingParams
 ) -> None:

@@ -1,4 +1,5 @@
-""""Verify exactness": the current prompt decoded greedily with ``ar`` and with the speculative mode.
+""""Verify exactness": the current prompt decoded with ``ar`` and with the speculative mode, both greedy or, under
+the coupled scheme, both sampled with one seed (a seed of 0 in the settings: one fresh seed for both passes).
 
 A progress dialog shows each pass's tokens and cancels the check; the verdict goes to the readout (one
 line) and a box that shows the first difference readably with the target's top-2 margin there.
@@ -11,10 +12,11 @@ import html
 from PySide6.QtCore import QObject, Qt
 from PySide6.QtWidgets import QLabel, QMessageBox, QProgressBar, QProgressDialog, QWidget
 
-from app.exactness.run import Verification, VerifyProgress
+from app.exactness.run import Verification, VerifyProgress, setting_of
 from app.exactness.text import PASSES, details_html, pass_text, passed, summary
 from app.settings.values import Settings
 from app.worker.host import EngineHost
+from engine import COUPLED
 
 MAX_TOKENS = 128
 
@@ -41,11 +43,12 @@ class ExactnessCheck(QObject):
         if chat is None:
             return "Nothing to verify: type a prompt or open a conversation with a message."
         mode = settings.mode if settings.mode != "ar" else "ssd"
-        params = settings.generation_params(has_draft=has_draft, greedy=True, mode=mode,
+        params = settings.generation_params(has_draft=has_draft, greedy=settings.scheme != COUPLED, mode=mode,
                                             max_tokens=min(settings.max_tokens, MAX_TOKENS))
         if params.mode == "ar":
             return "Verify exactness needs a draft model (the active pair has none)."
-        self.readout.setText(f"Verifying <b>{html.escape(params.mode)}</b> against <b>ar</b> (greedy)…")
+        self.readout.setText(f"Verifying <b>{html.escape(params.mode)}</b> against <b>ar</b> "
+                             f"({html.escape(setting_of(params))})…")
         self._show_progress(VerifyProgress(1, params.mode, 0, params.max_tokens))
         self.host.verify(chat, params)
         return None

@@ -1,4 +1,6 @@
-"""The exactness check itself, run on the engine thread: greedy ``ar``, then the speculative mode, compared.
+"""The exactness check itself, run on the engine thread: ``ar``, then the speculative mode, compared.
+
+Greedy, or sampled with one seed under the coupled scheme, where every mode's reply is ``ar``'s for that seed.
 
 Each pass reports its progress; a stop between rounds cancels the check (no verdict). Where the
 tokens first differ, the target's top-2 logit margin there tells a numeric near-tie (batched verify
@@ -12,7 +14,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from threading import Event
 
-from engine import ChatMessage, Engine, GenerationParams, first_difference, loaded_placement
+from engine import ChatMessage, Engine, GenerationParams, first_difference, loaded_placement, score_margin
 
 REPORT_INTERVAL_S = 0.1
 CONTEXT_TOKENS = 24  # tokens shown before the first difference
@@ -31,7 +33,7 @@ class VerifyProgress:
 
 @dataclass(frozen=True, slots=True)
 class Verification:
-    """Result of "Verify exactness": greedy ``ar`` against greedy speculative decoding.
+    """Result of "Verify exactness": ``ar`` against speculative decoding, both greedy or both sampled with one seed.
 
     ``context`` is the text just before the first difference, ``ar_text`` and ``spec_text`` what each
     mode produced from there (the whole reply when identical); ``margin`` is the target's logit gap
@@ -51,17 +53,23 @@ class Verification:
     margin: float | None = None
     passes_done: int = 2
     device: str = "CPU"  # where the target ran: "CPU", or "GPU" (any layer there), whose kernels round differently
+    setting: str = "greedy"  # how both passes decoded: "greedy" or "sampled (seed N)"
 
 
 def cancelled_check(params: GenerationParams, *, ar_tokens: int = 0, passes_done: int = 0) -> Verification:
     """The result of a check that was stopped before its verdict."""
     return Verification(mode=params.mode, identical=False, ar_tokens=ar_tokens, spec_tokens=0, first_difference=None,
-                        ar_text="", spec_text="", stopped=True, passes_done=passes_done)
+                        ar_text="", spec_text="", stopped=True, passes_done=passes_done, setting=setting_of(params))
+
+
+def setting_of(params: GenerationParams) -> str:
+    """How a check decodes: greedy, or sampled with the seed both passes share."""
+    return "greedy" if params.sampling.greedy else f"sampled (seed {params.sampling.seed})"
 
 
 def run_check(eng: Engine, messages: Sequence[ChatMessage], params: GenerationParams, stop: Event,
               report: Callable[[VerifyProgress], object]) -> Verification:
-    """Decode ``messages`` greedily with ``ar`` and with ``params.mode``; compare the tokens."""
+    """Decode ``messages`` with ``ar`` and with ``params.mode`` under the same sampling and seed; compare the tokens."""
     prompt = eng.messages_tokens(messages)
     outputs: list[list[int]] = []
     for pass_no, mode in enumerate(("ar", params.mode), start=1):
@@ -81,9 +89,19 @@ def run_check(eng: Engine, messages: Sequence[ChatMessage], params: GenerationPa
     device = "GPU" if where.target_on_gpu or where.draft_on_gpu else "CPU"
     if at is None:
         text = eng.detokenize(a)
-        return Verification(params.mode, True, len(a), len(b), None, text, text, stopped=False, device=device)
+        return Verification(params.mode, True, len(a), len(b), None, text, text, stopped=False, device=device,
+                            setting=setting_of(params))
     return Verification(
         params.mode, False, len(a), len(b), at, ar_text=eng.detokenize(a[at:at + AFTER_TOKENS]),
         spec_text=eng.detokenize(b[at:at + AFTER_TOKENS]), stopped=False,
-        context=eng.detokenize(a[max(0, at - CONTEXT_TOKENS):at]), margin=eng.top2_margin(prompt + a[:at]),
-        device=device)
+        context=eng.detokenize(a[max(0, at - CONTEXT_TOKENS):at]), margin=_margin(eng, prompt + a[:at], params),
+        device=device, setting=setting_of(params))
+
+
+def _margin(eng: Engine, tokens: list[int], params: GenerationParams) -> float:
+    """Where the passes part: greedy, the target's top-2 logit gap; sampled, the gap between its two best perturbed
+    scores (the choice coupled sampling made there). Run between generations, on the engine's thread."""
+    if params.sampling.greedy:
+        return eng.top2_margin(tokens)
+    eng.target_ctx.set_sampling(None)  # logits rows; the next generation attaches its sampler chain again
+    return score_margin(eng.target.kv.sync(tokens), params.sampling, len(tokens))

@@ -18,13 +18,20 @@ def pass_text(p: VerifyProgress) -> str:
 
 
 PROMISE = ("Greedy decoding is token-identical on the CPU; on a GPU, identical up to floating-point near-ties "
-           "(a divergence is shown with its top-2 margin).")
+           "(a divergence is shown with its top-2 margin). Sampled decoding with one seed (coupled scheme) is "
+           "identical up to near-ties of the perturbed scores, on the CPU too.")
 
 
 def near_tie_on_gpu(result: Verification) -> bool:
-    """Whether a difference is the GPU's rounding at a near-tie: within the promise, not a failure."""
-    return (not result.identical and not result.stopped and result.device == "GPU" and result.margin is not None
-            and result.margin < NEAR_TIE)
+    """Whether a difference is rounding at a near-tie: within the promise, not a failure. Greedy: on a GPU only;
+    sampled: anywhere, since perturbed scores tie far more often than greedy logits (tests/test_coupled.py)."""
+    return (not result.identical and not result.stopped and (result.device == "GPU" or result.setting != "greedy")
+            and result.margin is not None and result.margin < NEAR_TIE)
+
+
+def _margin_words(result: Verification) -> str:
+    """What the margin measures: the target's top-2 logits (greedy), or its two best perturbed scores (sampled)."""
+    return "top-2 margin" if result.setting == "greedy" else "perturbed-score margin"
 
 
 def passed(result: Verification) -> bool:
@@ -37,14 +44,16 @@ def summary(result: Verification) -> str:
     if result.stopped:
         return f"Verify exactness cancelled during pass {result.passes_done + 1} of {PASSES}: no verdict."
     if result.identical:
-        return f"Identical: greedy {result.mode} produced the same {result.ar_tokens} tokens as ar."
+        return f"Identical: {result.setting} {result.mode} produced the same {result.ar_tokens} tokens as ar."
     if near_tie_on_gpu(result):
-        return (f"Identical up to a floating-point near-tie: greedy {result.mode} and ar first differ at token "
-                f"{result.first_difference}, where the target's top-2 margin is {result.margin:.3g} logits (GPU).")
-    line = f"Different: greedy {result.mode} and ar first differ at token {result.first_difference}"
+        return (f"Identical up to a floating-point near-tie: {result.setting} {result.mode} and ar first differ at "
+                f"token {result.first_difference}, where the target's {_margin_words(result)} is {result.margin:.3g} "
+                f"logits ({result.device}).")
+    line = f"Different: {result.setting} {result.mode} and ar first differ at token {result.first_difference}"
     if result.margin is not None:
         kind = "a near-tie" if result.margin < NEAR_TIE else "not a near-tie"
-        line += f" (the target's top-2 margin there: {result.margin:.3g} logits, {kind}; on the {result.device})"
+        line += (f" (the target's {_margin_words(result)} there: {result.margin:.3g} logits, {kind}; on the "
+                 f"{result.device})")
     return line + "."
 
 
@@ -57,10 +66,10 @@ def meaning(margin: float, device: str = "CPU") -> str:
                 "floating-point rounding: this is not a speculation error.")
     if margin < NEAR_TIE:
         return (f"There the target's two best next tokens are only {margin:.3g} logits apart: a near-tie. On the "
-                "CPU greedy speculation reproduces ar token for token even so, so this is a failure; please report "
+                "CPU speculation reproduces ar token for token even so, so this is a failure; please report "
                 "it with the prompt.")
     return (f"There the target's two best next tokens are {margin:.3g} logits apart: a clear choice that rounding "
-            "does not explain. Greedy speculation should have reproduced ar here; please report it with the prompt.")
+            "does not explain. Speculation should have reproduced ar here; please report it with the prompt.")
 
 
 def shown(text: str, *, mark_spaces: bool = False) -> str:

@@ -7,6 +7,7 @@ must fit in the context).
 
 from __future__ import annotations
 
+import secrets
 from dataclasses import dataclass, fields, replace
 from typing import Any
 
@@ -48,7 +49,8 @@ class Settings:
     top_k: int = _default("top_k")
     top_p: float = _default("top_p")
     min_p: float = _default("min_p")
-    seed: int = _default("seed")
+    seed: int = _default("seed")  # 0: a fresh seed for every reply
+    scheme: str = _default("scheme")
     max_tokens: int = _default("max_tokens")
     n_ctx: int = _default("n_ctx")
     threads: int = _default("threads")
@@ -87,13 +89,15 @@ class Settings:
 
     def generation_params(self, *, has_draft: bool, greedy: bool = False, mode: str | None = None,
                           max_tokens: int | None = None, seed_offset: int = 0) -> GenerationParams:
-        """Generation parameters; ``greedy`` forces temperature 0 (used by "Verify exactness").
+        """Generation parameters; ``greedy`` forces temperature 0.
 
-        ``seed_offset`` varies the sampler's seed so that Regenerate draws a different reply.
+        A seed set here gives its reply in every mode (coupled scheme); ``seed_offset`` moves it so that Regenerate
+        draws a different reply. Seed 0 draws a fresh seed for every call, so every reply differs.
         """
+        seed = (self.seed + seed_offset) % 2**32 if self.seed else secrets.randbelow(2**32)
         sampling = SamplingParams(temperature=0.0 if greedy else self.temperature, top_k=self.top_k,
-                                  top_p=1.0 if greedy else self.top_p, min_p=self.min_p,
-                                  seed=(self.seed + seed_offset) % 2**32)
+                                  top_p=1.0 if greedy else self.top_p, min_p=self.min_p, seed=seed,
+                                  scheme=self.scheme)
         return GenerationParams(
             mode=effective_mode(mode or self.mode, has_draft=has_draft), max_tokens=max_tokens or self.max_tokens,
             sampling=sampling, k=self.k, fanout=self.fanout, geometric=self.geometric, adaptive=self.adaptive)

@@ -159,7 +159,15 @@ TOP_P = Option("top_p", float, 0.95, "Top-p", "Sample among the likeliest tokens
                "sampling", 0.0, 1.0, above_minimum=True)
 MIN_P = Option("min_p", float, 0.05, "Min-p", "Drop tokens less likely than this share of the best one",
                "sampling", 0.0, 1.0, below_maximum=True, note="0 = off")
-SEED = Option("seed", int, 0, "Seed", "Seed of the sampler's random numbers", "sampling", 0, 2**32 - 1)
+SEED = Option("seed", int, 0, "Seed", "Seed of the sampler's random numbers: under the coupled scheme one seed "
+              "gives one reply in every mode", "sampling", 0, 2**32 - 1, note="in the app, 0 = a fresh seed for "
+              "every reply")
+# coupled: position-keyed Gumbel noise, drafts verified by comparison (engine.core.gumbel); rejection: standard
+# speculative sampling. The default is coupled: within a few per cent of rejection's speed in docs/benchmarks.md's
+# sampled rows, and the only scheme whose seeded reply repeats in every mode.
+SCHEME = Option("scheme", str, "coupled", "Sampling scheme", "coupled: one seed gives the same reply in every "
+                "mode (drafts are judged by comparison under shared noise); rejection: standard speculative "
+                "sampling (accept with probability min(1, p/q))", "sampling", choices=("coupled", "rejection"))
 MAX_TOKENS = Option("max_tokens", int, 256, "Max tokens", "The longest reply, in tokens", "sampling",
                     1, MAX_CONTEXT, chat_default=1024)
 
@@ -184,7 +192,7 @@ FLASH_ATTN = Option("flash_attn", bool, True, "Flash attention", "Use llama.cpp'
 
 OPTIONS: dict[str, Option[Any]] = {o.name: o for o in (
     MODE, K, ADAPTIVE, FANOUT, GEOMETRIC, BUDGET, BACKUP, MISS_LIMIT, EARLY_STOP,
-    TEMPERATURE, TOP_K, TOP_P, MIN_P, SEED, MAX_TOKENS,
+    TEMPERATURE, TOP_K, TOP_P, MIN_P, SEED, SCHEME, MAX_TOKENS,
     N_CTX, THREADS, DRAFT_THREADS, GPU_LAYERS, DRAFT_GPU_LAYERS, BRANCHES, FLASH_ATTN,
 )}
 MODES: tuple[str, ...] = MODE.choices

@@ -30,16 +30,17 @@ BACKEND_TOP_K = 256  # the largest top-k run by llama.cpp's sampler chain (more 
 
 @dataclass(frozen=True, slots=True)
 class SamplingParams:
-    """Sampler settings. ``temperature == 0`` means greedy (argmax, ties to the lowest id)."""
+    """Sampler settings, the one place they live. ``temperature == 0`` means greedy (argmax, ties to the lowest id)."""
 
     temperature: float = opt.TEMPERATURE.default
     top_k: int = opt.TOP_K.default
     top_p: float = opt.TOP_P.default
     min_p: float = opt.MIN_P.default
     seed: int = opt.SEED.default
+    scheme: str = opt.SCHEME.default  # how sampled rounds draw and verify: coupled or rejection (engine.core.gumbel)
 
     def __post_init__(self) -> None:
-        opt.check_fields(self, ("temperature", "top_k", "top_p", "min_p", "seed"))
+        opt.check_fields(self, ("temperature", "top_k", "top_p", "min_p", "seed", "scheme"))
 
     @property
     def greedy(self) -> bool:

@@ -14,6 +14,7 @@ from collections.abc import Callable, Sequence
 import numpy as np
 
 from engine.core.context import Context, KVTrack
+from engine.core.gumbel import COUPLED, gumbel_order, gumbel_sample
 from engine.core.outputs import BACKEND, HOST, Outputs, chain_spec
 from engine.core.sampling import Dist, SamplingParams, sample
 
@@ -75,13 +76,32 @@ class Drafter:
             self.ctx.set_threads(n, n)
             self._threads = n
 
-    def read(self, out: Outputs, r: int) -> tuple[int, Dist | None, IdRow]:
-        """Output ``r``: the drafted token, the q it was drawn from (None when greedy), the best ids."""
+    def read(self, out: Outputs, r: int, position: int) -> tuple[int, Dist | None, IdRow]:
+        """Output ``r``, which predicts absolute ``position``: the drafted token, the q it was drawn from (None when
+        greedy), the best ids (coupled: by perturbed score under that position's noise, the drafted token first)."""
         if self.params.greedy:
             top = out.top(r, self.top_count)
             return int(top[0]), None, top
         q, top = out.dist_top(r, self.params, self.top_count)
+        if self.params.scheme == COUPLED:
+            top = self._coupled_top(q, top, position)
+            return int(top[0]), q, top
         return sample(q, self.rng), q, top
+
+    def rank(self, out: Outputs, r: int, position: int) -> IdRow:
+        """The best ids of output ``r`` for a tree's branches (coupled: as :meth:`read` orders them)."""
+        if self.params.greedy or self.params.scheme != COUPLED:
+            return out.top(r, self.top_count)
+        return self.read(out, r, position)[2]
+
+    def _coupled_top(self, q: Dist, top: IdRow, position: int) -> IdRow:
+        """q's candidates by perturbed score; where truncation left fewer than the ids kept, the best of the
+        rest follow in logit order (the target's truncation may keep them)."""
+        order = gumbel_order(q, self.params.seed, position, self.top_count)
+        if len(order) >= self.top_count:
+            return order
+        rest = top[~np.isin(top, order)][: self.top_count - len(order)]
+        return np.concatenate((order, rest))
 
     def lag(self, committed: Sequence[int]) -> int:
         """Tokens of ``committed`` the draft's KV does not hold yet (it decodes them before it drafts)."""
@@ -104,9 +124,10 @@ class Drafter:
                 tok = out.argmax(0)
             elif sd_only:
                 qs.append(out.dist(0, self.params))
-                tok = sample(qs[-1], self.rng)
+                tok = (gumbel_sample(qs[-1], self.params.seed, len(committed) + i)
+                       if self.params.scheme == COUPLED else sample(qs[-1], self.rng))
             else:
-                tok, q, top = self.read(out, 0)
+                tok, q, top = self.read(out, 0, len(committed) + i)
                 tops.append(top)
                 if q is not None:
                     qs.append(q)
@@ -179,7 +200,7 @@ class Drafter:
     ) -> TreeStats:
         """Pre-speculate round T+1 (see :meth:`SpeculationTree.build`); a stop ends it at the next level."""
         return self.tree.build(committed, draft, depth, budget, fanout, lambda: interrupt() or self.stopping(),
-                               self.read, self.top_count)
+                               self.read, self.rank)
 
 
 class PromptRead:

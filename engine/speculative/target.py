@@ -9,12 +9,13 @@ import numpy as np
 from engine.core.backend import Model
 from engine.core.context import Context, KVTrack
 from engine.core.errors import ContextFullError, ParameterError
+from engine.core.gumbel import COUPLED
 from engine.core.outputs import BACKEND, HOST, chain_spec
 from engine.core.sampling import SamplingParams
 from engine.remote import LINK_TOP
 
 from .types import Draft, Verdict
-from .verify import TargetRows, verify_greedy, verify_sampled
+from .verify import TargetRows, verify_coupled, verify_greedy, verify_sampled
 
 
 class Target:
@@ -77,5 +78,7 @@ class Target:
     def _verdict(self, draft: Draft, rows: TargetRows) -> Verdict:
         if self.params.greedy:
             return verify_greedy(draft.tokens, rows, self.model.is_eog)
+        if self.params.scheme == COUPLED:  # row 0 samples the position after the committed tokens
+            return verify_coupled(draft.tokens, rows, self.params, len(self.committed), self.model.is_eog)
         assert draft.q is not None or not draft.tokens
         return verify_sampled(draft.tokens, draft.q or [], rows, self.params, self.rng, self.model.is_eog)

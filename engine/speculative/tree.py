@@ -18,7 +18,8 @@ from engine.core.sampling import Dist
 from .speccache import Branch, SpecCache
 from .types import Draft, IdRow, TreeStats
 
-Read = Callable[[Outputs, int], tuple[int, Dist | None, IdRow]]  # output r -> token, its q, best ids
+Read = Callable[[Outputs, int, int], tuple[int, Dist | None, IdRow]]  # output r, its position -> token, q, best ids
+Rank = Callable[[Outputs, int, int], IdRow]  # output r, the position it predicts -> its best ids
 
 
 class SpeculationTree:
@@ -56,11 +57,12 @@ class SpeculationTree:
         fanout: Callable[[int, int], list[int]],
         interrupt: Callable[[], bool],
         read: Read,
-        top_count: int,
+        rank: Rank,
     ) -> TreeStats:
         """Pre-speculate round T+1 for the likely outcomes of verifying ``draft`` after ``committed``.
 
-        ``fanout(L, budget)`` gives the per-position branch counts (length L+1). Stops between levels
+        ``fanout(L, budget)`` gives the per-position branch counts (length L+1); ``rank`` orders the candidates at
+        each position (coupled sampling: the draft's next choices under that position's noise). Stops between levels
         when ``interrupt()`` is true (the next request has arrived).
         """
         t0 = time.perf_counter()
@@ -83,12 +85,12 @@ class SpeculationTree:
             glue = [committed[-1], *toks[:-1]]
             glue_out = self.ctx.decode_out(glue, range(p_r, p_r + n_draft), 0, range(n_draft))
             self.kv.tokens.extend(glue)
-            tops = [glue_out.top(r, top_count) for r in range(n_draft)]
+            tops = [rank(glue_out, r, base + r) for r in range(n_draft)]
         if interrupt():
             return stats
         # Glue row L: the draft's view after the whole draft.
         t_glue = time.perf_counter()
-        tops.append(self.kv.decode_one(toks[-1]).top(0, top_count))
+        tops.append(rank(self.kv.decode_one(toks[-1]), 0, base + n_draft))
         stats.glue_s = time.perf_counter() - t_glue
         ends_eog = self.is_eog(toks[-1])
         counts = fanout(n_draft, min(budget, self.max_branches))
@@ -120,7 +122,7 @@ class SpeculationTree:
                 range(len(live)),
             )
             for r, b in enumerate(live):
-                tok, q, top = read(out, r)  # rows read in place: no vocabulary-sized copy per branch
+                tok, q, top = read(out, r, b.pos0 + lvl + 1)  # rows read in place: no vocabulary-sized copy
                 b.top.append(top)
                 b.tokens.append(tok)
                 if q is not None:

@@ -11,6 +11,10 @@ That is the same rule (accept with probability p_i(d_i); a rejection's token is 
 renormalised, which is the residual), and it draws one number per emitted token, as plain decoding
 does: with the same seed a lookup reply is plain decoding's reply, token for token.
 
+Coupled (:mod:`engine.core.gumbel`): every position's token is the target's own Gumbel-max sample under the
+noise of (seed, position), whatever the draft; a draft token is accepted while it equals that token. The reply is
+then plain decoding's for the seed, in every mode, and each token is an exact sample of its p.
+
 The target's outputs are read lazily, one position at a time (:class:`~engine.core.outputs.Outputs`
 or a stack of rows): a round that rejects early never looks at the later positions.
 """
@@ -23,6 +27,7 @@ from typing import Protocol
 import numpy as np
 import numpy.typing as npt
 
+from engine.core.gumbel import gumbel_sample
 from engine.core.sampling import Dist, SamplingParams, sample, to_dist
 
 from .types import Verdict
@@ -93,6 +98,20 @@ def verify_sampled(
         if is_eog(d):
             return Verdict(i, d)
     return Verdict(len(draft), sample(out.dist(len(draft), params), rng))
+
+
+def verify_coupled(draft: Sequence[int], rows: TargetRows | npt.NDArray[np.float32], params: SamplingParams,
+                   position: int, is_eog: Callable[[int], bool]) -> Verdict:
+    """Verification by comparison: row i's token is the Gumbel-max of its p at absolute ``position + i``."""
+    out = _rows(rows)
+    for i, d in enumerate(draft):
+        x = gumbel_sample(out.dist(i, params), params.seed, position + i)
+        if x != d:
+            return Verdict(i, x)
+        if is_eog(d):
+            return Verdict(i, d)
+    n = len(draft)
+    return Verdict(n, gumbel_sample(out.dist(n, params), params.seed, position + n))
 
 
 def residual(p: Dist, q: Dist) -> Dist:

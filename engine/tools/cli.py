@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import secrets
 import sys
 import threading
 from collections.abc import Sequence
@@ -44,7 +45,8 @@ def _add_generate(sub: argparse._SubParsersAction) -> None:  # type: ignore[type
                    help="sample among the likeliest tokens that hold this much probability (1 = off)")
     p.add_argument("--min-p", type=float, default=0.0,
                    help="drop tokens less likely than this share of the best one (0 = off)")
-    p.add_argument("--seed", type=int, default=0, help="seed of the sampler's random numbers")
+    p.add_argument("--seed", type=int, help="seed of the sampler: one seed gives one reply in every mode (default: a "
+                   "fresh one each run, reported in --json output)")
     p.add_argument("--k", type=int, default=4, help="draft length K")
     p.add_argument("--fanout", type=int, default=2, help="pre-speculated candidates per outcome position")
     p.add_argument("--geometric", action="store_true", help="geometric (Saguaro) fan-out allocation")
@@ -86,7 +88,8 @@ def cmd_generate(args: argparse.Namespace) -> int:
     # the engine runs here: a llama.cpp fault (GGML_ABORT, an RPC error) says one line and exits 2, no backtrace
     abort.install(abort.write_line_and_exit(f"error: {STOPPED}{ABORT_MARK}", 2))
 
-    sampling = SamplingParams(args.temperature, args.top_k, args.top_p, args.min_p, args.seed)
+    seed = secrets.randbelow(2**32) if args.seed is None else args.seed  # no seed: a fresh reply each run
+    sampling = SamplingParams(args.temperature, args.top_k, args.top_p, args.min_p, seed)
     params = GenerationParams(
         mode=args.mode, max_tokens=args.max_tokens, sampling=sampling, k=args.k, fanout=args.fanout,
         geometric=args.geometric, backup=args.backup, miss_limit=args.miss_limit, budget=args.budget,
@@ -119,7 +122,7 @@ def cmd_generate(args: argparse.Namespace) -> int:
         warning = drafting_warning(s, where)
         if args.json:
             print(json.dumps({"text": gen.text, "tokens": gen.tokens, "stats": s.to_dict(), "placement": where.text,
-                              "warning": warning}))
+                              "warning": warning, "seed": seed}))
         else:
             hit = "-" if s.hit_rate is None else f"{s.hit_rate:.0%}"
             acc = "-" if s.acceptance_rate is None else f"{s.acceptance_rate:.0%}"
