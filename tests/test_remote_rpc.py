@@ -208,3 +208,16 @@ def test_two_machines_split_the_target_and_stay_exact(tiny: TinyPair, server: st
 def _address(endpoint: str) -> tuple[str, int]:
     host, port = endpoint.rsplit(":", 1)
     return host, int(port)
+
+
+def test_bench_scenario_r_counts_bytes_and_checks_exactness(tiny: TinyPair, tmp_path: Path) -> None:
+    out = tmp_path / "r.json"
+    r = subprocess.run([sys.executable, "-m", "engine", "bench", "--scenarios", "R", "--target", str(tiny.target),
+                        "--draft", str(tiny.draft_related), "--prompts", "1", "--max-tokens", "16", "--delays", "0,5",
+                        "--ctx", "512", "--out", str(out)], capture_output=True, text=True, timeout=240, check=False)
+    assert r.returncode == 0, r.stderr[-3000:]
+    rows = [ln.split("|")[1:-1] for ln in r.stdout.splitlines() if ln.startswith("| ") and " ms |" in ln]
+    assert [(c[0].strip(), c[1].strip()) for c in rows] == [(f"{d} ms", m) for d in (0, 5) for m in MODES]
+    assert all(c[7].strip() == "yes" for c in rows)  # every mode's tokens are ar's
+    records = json.loads(out.read_text())["records"]
+    assert all(rec["bytes_down"] < 1000 * rec["rounds"] for rec in records)  # ids come back, not logits rows
