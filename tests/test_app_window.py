@@ -126,7 +126,9 @@ def test_corrupt_model_shows_an_error_and_the_app_stays_usable(
     message = str(blocker.args[0])  # type: ignore[index]
     assert message.startswith("Could not load Broken pair:") and "\n" not in message
     assert w.error_banner.isVisible() and w.error_banner.text() == message
-    assert w.state == EngineState.FAILED and not w.send_button.isEnabled()
+    # the worker's FAILED follows its message; the UI thread may show the message before it is queued
+    qtbot.waitUntil(lambda: w.state == EngineState.FAILED, timeout=TIMEOUT_MS)
+    assert not w.send_button.isEnabled()
     with qtbot.waitSignal(w.host.model_loaded, timeout=TIMEOUT_MS):
         w.pairs.activate(tiny_pair(tiny))
     qtbot.waitUntil(lambda: w.state == EngineState.READY, timeout=TIMEOUT_MS)

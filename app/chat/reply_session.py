@@ -288,7 +288,11 @@ class ReplySession(QObject):
             return
         try:
             if self.pane.chat_view.live_text():  # cut off where it was; a dead engine is named under it
-                self._save_partial(message[message.find(ENGINE_STOPPED):] if ENGINE_STOPPED in message else "error")
+                if ENGINE_STOPPED in message:
+                    self._last_stats = self._last_stats or {"mode": self._mode}  # died before its first stats
+                    self._save_partial(message[message.find(ENGINE_STOPPED):])
+                else:
+                    self._save_partial("error")
             elif self._regenerating:
                 self.history.drop_version(self.reply_id)  # the earlier version shows again
             else:
