@@ -228,9 +228,9 @@ class Engine:
         try:
             self._configure_drafter(params, stops)  # before its prompt read: the read's thread owns the drafter
             ahead = self._read_ahead(prompt, params)
-            first = self.target.start(prompt, params.sampling, rng)
+            first = self.target.start(prompt, params.sampling, rng, stops)  # None: stopped while reading the prompt
             recorder.first_token(self._decode_times())
-            pending: list[tuple[int, bool]] = [(first, False)]
+            pending: list[tuple[int, bool]] = [] if first is None else [(first, False)]
             stats.sampling_path = self._sampling_path(params)
             n_round = 0
             while True:

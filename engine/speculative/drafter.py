@@ -14,6 +14,7 @@ from collections.abc import Callable, Sequence
 import numpy as np
 
 from engine.core.context import Context, KVTrack
+from engine.core.errors import PrefillStopped
 from engine.core.gumbel import COUPLED, gumbel_order, gumbel_sample
 from engine.core.outputs import BACKEND, HOST, Outputs, chain_spec
 from engine.core.sampling import Dist, SamplingParams, sample
@@ -221,7 +222,9 @@ class PromptRead:
     def _read(self) -> None:
         try:
             self._drafter.drop_tree()
-            self._drafter.kv.sync_out(self._prompt)
+            self._drafter.kv.sync_out(self._prompt, self._drafter.stopping)
+        except PrefillStopped:  # the reply was stopped: what was read stays in the KV
+            pass
         except Exception as e:  # the first round catches up instead
             self._error = e
 

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Sequence
 
 import numpy as np
 
 from engine.core.backend import Model
 from engine.core.context import Context, KVTrack
-from engine.core.errors import ContextFullError, ParameterError
+from engine.core.errors import ContextFullError, ParameterError, PrefillStopped
 from engine.core.gumbel import COUPLED
 from engine.core.outputs import BACKEND, HOST, chain_spec
 from engine.core.sampling import SamplingParams
@@ -42,8 +43,10 @@ class Target:
             self.ctx.set_threads(n, n)
             self._threads = n
 
-    def start(self, prompt: Sequence[int], params: SamplingParams, rng: np.random.Generator) -> int:
-        """Prefill ``prompt`` (reusing the cached prefix) and sample the first token."""
+    def start(self, prompt: Sequence[int], params: SamplingParams, rng: np.random.Generator,
+              stops: Sequence[threading.Event] = ()) -> int | None:
+        """Prefill ``prompt`` (reusing the cached prefix) and sample the first token; None when one of ``stops`` is
+        set between the prompt's chunks (a client that has left holds the engine for a chunk, not the prompt)."""
         if not prompt:
             raise ParameterError("the prompt is empty")
         self.params = params
@@ -53,7 +56,10 @@ class Target:
         top = LINK_TOP if self.model.remote else 0
         self.ctx.set_sampling(chain_spec(params, self.ctx.n_vocab, top_count=top) if self.path == BACKEND else None)
         self.committed = list(prompt)
-        out = self.kv.sync_out(self.committed)
+        try:
+            out = self.kv.sync_out(self.committed, lambda: any(e.is_set() for e in stops))
+        except PrefillStopped:
+            return None
         verdict = self._verdict(Draft([], None), out)
         self.committed.append(verdict.next_token)
         return verdict.next_token
