@@ -54,6 +54,7 @@ from .models.hub import DownloadCancelled, DownloadProgress
 from .models.store import InstalledPair, ModelStore, installed_as
 from .process import EngineStopped, RemoteEngine
 from .process.protocol import STOPPED as ENGINE_STOPPED
+from .remote import ask_remote_machines, remote_endpoints
 from .speculative.exactness import first_difference
 from .speculative.plan import MeasuredRate
 from .stats import GenerationStats, drafting_warning
@@ -106,6 +107,7 @@ __all__ = [
     "TinyPair",
     "TokenEvent",
     "VocabMismatchError",
+    "ask_remote_machines",
     "check_cpu",
     "cpu_check_status",
     "cpu_cores",
@@ -124,6 +126,7 @@ __all__ = [
     "loaded_placement",
     "offline",
     "place_layers",
+    "remote_endpoints",
     "score_margin",
     "server",
     "set_cpu_check_override",

@@ -8,7 +8,7 @@ import threading
 from PySide6.QtCore import Signal
 from PySide6.QtWidgets import QHBoxLayout, QLabel, QLineEdit, QPushButton, QVBoxLayout, QWidget
 
-from engine import EngineError, Option
+from engine import EngineError, Option, ask_remote_machines, remote_endpoints
 
 REMOTE = Option("rpc", str, "", "Remote machines",
                 "Machines whose llama.cpp RPC server ('python -m engine rpc-server' there) runs the target's layers, "
@@ -19,44 +19,15 @@ REMOTE = Option("rpc", str, "", "Remote machines",
 
 def problem(text: str) -> str | None:
     """Why ``text`` is not a list of remote machines, or None."""
-    from engine.remote import parse_endpoints
-
-    if not text.strip():
-        return None
     try:
-        parse_endpoints(text)
+        remote_endpoints(text)
     except EngineError as exc:
         return str(exc)
     return None
 
 
 def endpoints(text: str) -> tuple[str, ...]:
-    from engine.remote import parse_endpoints
-
-    return tuple(str(e) for e in parse_endpoints(text)) if text.strip() else ()
-
-
-def test_lines(text: str) -> tuple[list[str], bool]:
-    """One line per machine: what it said (``127.0.0.1:50052: RPC 7.0.0, 1 device, …``) or why not; and whether
-    every one can be used (this build has RPC, every machine answered)."""
-    from engine.remote import RemoteError, parse_endpoints, probe
-    from engine.remote.native import NO_RPC, available
-
-    try:
-        eps = parse_endpoints(text)
-    except EngineError as exc:
-        return [str(exc)], False
-    lines, ok = [], True
-    for ep in eps:
-        try:
-            lines.append(probe(ep).text)
-        except RemoteError as exc:
-            lines.append(str(exc))
-            ok = False
-    if not available():
-        lines.append(NO_RPC)
-        ok = False
-    return lines, ok
+    return remote_endpoints(text)
 
 
 class RemoteTest(QWidget):
@@ -95,7 +66,7 @@ class RemoteTest(QWidget):
         self.result.setText("asking…")
 
         def run() -> None:  # a machine that is off takes the connect timeout: never on the GUI thread
-            lines, ok = test_lines(text)
+            lines, ok = ask_remote_machines(text)
             self.finished.emit("\n".join(lines), ok)
 
         threading.Thread(target=run, name="remote-test", daemon=True).start()

@@ -13,4 +13,38 @@ from .wire import RemoteError, ServerInfo, probe
 # 151,936 logits, 608 KB): the best id, with room for ties (the lowest id wins, as on the host path).
 LINK_TOP = 4
 
-__all__ = ["LINK_TOP", "Endpoint", "RemoteError", "ServerInfo", "parse_endpoint", "parse_endpoints", "probe"]
+
+
+def remote_endpoints(text: str) -> tuple[str, ...]:
+    """A comma-separated list of remote machines as ``HOST:PORT`` strings (empty text: none); ParameterError if bad."""
+    return tuple(str(e) for e in parse_endpoints(text)) if text.strip() else ()
+
+
+def ask_remote_machines(text: str) -> tuple[list[str], bool]:
+    """One line per machine of ``text``: what it said (``127.0.0.1:50052: RPC 7.0.0, 1 device, …``) or why it
+    cannot be used; and whether every one can (this build has RPC too)."""
+    from engine.core.errors import EngineError
+
+    from .native import NO_RPC, available
+
+    try:
+        eps = parse_endpoints(text)
+    except EngineError as exc:
+        return [str(exc)], False
+    lines, ok = [], True
+    for ep in eps:
+        try:
+            lines.append(probe(ep).text)
+        except RemoteError as exc:
+            lines.append(str(exc))
+            ok = False
+    if not available():
+        lines.append(NO_RPC)
+        ok = False
+    return lines, ok
+
+
+__all__ = [
+    "LINK_TOP", "Endpoint", "RemoteError", "ServerInfo", "ask_remote_machines", "parse_endpoint", "parse_endpoints",
+    "probe", "remote_endpoints",
+]
