@@ -142,7 +142,8 @@ def run_scenario(
 ) -> tuple[list[Row], list[dict[str, Any]]]:
     rows = {(st, m): Row(sc.name, st, m) for st in settings for m in modes}
     exact: list[dict[str, Any]] = []
-    cfg = EngineConfig(str(sc.target), str(draft), n_ctx=args.ctx, threads=sc.threads, draft_threads=sc.draft_threads)
+    cfg = EngineConfig(str(sc.target), str(draft), n_ctx=args.ctx, threads=sc.threads, draft_threads=sc.draft_threads,
+                       rpc=args.rpc)  # --rpc: the target's layers on remote machines (their threads, not sc's)
     with Engine(cfg) as eng:
         # Warm up: page the weights in; auto measures this machine once, as in the user's earlier replies.
         warm = eng.chat_tokens("Say hello.")
@@ -260,6 +261,8 @@ SCENARIOS = {
 
 
 def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    from engine.remote.cli import add_rpc_argument
+
     from .clihelp import HelpFormatter, listing
 
     epilog = listing("scenarios", SCENARIOS, "Every prompt runs every mode back to back (order rotated per prompt), "
@@ -270,6 +273,7 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
                        formatter_class=HelpFormatter, epilog=epilog,
                        description="Measure tokens per second of every mode in hardware scenarios (see below).")
     p.add_argument("--scenarios", default="A,B,C", help="comma list of A, B, C; or O or S alone (see below)")
+    add_rpc_argument(p)
     p.add_argument("--delays", default="0,5,25", help="R: milliseconds the proxy adds each way, comma list")
     p.add_argument("--seeds", type=int, default=1, help="S: run every profile on this many seeds and print the bars "
                    "at their lowest and mean")
