@@ -27,7 +27,24 @@ os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
 DATA_ENV = "SSD_CHAT_DATA_DIR"
 # Where other programs keep their own files under HOME; set before huggingface_hub (imported by the engine) reads them.
 OTHER_PROGRAMS_ENV = ("XDG_CACHE_HOME", "XDG_CONFIG_HOME", "XDG_DATA_HOME", "XDG_STATE_HOME", "HF_HOME")
-RUN_DIR = Path(tempfile.mkdtemp(prefix="ssd-chat-tests-"))
+RUN_PREFIX = "ssd-chat-tests-"  # then the run's process id: a run killed before its end is cleaned by the next one
+
+
+def _remove_folders_of_ended_runs() -> None:
+    for folder in Path(tempfile.gettempdir()).glob(f"{RUN_PREFIX}*-*"):
+        pid = folder.name[len(RUN_PREFIX):].split("-")[0]
+        if not pid.isdigit():
+            continue
+        try:
+            os.kill(int(pid), 0)
+        except ProcessLookupError:
+            shutil.rmtree(folder, ignore_errors=True)
+        except OSError:  # alive, another user's
+            continue
+
+
+_remove_folders_of_ended_runs()
+RUN_DIR = Path(tempfile.mkdtemp(prefix=f"{RUN_PREFIX}{os.getpid()}-"))
 for _name in OTHER_PROGRAMS_ENV:
     os.environ[_name] = str(RUN_DIR / _name.lower())
 
@@ -41,7 +58,7 @@ os.environ[cpu_check.CACHE_ENV] = str(RUN_DIR / "cache")
 os.environ[MEMORY_ENV] = str(RUN_DIR / "auto-memory")
 
 # The real pair (1.6 GB assembled) is kept across runs in this folder when set, else in pytest's cache folder of the
-# checkout (.pytest_cache/d/ssd-chat-offline-pair; `pytest --cache-clear` removes it), else for this run only.
+# checkout (.pytest_cache/d/ssd-chat-offline-pair, also under -p no:cacheprovider; --cache-clear removes it).
 PAIR_ENV = "SSD_CHAT_TEST_MODELS"
 PAIR_CACHE = "ssd-chat-offline-pair"
 
@@ -126,8 +143,8 @@ def _pair_folder(config: pytest.Config) -> Path:
     override = os.environ.get(PAIR_ENV)
     if override:
         return Path(override)
-    cache = getattr(config, "cache", None)  # None under -p no:cacheprovider
-    return Path(cache.mkdir(PAIR_CACHE)) if cache is not None else RUN_DIR / PAIR_CACHE
+    cache = getattr(config, "cache", None)  # None under -p no:cacheprovider: the same folder, named here
+    return Path(cache.mkdir(PAIR_CACHE)) if cache is not None else config.rootpath / ".pytest_cache" / "d" / PAIR_CACHE
 
 
 @pytest.fixture(scope="session")

@@ -43,7 +43,7 @@ def test_the_kernels_line_names_amx_only_where_the_cpu_has_it(qtbot: QtBot) -> N
     assert verdict_text(SAFE, amx=False).startswith("CPU kernels: repacked weights — on: the check ran")
     assert verdict_text(SAFE, amx=True).startswith("CPU kernels: repacked weights (AMX) — on: the check ran")
     assert verdict_text(AMX_FAULTS, amx=False).startswith(  # the check found AMX (faulting): it is named
-        "CPU kernels: repacked weights (AMX) — AMX off, repacked weights on: this CPU faulted in the AMX check")
+        "CPU kernels: repacked weights (AMX) — AMX off, repacked weights on: this CPU's AMX unit is not usable")
     box = CpuKernelsBox(SAFE, amx=False)
     qtbot.addWidget(box)
     assert "(AMX)" not in box.verdict.text()
