@@ -129,8 +129,8 @@ def test_a_near_tie_on_a_gpu_is_identical_up_to_rounding_not_a_failure(
     assert box is not None and box.icon() == QMessageBox.Icon.Information
     text = box.text()
     assert "0.008 logits apart: a near-tie. On a GPU" in text and "not a speculation error" in text
-    assert ("token-identical on the CPU; on a GPU, identical up to floating-point near-ties (a divergence is shown "
-            "with its top-2 margin)") in text
+    assert ("there, and on a GPU, it is identical up to floating-point near-ties (a divergence is shown with its "
+            "top-2 margin)") in text
     shot = os.environ.get("SSD_CHAT_SCREENSHOT")  # where to save the box (the docs' picture of a near-tie)
     if shot:
         qtbot.waitExposed(box)
