@@ -74,7 +74,7 @@ class Engine:
         # GPU layers for both models at once (auto: all that fit in free GPU memory, the target's first)
         pl = self.placement = place_layers(cfg.target_path, cfg.draft_path, cfg.gpu_layers, cfg.draft_gpu_layers,
                                            cfg.n_ctx, remote=cfg.rpc)
-        target = Model(cfg.target_path, gpu_layers=pl.target_layers, remote=cfg.rpc)
+        target = Model(cfg.target_path, gpu_layers=pl.target_layers, remote=cfg.rpc, split=cfg.tensor_split)
         self.target_model = self._stack.enter_context(target)
         n_ctx = min(cfg.n_ctx, max(self.target_model.n_ctx_train, 64)) if self.target_model.n_ctx_train else cfg.n_ctx
         self.target_ctx = self._stack.enter_context(
@@ -226,7 +226,7 @@ class Engine:
         start = self._decode_times()
         ahead: PromptRead | None = None
         try:
-            self._configure_drafter(params, stops)  # before its prompt read: the read's thread owns the drafter
+            self._configure_drafter(params, stops, len(prompt))  # before its prompt read: the read owns the drafter
             ahead = self._read_ahead(prompt, params)
             first = self.target.start(prompt, params.sampling, rng, stops)  # None: stopped while reading the prompt
             recorder.first_token(self._decode_times())
@@ -282,14 +282,14 @@ class Engine:
             recorder.finish(start, self._decode_times(),
                             draft_on_this_thread=params.mode in INLINE_DRAFT_MODES and self.drafter is not None)
 
-    def _configure_drafter(self, params: GenerationParams, stops: tuple[threading.Event, ...]) -> None:
+    def _configure_drafter(self, params: GenerationParams, stops: tuple[threading.Event, ...], n_prompt: int) -> None:
         """The draft's sampler for this reply (a mode that may draft with it): its settings, random numbers and
         the best ids kept per row (plain sd: the drafted token alone); a stop cuts its draft after the step."""
         if self.drafter is None or params.mode not in MODEL_DRAFT_MODES:
             return
         self.drafter.stop_when(*stops)
         self.drafter.configure(params.sampling, np.random.default_rng([params.sampling.seed, 1]),
-                               top_count=1 if params.mode == "sd" else max(params.fanout + 2, 6))
+                               top_count=1 if params.mode == "sd" else max(params.fanout + 2, 6), prompt_len=n_prompt)
 
     def _join_read(self, ahead: PromptRead, recorder: StatsRecorder) -> None:
         """Wait for the draft's prompt read; the wait is the loop's (as a wait for a draft is)."""

@@ -38,6 +38,11 @@ class SamplingParams:
     min_p: float = opt.MIN_P.default
     seed: int = opt.SEED.default
     scheme: str = opt.SCHEME.default  # how sampled rounds draw and verify: coupled or rejection (engine.core.gumbel)
+    # Constraints (engine.core.constraints), applied to the target's rows and mirrored on the draft's:
+    logit_bias: tuple[tuple[int, float], ...] = ()  # (token id, added logit); -100 bans, as in OpenAI's API
+    presence_penalty: float = 0.0  # OpenAI's penalties, over the reply's own tokens
+    frequency_penalty: float = 0.0
+    grammar: str = ""  # GBNF the reply must follow; "" = free
 
     def __post_init__(self) -> None:
         opt.check_fields(self, ("temperature", "top_k", "top_p", "min_p", "seed", "scheme"))
@@ -48,8 +53,10 @@ class SamplingParams:
 
     @property
     def backend_ok(self) -> bool:
-        """Whether llama.cpp's sampler chain can express these settings (top-k 0 cannot: whole vocabulary)."""
-        return self.greedy or 0 < self.top_k <= BACKEND_TOP_K
+        """Whether llama.cpp's sampler chain can express these settings: not top-k 0 (the whole vocabulary), nor a
+        constraint (it reads the host's rows)."""
+        free = not (self.logit_bias or self.grammar or self.presence_penalty or self.frequency_penalty)
+        return free and (self.greedy or 0 < self.top_k <= BACKEND_TOP_K)
 
 
 @dataclass(frozen=True, slots=True)

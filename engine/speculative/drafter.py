@@ -13,6 +13,7 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 
+from engine.core.constraints import Constraint
 from engine.core.context import Context, KVTrack
 from engine.core.errors import PrefillStopped
 from engine.core.gumbel import COUPLED, gumbel_order, gumbel_sample
@@ -20,6 +21,7 @@ from engine.core.outputs import BACKEND, HOST, Outputs, chain_spec
 from engine.core.sampling import Dist, SamplingParams, sample
 
 from . import ngram
+from .constrained import DraftConstraint
 from .speccache import Branch
 from .tree import SpeculationTree
 from .types import CACHE, JIT, NGRAM, ROUND_SYNC, Draft, IdRow, TreeStats
@@ -48,6 +50,8 @@ class Drafter:
         self._threads = ctx.params.n_threads
         self.pool_draft: Callable[[Sequence[int], int], Draft] | None = None  # the engine's n-gram pool, if set
         self._stops: tuple[threading.Event, ...] = ()
+        self.mirror_constraints = True  # draft under the reply's constraints (off: to measure what they are worth)
+        self.mirror: DraftConstraint | None = None  # the reply's constraints on this side, if it has any
 
     def stop_when(self, *events: threading.Event) -> None:
         """The events that end this generation: once one is set, drafting and tree building stop after the
@@ -58,8 +62,9 @@ class Drafter:
         """Whether the generation has been asked to stop."""
         return any(event.is_set() for event in self._stops)
 
-    def configure(self, params: SamplingParams, rng: np.random.Generator, top_count: int) -> None:
-        """A new generation's sampler: its settings, random numbers, and the best ids kept per row.
+    def configure(self, params: SamplingParams, rng: np.random.Generator, top_count: int, prompt_len: int = 0) -> None:
+        """A new generation's sampler: its settings, random numbers, the best ids kept per row, and the reply's
+        constraints (bias, penalties, grammar) over the tokens after the prompt's ``prompt_len``.
 
         On the backend path the draft context's chain returns the ``top_count`` best ids (greedy) or the
         truncated candidates (sampled), built as the target's are.
@@ -71,19 +76,28 @@ class Drafter:
         self.path = self.ctx.sampling_path(params)
         backend = self.path == BACKEND
         self.ctx.set_sampling(chain_spec(params, self.ctx.n_vocab, top_count=self.top_count) if backend else None)
+        if self.mirror is not None:
+            self.mirror.close()
+        built = Constraint.build(params, self.ctx.model.ptr, self.ctx.n_vocab) if self.mirror_constraints else None
+        self.mirror = DraftConstraint(built, prompt_len) if built is not None else None
 
     def set_threads(self, n: int) -> None:
         if n != self._threads:
             self.ctx.set_threads(n, n)
             self._threads = n
 
-    def read(self, out: Outputs, r: int, position: int) -> tuple[int, Dist | None, IdRow]:
+    def read(self, out: Outputs, r: int, position: int, state: Constraint | None = None) \
+            -> tuple[int, Dist | None, IdRow]:
         """Output ``r``, which predicts absolute ``position``: the drafted token, the q it was drawn from (None when
-        greedy), the best ids (coupled: by perturbed score under that position's noise, the drafted token first)."""
+        greedy), the best ids (coupled: by perturbed score under that position's noise, the drafted token first);
+        ``state``: the constraints after the path this row follows."""
         if self.params.greedy:
-            top = out.top(r, self.top_count)
+            top = out.top(r, self.top_count) if state is None else state.top(out.row(r), self.top_count)
             return int(top[0]), None, top
-        q, top = out.dist_top(r, self.params, self.top_count)
+        if state is None:
+            q, top = out.dist_top(r, self.params, self.top_count)
+        else:
+            q, top = state.dist_top(out.row(r), self.params, self.top_count)
         if self.params.scheme == COUPLED:
             top = self._coupled_top(q, top, position)
             return int(top[0]), q, top
@@ -119,7 +133,8 @@ class Drafter:
         tokens: list[int] = []
         qs: list[Dist] = []
         tops: list[IdRow] = []
-        sd_only = self.top_count == 1  # plain sd: no tree wants the best ids
+        state = self.mirror.at(committed) if self.mirror is not None else None
+        sd_only = self.top_count == 1 and state is None  # plain sd: no tree wants the best ids
         for i in range(k):
             if sd_only and self.params.greedy:
                 tok = out.argmax(0)
@@ -128,10 +143,12 @@ class Drafter:
                 tok = (gumbel_sample(qs[-1], self.params.seed, len(committed) + i)
                        if self.params.scheme == COUPLED else sample(qs[-1], self.rng))
             else:
-                tok, q, top = self.read(out, 0, len(committed) + i)
+                tok, q, top = self.read(out, 0, len(committed) + i, state)
                 tops.append(top)
                 if q is not None:
                     qs.append(q)
+            if state is not None:
+                state.accept(tok)  # drafted under the state: allowed
             tokens.append(tok)
             if self.is_eog(tok) or i == k - 1 or self.stopping():
                 break

@@ -8,6 +8,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from engine.core.backend import Model
+from engine.core.constraints import Constraint
 from engine.core.context import Context, KVTrack
 from engine.core.errors import ContextFullError, ParameterError, PrefillStopped
 from engine.core.gumbel import COUPLED
@@ -15,6 +16,7 @@ from engine.core.outputs import BACKEND, HOST, chain_spec
 from engine.core.sampling import SamplingParams
 from engine.remote import LINK_TOP
 
+from .constrained import ConstrainedRows
 from .types import Draft, Verdict
 from .verify import TargetRows, verify_coupled, verify_greedy, verify_sampled
 
@@ -36,6 +38,7 @@ class Target:
         self.params = SamplingParams()
         self.rng = np.random.default_rng(0)
         self.path = HOST
+        self.constraint: Constraint | None = None  # the reply's bias, penalties and grammar, after ``committed``
         self._threads = ctx.params.n_threads
 
     def set_threads(self, n: int) -> None:
@@ -55,6 +58,9 @@ class Target:
         # a remote target's greedy rows come back as its best few ids: a greedy chain also returns the whole row
         top = LINK_TOP if self.model.remote else 0
         self.ctx.set_sampling(chain_spec(params, self.ctx.n_vocab, top_count=top) if self.path == BACKEND else None)
+        if self.constraint is not None:
+            self.constraint.close()
+        self.constraint = Constraint.build(params, self.model.ptr, self.ctx.n_vocab)
         self.committed = list(prompt)
         try:
             out = self.kv.sync_out(self.committed, lambda: any(e.is_set() for e in stops))
@@ -82,6 +88,14 @@ class Target:
         return verdict
 
     def _verdict(self, draft: Draft, rows: TargetRows) -> Verdict:
+        if self.constraint is None:
+            return self._verify(draft, rows)
+        constrained = ConstrainedRows(rows, draft.tokens, self.constraint)  # type: ignore[arg-type]
+        verdict = self._verify(draft, constrained)
+        constrained.finish(verdict.tokens(draft.tokens))
+        return verdict
+
+    def _verify(self, draft: Draft, rows: TargetRows) -> Verdict:
         if self.params.greedy:
             return verify_greedy(draft.tokens, rows, self.model.is_eog)
         if self.params.scheme == COUPLED:  # row 0 samples the position after the committed tokens
