@@ -28,6 +28,7 @@ class EngineConfig:
     sampling_path: str = "auto"  # where rounds sample: auto (llama.cpp's chain on a GPU), host or backend
     remember_machine: bool = False  # keep auto's measurements on disk for the next start (engine.speculative.memory)
     rpc: tuple[str, ...] = ()  # HOST:PORT of remote machines (llama.cpp RPC servers) that run the target's layers
+    tensor_split: tuple[float, ...] = ()  # each remote device's share of those layers (empty: by free memory)
 
     def __post_init__(self) -> None:
         opt.check_fields(self, CONFIG_FIELDS)

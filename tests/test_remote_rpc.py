@@ -221,3 +221,17 @@ def test_bench_scenario_r_counts_bytes_and_checks_exactness(tiny: TinyPair, tmp_
     assert all(c[7].strip() == "yes" for c in rows)  # every mode's tokens are ar's
     records = json.loads(out.read_text())["records"]
     assert all(rec["bytes_down"] < 1000 * rec["rounds"] for rec in records)  # ids come back, not logits rows
+
+
+def test_tensor_split_gives_each_machine_its_share(tiny: TinyPair, server: str, tmp_path: Path) -> None:
+    with rpc_server(tmp_path) as (second, _proc), DelayProxy(_address(server), 0) as a, \
+            DelayProxy(_address(second), 0) as b:
+        r = subprocess.run(generate_argv(tiny.target, f"{a.endpoint},{b.endpoint}", "--tensor-split", "1,0",
+                                         "--max-tokens", "4"), capture_output=True, text=True, timeout=120, check=False)
+        weights = (a.counts()[0], b.counts()[0])
+        bad = subprocess.run(generate_argv(tiny.target, f"{a.endpoint},{b.endpoint}", "--tensor-split", "1"),
+                             capture_output=True, text=True, timeout=120, check=False)
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert weights[0] > 1_000_000 > weights[1], weights  # every layer on the first machine, none on the second
+    assert bad.returncode == 2
+    assert bad.stderr.strip().splitlines()[-1] == "error: --tensor-split gives 1 share for 2 remote devices"

@@ -85,6 +85,17 @@ def _device_list(remote: Sequence[str]) -> ctypes.Array[ctypes.c_void_p] | None:
     return native.device_array([d for ep in parse_endpoints(list(remote)) for d in native.add_server(ep)])
 
 
+def _shares(split: Sequence[float], devices: ctypes.Array[ctypes.c_void_p] | None) -> ctypes.Array[ctypes.c_float]:
+    """llama.cpp's tensor_split array: each listed device's share of the offloaded layers (checked first)."""
+    n = len(devices) - 1 if devices is not None else 0
+    if len(split) != n:
+        shares = f"{len(split)} share{'s' if len(split) != 1 else ''}"
+        raise ParameterError(f"--tensor-split gives {shares} for {n} remote device{'s' if n != 1 else ''}")
+    if any(not 0 <= s < float("inf") for s in split) or sum(split) <= 0:
+        raise ParameterError("--tensor-split shares must be numbers of 0 or more, not all 0")
+    return (ctypes.c_float * int(ll.llama_max_devices()))(*split)
+
+
 def _extra_bufts() -> bool:
     """Apply the CPU check's verdict to llama.cpp's extra CPU buffer types; True to load with them.
 
@@ -133,11 +144,12 @@ class Model:
     """A loaded GGUF model and its vocabulary (read-only, shareable across threads)."""
 
     def __init__(self, path: str | os.PathLike[str], *, gpu_layers: int = 0, vocab_only: bool = False,
-                 remote: Sequence[str] = ()) -> None:
+                 remote: Sequence[str] = (), split: Sequence[float] = ()) -> None:
         """``gpu_layers``: layers on the GPU as llama.cpp takes them (-1 = all), or AUTO_LAYERS for every layer
         that fits in the GPU's free memory now (:mod:`engine.core.placement`; a caller placing two models
         resolves it first, with both in view). ``remote``: HOST:PORT of RPC servers whose devices take the
-        offloaded layers instead of this machine's GPUs."""
+        offloaded layers instead of this machine's GPUs; ``split``: each of their devices' share (empty: by free
+        memory)."""
         self._ptr: Any = None
         self.path = Path(path)
         check_gguf_file(self.path)
@@ -152,6 +164,9 @@ class Model:
         devices = None if vocab_only else _device_list(remote)  # kept alive until the load returns
         if devices is not None:
             mp.devices = ctypes.addressof(devices)
+        shares = _shares(split, devices) if split else None  # kept alive until the load returns
+        if shares is not None:
+            mp.tensor_split = ctypes.cast(shares, ctypes.POINTER(ctypes.c_float))
         ptr = ll.llama_model_load_from_file(os.fsencode(self.path), mp)
         if not ptr:
             raise ModelLoadError(f"llama.cpp could not load the model (truncated or unsupported GGUF?): {self.path}")

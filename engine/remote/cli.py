@@ -20,5 +20,16 @@ def rpc_list(text: str) -> tuple[str, ...]:
         raise argparse.ArgumentTypeError(str(exc)) from None
 
 
+def shares(text: str) -> tuple[float, ...]:
+    """argparse's type for ``--tensor-split``: comma-separated numbers."""
+    try:
+        return tuple(float(x) for x in text.split(","))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected numbers separated by commas, got {text!r}") from None
+
+
 def add_rpc_argument(p: argparse.ArgumentParser) -> None:
     p.add_argument("--rpc", type=rpc_list, default=(), metavar="HOST:PORT[,...]", help=RPC_HELP + " (default: none)")
+    p.add_argument("--tensor-split", type=shares, default=(), metavar="N[,...]",
+                   help="with --rpc: each remote device's share of the target's layers, in --rpc's order (default: "
+                        "by their free memory)")

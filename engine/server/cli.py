@@ -65,7 +65,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
     engine_config = EngineConfig(
         args.target, args.draft if mode != "ar" else None, n_ctx=args.ctx, threads=args.threads,
         draft_threads=args.draft_threads, gpu_layers=args.gpu_layers, draft_gpu_layers=args.draft_gpu_layers,
-        remember_machine=True, rpc=args.rpc,
+        remember_machine=True, rpc=args.rpc, tensor_split=args.tensor_split,
     )
     # the engine runs in a process of its own: a native fault there ends the requests in flight with an error,
     # and the server stays up while that process is started again

@@ -143,7 +143,7 @@ def run_scenario(
     rows = {(st, m): Row(sc.name, st, m) for st in settings for m in modes}
     exact: list[dict[str, Any]] = []
     cfg = EngineConfig(str(sc.target), str(draft), n_ctx=args.ctx, threads=sc.threads, draft_threads=sc.draft_threads,
-                       rpc=args.rpc)  # --rpc: the target's layers on remote machines (their threads, not sc's)
+                       rpc=args.rpc, tensor_split=args.tensor_split)  # --rpc: the target's layers elsewhere
     with Engine(cfg) as eng:
         # Warm up: page the weights in; auto measures this machine once, as in the user's earlier replies.
         warm = eng.chat_tokens("Say hello.")

@@ -99,7 +99,7 @@ def cmd_generate(args: argparse.Namespace) -> int:
     config = EngineConfig(
         args.target, args.draft if args.mode not in ("ar", "lookup") else None, n_ctx=args.ctx, threads=args.threads,
         draft_threads=args.draft_threads, gpu_layers=args.gpu_layers, draft_gpu_layers=args.draft_gpu_layers,
-        remember_machine=True, rpc=args.rpc,
+        remember_machine=True, rpc=args.rpc, tensor_split=args.tensor_split,
     )
     with Engine(config) as eng:
         where = placement.loaded(eng.target_model, eng.draft_model)
