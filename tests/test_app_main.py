@@ -7,6 +7,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from PySide6.QtWidgets import QMessageBox
 from pytestqt.qtbot import QtBot
 
 import app.startup.selftest
@@ -31,16 +32,18 @@ def test_self_test_is_dispatched_before_any_qt_import(monkeypatch: pytest.Monkey
     assert early_check() is None
 
 
-def test_crash_hook_writes_a_log(data_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    shown: list[str] = []
-    monkeypatch.setattr("PySide6.QtWidgets.QMessageBox.critical", lambda *a: shown.append(str(a[2])))
+def test_crash_hook_writes_a_log(qtbot: QtBot, data_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    for name, fresh in (("_reported", set()), ("_logs_written", 0), ("_boxes", [])):  # this run's, not the suite's
+        monkeypatch.setattr(crash, name, fresh)
     try:
         raise RuntimeError("boom")
     except RuntimeError as exc:
         crash.excepthook(RuntimeError, exc, exc.__traceback__)
     logs = list((data_dir / "crashes").glob("crash-*.log"))
     assert len(logs) == 1 and "RuntimeError: boom" in logs[0].read_text()
-    assert not shown or "boom" in shown[0]
+    (box,) = crash._boxes
+    assert isinstance(box, QMessageBox) and "boom" in box.text() and str(logs[0]) in box.text()
+    box.close()  # a box left open would be counted by the next test that reports an error
 
 
 @pytest.mark.realmodels
