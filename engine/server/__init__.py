@@ -20,16 +20,17 @@ if TYPE_CHECKING:
     from .app import create_app
     from .cli import add_serve_parser, cmd_serve
     from .config import FinishedRequest, RunningRequest, ServerConfig, ServerStatus
+    from .fields import SUPPORTS
     from .local import LocalServer, ServerError
 
 _WHERE = {
     "FinishedRequest": "config", "LocalServer": "local", "RunningRequest": "config", "ServerConfig": "config",
     "ServerError": "local", "ServerStatus": "config", "add_serve_parser": "cli", "cmd_serve": "cli",
-    "create_app": "app",
+    "create_app": "app", "SUPPORTS": "fields",
 }
 
-__all__ = ["FinishedRequest", "LocalServer", "RunningRequest", "ServerConfig", "ServerError", "ServerStatus",
-           "add_serve_parser", "cmd_serve", "create_app"]
+__all__ = ["SUPPORTS", "FinishedRequest", "LocalServer", "RunningRequest", "ServerConfig", "ServerError",
+           "ServerStatus", "add_serve_parser", "cmd_serve", "create_app"]
 
 
 def __getattr__(name: str) -> Any:

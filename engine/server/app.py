@@ -1,4 +1,4 @@
-"""The FastAPI application: /health, /v1/models, /v1/chat/completions and /v1/completions."""
+"""The FastAPI application: /health, /v1/models, and the generating endpoints (:mod:`.endpoints`)."""
 
 from __future__ import annotations
 
@@ -17,17 +17,20 @@ from fastapi.responses import JSONResponse, Response, StreamingResponse
 from starlette.background import BackgroundTask
 from starlette.concurrency import run_in_threadpool
 
-from engine import ChatMessage, ChatTemplateError, GenerationParams, ParameterError, SamplingParams
+from engine import GenerationParams, ParameterError, SamplingParams
 from engine.core.errors import ModelFileChangedError
+from engine.core.tools import ToolCall
 from engine.process import EngineStopped
 
-from . import errors, replies
+from . import endpoints, errors, replies
 from .config import FinishedRequest, RunningRequest, ServerConfig
 from .errors import APIError
 from .gate import Gate, QueueFull
 from .guard import BearerAuth, BodyLimit, HostGuard
 from .job import Job, Outcome, ServedEngine, engine_failure, engine_state, longest_piece
 from .schemas import ChatCompletionRequest, CompletionRequest
+from .structured import ChatPlan, VocabModel
+from .toolreply import CallStream, delta_calls, finish_reason, message_calls
 
 
 async def client_gone(request: Request) -> None:
@@ -48,12 +51,13 @@ class Service:
         self.jobs: dict[str, Job] = {}  # the generation running (and, while it winds down, the one before)
         self.closing = False  # set while the server stops: nothing new starts
         self._longest_piece = 0  # bytes of the vocabulary's longest token, looked up on the first long prompt
+        self.vocab = VocabModel(engine)  # the target's vocabulary here: tools, FIM, logit_bias's ids
 
     def model_card(self) -> dict[str, Any]:
         draft = self.engine.config.draft_path
         return {"id": self.model_id, "object": "model", "created": self.created, "owned_by": "ssd-chat",
                 "draft": Path(draft).stem if draft else None, "context_length": self.engine.n_ctx,
-                "modes": ["ar", "sd", "ssd", "auto"] if draft else ["ar"]}
+                "modes": ["ar", "sd", "ssd", "lookup", "auto"] if draft else ["ar", "lookup"]}
 
     def check_engine(self) -> None:
         """503 while the engine process is being started again after it stopped."""
@@ -71,7 +75,7 @@ class Service:
             raise engine_failure(exc) from exc
 
     def check_model(self, name: str) -> None:
-        if name != self.model_id:
+        if name != self.model_id and not self.config.any_model_name:
             raise APIError(404, f"the model {name!r} does not exist; this server has {self.model_id!r}",
                            param="model", code="model_not_found")
 
@@ -88,27 +92,25 @@ class Service:
             raise APIError(400, f"the prompt has at least {least:,} tokens ({size:,} bytes) but the context holds "
                            f"only {n_ctx}", param=field, code="context_length_exceeded")
 
-    def params(self, body: ChatCompletionRequest | CompletionRequest, n_prompt: int, prompt_field: str) \
-            -> GenerationParams:
+    def params(self, body: ChatCompletionRequest | CompletionRequest, n_prompt: int, prompt_field: str,
+               extras: dict[str, Any]) -> GenerationParams:
         n_ctx = self.engine.n_ctx
         if n_prompt + 1 >= n_ctx:
             raise APIError(400, f"the prompt has {n_prompt} tokens but the context holds only {n_ctx}",
                            param=prompt_field, code="context_length_exceeded")
-        field, limit = body.token_limit
-        room = n_ctx - n_prompt
-        if limit is not None and limit > room:
-            raise APIError(400, f"{field} {limit} is beyond the context: the prompt has {n_prompt} tokens and the "
-                           f"context holds {n_ctx}, leaving room for {room}", param=field,
-                           code="context_length_exceeded")
+        limit = body.token_limit[1]
+        room = n_ctx - n_prompt  # a larger max_tokens is capped at the room left, as local servers do
+        limit = min(limit, room) if limit is not None else None
         base = self.config.generation
         mode = body.mode or base.mode
-        if mode != "ar" and not self.engine.config.draft_path:
+        if mode not in ("ar", "lookup") and not self.engine.config.draft_path:
             if body.mode is not None:
                 raise APIError(400, f"mode {mode!r} needs a draft model and this server has none", param="mode")
             mode = "ar"
         seed = body.seed if body.seed is not None else secrets.randbelow(1 << 31)
         try:
-            sampling = SamplingParams(body.temperature, body.top_k, body.top_p, body.min_p, seed)
+            sampling = SamplingParams(temperature=body.temperature, top_k=body.top_k, top_p=body.top_p,
+                                      min_p=body.min_p, seed=seed, **extras)
             return replace(base, mode=mode, max_tokens=limit or room, sampling=sampling)
         except ParameterError as exc:
             raise APIError(400, str(exc)) from exc
@@ -136,8 +138,9 @@ class Service:
             gone.cancel()
 
     async def serve(self, request: Request, kind: str, body: ChatCompletionRequest | CompletionRequest,
-                    prompt: list[int], prompt_field: str) -> Response:
-        params = self.params(body, len(prompt), prompt_field)
+                    prompt: list[int], prompt_field: str, extras: dict[str, Any], plan: ChatPlan | None = None) \
+            -> Response:
+        params = self.params(body, len(prompt), prompt_field, extras)
         if not await self.wait_turn(request):
             return APIError(400, "the client disconnected", code="client_disconnected").response()
         if self.closing:
@@ -178,12 +181,13 @@ class Service:
         head = (kind, rid, int(time.time()), self.model_id)
         if body.stream:
             # the background task also runs when the client leaves before the stream's first byte
-            return StreamingResponse(self._stream(job, head, body, len(prompt)), media_type="text/event-stream",
+            return StreamingResponse(self._stream(job, head, body, len(prompt), plan), media_type="text/event-stream",
                                      headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"},
                                      background=BackgroundTask(job.cancel))
-        return await self._whole(request, job, head, len(prompt))
+        return await self._whole(request, job, head, len(prompt), plan)
 
-    async def _whole(self, request: Request, job: Job, head: tuple[str, str, int, str], n_prompt: int) -> Response:
+    async def _whole(self, request: Request, job: Job, head: tuple[str, str, int, str], n_prompt: int,
+                     plan: ChatPlan | None) -> Response:
         async def collect() -> str:
             return "".join([piece async for piece in job.pieces()])
 
@@ -200,10 +204,19 @@ class Service:
         out = job.outcome
         if out.error is not None or (out.cancelled and self.closing):
             raise self._failure(out)
-        return JSONResponse(replies.whole(*head, text, out.finish_reason, n_prompt, out.stats))
+        found: list[ToolCall] = []
+        if plan is not None:  # a reply that may hold tool calls: they leave the text
+            calls = CallStream(plan)
+            text = calls.feed(text)
+            rest, found = calls.finish()
+            text += rest
+        legacy = plan is not None and plan.legacy
+        return JSONResponse(replies.whole(*head, text, finish_reason(found, legacy, out.finish_reason), n_prompt,
+                                          out.stats, message_calls(found, legacy)))
 
     async def _stream(self, job: Job, head: tuple[str, str, int, str], body: ChatCompletionRequest |
-                      CompletionRequest, n_prompt: int) -> AsyncIterator[str]:
+                      CompletionRequest, n_prompt: int, plan: ChatPlan | None) -> AsyncIterator[str]:
+        calls = CallStream(plan) if plan is not None else None
         try:
             if head[0] == replies.CHAT:
                 yield replies.sse(replies.chunk(*head, role=True, text=""))
@@ -212,13 +225,20 @@ class Service:
                 if self.closing:
                     cut = True
                     break
-                yield replies.sse(replies.chunk(*head, text=piece))
+                text = calls.feed(piece) if calls is not None else piece
+                if text:
+                    yield replies.sse(replies.chunk(*head, text=text))
             out = job.outcome
             if out.error is not None or cut or (out.cancelled and self.closing):
                 self.gate.count_failure()
                 yield replies.sse(self._failure(out).body())
             else:
-                yield replies.sse(replies.chunk(*head, finish=out.finish_reason, stats=out.stats))
+                rest, found = calls.finish() if calls is not None else ("", [])
+                legacy = plan is not None and plan.legacy
+                if rest or found:
+                    yield replies.sse(replies.chunk(*head, text=rest or None, calls=delta_calls(found, legacy)))
+                yield replies.sse(replies.chunk(*head, finish=finish_reason(found, legacy, out.finish_reason),
+                                                stats=out.stats))
                 if body.include_usage:
                     yield replies.sse(replies.usage_chunk(*head, n_prompt, out.stats))
             yield replies.sse("[DONE]")
@@ -274,28 +294,5 @@ def create_app(engine: ServedEngine, config: ServerConfig, gate: Gate | None = N
         service.check_model(model)
         return service.model_card()
 
-    @app.post("/v1/chat/completions")
-    async def chat_completions(request: Request) -> Response:
-        body = errors.parse_body(await request.body(), ChatCompletionRequest)
-        service.check_model(body.model)
-        await service.check_size([m.text for m in body.messages], "messages")
-        messages: list[ChatMessage] = [{"role": "system" if m.role == "developer" else m.role, "content": m.text}
-                                   for m in body.messages]
-        try:
-            prompt = await service.ask(engine.messages_tokens, messages)
-        except (ChatTemplateError, ParameterError) as exc:  # e.g. a template that insists on alternating turns
-            raise APIError(400, str(exc), param="messages", code="invalid_messages") from exc
-        return await service.serve(request, replies.CHAT, body, prompt, "messages")
-
-    @app.post("/v1/completions")
-    async def completions(request: Request) -> Response:
-        body = errors.parse_body(await request.body(), CompletionRequest)
-        service.check_model(body.model)
-        await service.check_size([body.text], "prompt")
-        try:
-            prompt = await service.ask(engine.tokenize, body.text)
-        except ParameterError as exc:  # text that is not UTF-8 (a lone surrogate escaped in the JSON)
-            raise APIError(400, str(exc), param="prompt", code="invalid_value") from exc
-        return await service.serve(request, replies.TEXT, body, prompt, "prompt")
-
+    endpoints.add(app, service)
     return app

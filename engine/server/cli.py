@@ -17,10 +17,12 @@ def add_serve_parser(subparsers: argparse._SubParsersAction) -> None:  # type: i
     p.add_argument("--draft", help="draft GGUF file (needed for sd, ssd, auto)")
     p.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1: this machine only)")
     p.add_argument("--port", type=int, default=8080, help="port (0 = any free port) (default: %(default)s)")
-    p.add_argument("--mode", choices=["ar", "sd", "ssd", "auto"], default=None,
+    p.add_argument("--mode", choices=["ar", "sd", "ssd", "lookup", "auto"], default=None,
                    help="speculation mode (default: auto with a draft, ar without)")
     p.add_argument("--api-key", help="require 'Authorization: Bearer KEY' on /v1/*")
     p.add_argument("--model-id", default="", help="the model name clients send (default: the target's file name)")
+    p.add_argument("--any-model-name", action="store_true",
+                   help="accept any model name in requests (clients that send their own default, e.g. gpt-3.5-turbo)")
     p.add_argument("--queue", type=int, default=8,
                    help="requests that may wait for the engine before 429 (default: %(default)s)")
     p.add_argument("--cors-origin", action="append", default=[], metavar="ORIGIN",
@@ -54,11 +56,12 @@ def cmd_serve(args: argparse.Namespace) -> int:
     from .local import WILDCARDS, LocalServer, ServerError
 
     mode = args.mode or ("auto" if args.draft else "ar")
-    if mode != "ar" and not args.draft:
+    if mode not in ("ar", "lookup") and not args.draft:
         raise EngineError(f"--mode {mode} needs --draft")
     gen = GenerationParams(mode=mode, k=args.k, fanout=args.fanout)
     body = MAX_BODY_BYTES if args.max_body_mb is None else int(args.max_body_mb * (1 << 20))
     config = ServerConfig(host=args.host, port=args.port, api_key=args.api_key, model_id=args.model_id,
+                          any_model_name=args.any_model_name,
                           generation=gen, max_queue=args.queue, cors_origins=tuple(args.cors_origin),
                           allowed_hosts=tuple(args.allow_host), max_body_bytes=body,
                           access_log=bool(getattr(args, "verbose", False)))

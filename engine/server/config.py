@@ -22,6 +22,7 @@ class ServerConfig:
     port: int = 8080  # 0: any free port (read the bound one from LocalServer.url)
     api_key: str | None = None  # Bearer key for /v1/*; None: no key
     model_id: str = ""  # the name clients send as ``model``; "" = the target file's stem
+    any_model_name: bool = False  # accept any ``model`` (clients that send their own default name), not just model_id
     generation: GenerationParams = field(default_factory=lambda: GenerationParams(mode="auto"))
     max_queue: int = 8  # requests that may wait for the engine; more get 429
     retry_after_s: int = 2  # the Retry-After header of a 429

@@ -42,12 +42,14 @@ def _head(kind: str, rid: str, created: int, model: str, chunk: bool) -> dict[st
 
 def whole(
     kind: str, rid: str, created: int, model: str, text: str, finish: str, prompt_tokens: int,
-    stats: GenerationStats | None,
+    stats: GenerationStats | None, calls: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
-    """A non-streamed reply."""
+    """A non-streamed reply; ``calls``: the message's tool-call fields (:mod:`.toolreply`; content None with
+    calls and no text, as OpenAI sends it)."""
     choice: dict[str, Any] = {"index": 0, "finish_reason": finish, "logprobs": None}
     if kind == CHAT:
-        choice["message"] = {"role": "assistant", "content": text, "refusal": None}
+        content = None if calls and not text else text
+        choice["message"] = {"role": "assistant", "content": content, "refusal": None, **(calls or {})}
     else:
         choice["text"] = text
     out = _head(kind, rid, created, model, chunk=False)
@@ -60,9 +62,10 @@ def whole(
 
 def chunk(
     kind: str, rid: str, created: int, model: str, *, text: str | None = None, role: bool = False,
-    finish: str | None = None, stats: GenerationStats | None = None,
+    finish: str | None = None, stats: GenerationStats | None = None, calls: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
-    """One streamed piece: text, the opening role (chat), or the closing finish reason with stats."""
+    """One streamed piece: text, the opening role (chat), tool calls (``calls``: :func:`.toolreply.delta_calls`),
+    or the closing finish reason with stats."""
     choice: dict[str, Any] = {"index": 0, "finish_reason": finish, "logprobs": None}
     if kind == CHAT:
         delta: dict[str, Any] = {}
@@ -70,6 +73,7 @@ def chunk(
             delta["role"] = "assistant"
         if text is not None:
             delta["content"] = text
+        delta.update(calls or {})
         choice["delta"] = delta
     else:
         choice["text"] = text or ""

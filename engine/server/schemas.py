@@ -1,22 +1,34 @@
-"""Request bodies of the OpenAI-compatible endpoints; field names and ranges as OpenAI documents them."""
+"""Request bodies of the OpenAI-compatible endpoints; field names and ranges as OpenAI documents them.
+
+What the server does with each of OpenAI's fields is declared in :mod:`.fields`; a refused field that asks for
+something is answered 400 before anything else is validated. Fields OpenAI does not define are ignored.
+"""
 
 from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-ROLES = ("system", "user", "assistant", "developer")  # "developer" is OpenAI's newer name for system
+from . import fields
+from .formats import FunctionCallSpec, FunctionName, FunctionSpec, NamedChoice, ResponseFormat, ToolCallSpec, ToolSpec
+
+ROLES = ("system", "user", "assistant", "developer", "tool", "function")  # developer: OpenAI's newer system
 MAX_STOPS = 4
 
 
 class ChatMessage(BaseModel):
-    """One message; ``content`` is a string or a list of text parts."""
+    """One message; ``content`` is a string or a list of text parts. An assistant turn may carry ``tool_calls``
+    (or the legacy ``function_call``), a ``tool`` turn the ``tool_call_id`` it answers."""
 
     model_config = ConfigDict(extra="ignore")
 
-    role: Literal["system", "user", "assistant", "developer"]
+    role: Literal["system", "user", "assistant", "developer", "tool", "function"]
     content: Any = None
+    tool_calls: list[ToolCallSpec] | None = None
+    function_call: FunctionCallSpec | None = None
+    tool_call_id: str | None = None
+    name: str | None = None
 
     @field_validator("content")
     @classmethod
@@ -52,6 +64,9 @@ class _Sampling(BaseModel):
 
     model: str
     max_tokens: int | None = Field(default=None, gt=0)
+    logit_bias: dict[int, float] | None = None
+    presence_penalty: float = Field(default=0.0, ge=-2.0, le=2.0)
+    frequency_penalty: float = Field(default=0.0, ge=-2.0, le=2.0)
     temperature: float = Field(default=1.0, ge=0.0, le=2.0)
     top_p: float = Field(default=1.0, gt=0.0, le=1.0)
     top_k: int = Field(default=0, ge=0, le=1 << 20)  # extension (llama.cpp servers accept it too); 0 = off
@@ -61,8 +76,7 @@ class _Sampling(BaseModel):
     n: int = 1
     stream: bool = False
     stream_options: StreamOptions | None = None
-    mode: Literal["ar", "sd", "ssd", "auto"] | None = None  # extension: the speculation mode for this request
-    logprobs: Any = None
+    mode: Literal["ar", "sd", "ssd", "lookup", "auto"] | None = None  # extension: this request's speculation mode
 
     @field_validator("stop")
     @classmethod
@@ -84,13 +98,6 @@ class _Sampling(BaseModel):
             raise ValueError(f"only n=1 is supported, got {value}")
         return value
 
-    @field_validator("logprobs")
-    @classmethod
-    def _no_logprobs(cls, value: Any) -> None:
-        if value not in (None, False, 0):
-            raise ValueError("logprobs are not supported")
-        return None
-
     @property
     def stop_strings(self) -> list[str]:
         return list(self.stop or ())
@@ -103,14 +110,41 @@ class _Sampling(BaseModel):
 class ChatCompletionRequest(_Sampling):
     messages: list[ChatMessage] = Field(min_length=1)
     max_completion_tokens: int | None = Field(default=None, gt=0)  # OpenAI's newer name for max_tokens
-    tools: Any = None
+    response_format: ResponseFormat | None = None
+    tools: list[ToolSpec] | None = None
+    tool_choice: Literal["none", "auto", "required"] | NamedChoice | None = None
+    parallel_tool_calls: bool | None = None
+    functions: list[FunctionSpec] | None = None  # legacy: tools of type function
+    function_call: Literal["none", "auto"] | FunctionName | None = None  # legacy: tool_choice
 
-    @field_validator("tools")
+    @model_validator(mode="before")
     @classmethod
-    def _no_tools(cls, value: Any) -> None:
-        if value:
-            raise ValueError("tool calls are not supported")
-        return None
+    def _refused(cls, data: Any) -> Any:
+        if isinstance(data, dict):
+            fields.refuse(data, fields.CHAT)
+        return data
+
+    @property
+    def legacy(self) -> bool:
+        """Whether the request used ``functions`` (the reply then carries ``function_call``)."""
+        return bool(self.functions) and not self.tools
+
+    @property
+    def tool_list(self) -> list[dict[str, Any]]:
+        """The offered tools in OpenAI's form (legacy functions as tools)."""
+        if self.tools:
+            return [t.model_dump(exclude_none=True) for t in self.tools]
+        return [{"type": "function", "function": f.model_dump(exclude_none=True)} for f in self.functions or ()]
+
+    @property
+    def choice(self) -> tuple[str, str | None]:
+        """("none" | "auto" | "required" | "named", the named function)."""
+        c = self.tool_choice if self.tools else self.function_call
+        if isinstance(c, NamedChoice):
+            return "named", c.function.name
+        if isinstance(c, FunctionName):
+            return "named", c.name
+        return c or ("auto" if self.tool_list else "none"), None
 
     @property
     def token_limit(self) -> tuple[str, int | None]:
@@ -123,8 +157,14 @@ class ChatCompletionRequest(_Sampling):
 class CompletionRequest(_Sampling):
     prompt: Any
     max_tokens: int | None = Field(default=16, gt=0)  # OpenAI's default for completions
-    echo: bool = False
     suffix: str | None = None
+
+    @model_validator(mode="before")
+    @classmethod
+    def _refused(cls, data: Any) -> Any:
+        if isinstance(data, dict):
+            fields.refuse(data, fields.COMPLETIONS)
+        return data
 
     @field_validator("prompt")
     @classmethod
@@ -138,20 +178,6 @@ class CompletionRequest(_Sampling):
     @property
     def text(self) -> str:
         return str(self.prompt)
-
-    @field_validator("echo")
-    @classmethod
-    def _no_echo(cls, value: bool) -> bool:
-        if value:
-            raise ValueError("echo is not supported")
-        return value
-
-    @field_validator("suffix")
-    @classmethod
-    def _no_suffix(cls, value: str | None) -> None:
-        if value:
-            raise ValueError("suffix is not supported")
-        return None
 
     @property
     def token_limit(self) -> tuple[str, int | None]:

@@ -1,0 +1,143 @@
+"""A chat request's structure, turned into what the engine takes: the history in the template's form, the tools
+to render, the grammar the reply must follow, and the bias and penalties; every problem a 400 naming its field."""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass, field
+from typing import Any
+
+from engine import Engine
+from engine.core import tools as tl
+from engine.core.backend import Model
+from engine.core.chat import Message
+from engine.core.constraints import check_bias
+from engine.core.errors import ParameterError
+from engine.core.gbnf import either
+from engine.core.jsonschema import JSON_OBJECT_GRAMMAR, SchemaError, schema_grammar
+
+from .errors import APIError
+from .job import ServedEngine
+from .schemas import ChatCompletionRequest, ChatMessage, CompletionRequest
+
+SCHEMA_PARAM = "response_format.json_schema.schema"
+
+
+@dataclass(slots=True)
+class ChatPlan:
+    """What a chat request asks of the prompt and of the reply."""
+
+    messages: list[Message]
+    tools: list[dict[str, Any]] | None = None  # rendered by the template
+    style: str | None = None  # tools' style (engine.core.tools), when the reply may hold calls
+    names: list[str] = field(default_factory=list)  # the tools the reply may call
+    grammar: str = ""  # GBNF the reply must follow ("" = free)
+    legacy: bool = False  # the request used ``functions``: the reply carries ``function_call``
+
+    @property
+    def calls_possible(self) -> bool:
+        return self.style is not None and bool(self.names)
+
+
+class VocabModel:
+    """The target's vocabulary in the server's process: the engine's own model, or (the engine in a process of
+    its own) a vocabulary-only load of the target's file, made on first use."""
+
+    def __init__(self, engine: ServedEngine) -> None:
+        self._engine = engine
+        self._model: Model | None = None
+        self._lock = threading.Lock()
+
+    def get(self) -> Model:
+        if isinstance(self._engine, Engine):
+            return self._engine.target_model
+        with self._lock:
+            if self._model is None:
+                self._model = Model(self._engine.config.target_path, vocab_only=True)
+            return self._model
+
+
+def uses_tools(body: ChatCompletionRequest) -> bool:
+    """Whether the request offers tools or its history holds tool calls or results."""
+    return bool(body.tool_list) or any(m.role in ("tool", "function") or m.tool_calls or m.function_call
+                                       for m in body.messages)
+
+
+def chat_plan(body: ChatCompletionRequest, template: str | None) -> ChatPlan:
+    """The plan for ``body`` on a model with this chat template (which decides whether tools can be offered)."""
+    style = tl.tool_style(template)
+    offered = body.tool_list
+    choice, name = body.choice
+    tool_field = "tools" if body.tools else "functions"
+    uses_history = any(m.role in ("tool", "function") or m.tool_calls or m.function_call for m in body.messages)
+    if style is None and (uses_history or (offered and choice != "none")):
+        raise APIError(400, f"{tool_field if offered else 'messages'}: this model's chat template does not render "
+                       "tools or tool calls, so the model cannot be offered any", param=tool_field if offered
+                       else "messages", code="tools_unsupported")
+    plan = ChatPlan([_message(m, i) for i, m in enumerate(body.messages)], legacy=body.legacy)
+    if offered and style is not None:
+        plan.tools = offered
+        if choice != "none":
+            plan.style = style
+            plan.names = [t["function"]["name"] for t in offered]
+    fmt = body.response_format
+    wants_json = fmt is not None and fmt.type != "text"
+    if choice in ("required", "named") and offered:
+        assert style is not None
+        try:
+            plan.grammar = tl.call_grammar(offered, style, name)
+        except ParameterError as exc:
+            raise APIError(400, str(exc), param="tool_choice", code="invalid_value") from exc
+        except SchemaError as exc:
+            raise APIError(400, f"{tool_field}: a parameter schema: {exc}", param=tool_field,
+                           code="unsupported_schema") from exc
+    elif wants_json:
+        plan.grammar = _json_grammar(body)
+        if plan.calls_possible:  # auto: the reply is either one tool call or the JSON asked for
+            assert style is not None
+            plan.grammar = either(tl.call_grammar(offered, style), plan.grammar)
+    return plan
+
+
+def _json_grammar(body: ChatCompletionRequest) -> str:
+    fmt = body.response_format
+    assert fmt is not None
+    if fmt.type == "json_object":
+        return JSON_OBJECT_GRAMMAR
+    if fmt.json_schema is None:
+        raise APIError(400, "response_format.json_schema is required for type json_schema",
+                       param="response_format.json_schema", code="missing_field")
+    try:
+        return schema_grammar(fmt.json_schema.schema_)
+    except SchemaError as exc:
+        raise APIError(400, f"{SCHEMA_PARAM}: {exc}", param=SCHEMA_PARAM, code="unsupported_schema") from exc
+
+
+def _message(m: ChatMessage, i: int) -> Message:
+    role = {"developer": "system", "function": "tool"}.get(m.role, m.role)
+    out = Message(role=role, content=m.text)
+    calls = [c.model_dump() for c in m.tool_calls or ()]
+    if m.function_call is not None:
+        calls.append({"id": "", "type": "function", "function": m.function_call.model_dump()})
+    if calls:
+        try:
+            out["tool_calls"] = tl.template_tool_calls(calls, f"messages[{i}].tool_calls")
+        except ParameterError as exc:
+            raise APIError(400, str(exc), param=f"messages[{i}].tool_calls", code="invalid_value") from exc
+    if m.tool_call_id is not None:
+        out["tool_call_id"] = m.tool_call_id
+    if m.name is not None:
+        out["name"] = m.name
+    return out
+
+
+def sampling_extras(body: ChatCompletionRequest | CompletionRequest, grammar: str, n_vocab: int) -> dict[str, Any]:
+    """The constraint fields of :class:`~engine.core.sampling.SamplingParams` for this request."""
+    bias = dict(body.logit_bias or {})
+    try:
+        check_bias(bias, n_vocab)
+    except ParameterError as exc:
+        raise APIError(400, str(exc), param="logit_bias", code="invalid_value") from exc
+    extras = {"logit_bias": tuple(sorted(bias.items())), "presence_penalty": body.presence_penalty,
+              "frequency_penalty": body.frequency_penalty, "grammar": grammar}
+    return {name: value for name, value in extras.items() if value}  # the defaults stay the defaults
