@@ -68,7 +68,8 @@ def runnable_tools() -> list[str]:
 
 
 def test_the_runnable_tools_are_the_known_ones() -> None:
-    assert runnable_tools() == ["bench_process", "bench_ratios", "replay", "synthmodel", "tinymodel"]
+    assert runnable_tools() == ["bench_constrained", "bench_coupled", "bench_process", "bench_ratios", "replay",
+                                "synthmodel", "tinymodel"]
 
 
 @pytest.mark.parametrize("tool", runnable_tools())
