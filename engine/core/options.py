@@ -163,8 +163,8 @@ SEED = Option("seed", int, 0, "Seed", "Seed of the sampler's random numbers: und
               "gives one reply in every mode", "sampling", 0, 2**32 - 1, note="in the app, 0 = a fresh seed for "
               "every reply")
 # coupled: position-keyed Gumbel noise, drafts verified by comparison (engine.core.gumbel); rejection: standard
-# speculative sampling. The default is coupled: within a few per cent of rejection's speed in docs/benchmarks.md's
-# sampled rows, and the only scheme whose seeded reply repeats in every mode.
+# speculative sampling. The default is coupled: its acceptance is within the noise of rejection's on the real pair
+# (docs/benchmarks.md, "coupled against rejection sampling"), and only its seeded reply repeats in every mode.
 SCHEME = Option("scheme", str, "coupled", "Sampling scheme", "coupled: one seed gives the same reply in every "
                 "mode (drafts are judged by comparison under shared noise); rejection: standard speculative "
                 "sampling (accept with probability min(1, p/q))", "sampling", choices=("coupled", "rejection"))
