@@ -13,6 +13,9 @@ while the target's own token equals the draft's), and ar, sd, ssd, lookup and au
 
 from __future__ import annotations
 
+import hashlib
+from collections.abc import Iterable
+
 import numpy as np
 import numpy.typing as npt
 
@@ -78,3 +81,11 @@ def score_margin(row: FloatRow, params: SamplingParams, position: int) -> float:
     kept): a small gap is a floating-point near-tie, where a batch and a single token may choose differently."""
     best = np.sort(scores(to_dist(row, params), params.seed, position))[-2:]
     return float(best[1] - best[0]) if len(best) == 2 else float("inf")
+
+
+def fingerprint(stamps: Iterable[object], scheme: str) -> str:
+    """A reply's ``system_fingerprint``: the model files (path, size, modification time), llama.cpp's build and the
+    sampling scheme. While it stays the same, one seed gives one reply; when it changes, a seed may not repeat."""
+    from llama_cpp import __version__ as build
+
+    return "fp_" + hashlib.sha256(repr((tuple(stamps), build, scheme)).encode()).hexdigest()[:12]

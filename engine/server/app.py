@@ -19,6 +19,7 @@ from starlette.concurrency import run_in_threadpool
 
 from engine import GenerationParams, ParameterError, SamplingParams
 from engine.core.errors import ModelFileChangedError
+from engine.core.gumbel import fingerprint
 from engine.core.tools import ToolCall
 from engine.process import EngineStopped
 
@@ -178,7 +179,8 @@ class Service:
             self.gate.release()
             raise
         self.jobs[rid] = job
-        head = (kind, rid, int(time.time()), self.model_id)
+        files = self.engine.files.stamps  # with the build and scheme: whether a seed can repeat its reply
+        head = (kind, rid, int(time.time()), self.model_id, fingerprint(files, params.sampling.scheme))
         if body.stream:
             # the background task also runs when the client leaves before the stream's first byte
             return StreamingResponse(self._stream(job, head, body, len(prompt), plan), media_type="text/event-stream",
@@ -186,7 +188,7 @@ class Service:
                                      background=BackgroundTask(job.cancel))
         return await self._whole(request, job, head, len(prompt), plan)
 
-    async def _whole(self, request: Request, job: Job, head: tuple[str, str, int, str], n_prompt: int,
+    async def _whole(self, request: Request, job: Job, head: tuple[str, str, int, str, str], n_prompt: int,
                      plan: ChatPlan | None) -> Response:
         async def collect() -> str:
             return "".join([piece async for piece in job.pieces()])
@@ -214,7 +216,7 @@ class Service:
         return JSONResponse(replies.whole(*head, text, finish_reason(found, legacy, out.finish_reason), n_prompt,
                                           out.stats, message_calls(found, legacy)))
 
-    async def _stream(self, job: Job, head: tuple[str, str, int, str], body: ChatCompletionRequest |
+    async def _stream(self, job: Job, head: tuple[str, str, int, str, str], body: ChatCompletionRequest |
                       CompletionRequest, n_prompt: int, plan: ChatPlan | None) -> AsyncIterator[str]:
         calls = CallStream(plan) if plan is not None else None
         try:

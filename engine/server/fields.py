@@ -19,7 +19,8 @@ _COMMON: dict[str, tuple[str, str]] = {
     "max_tokens": (NOTED, "default: the rest of the context; a larger value is capped at the context"),
     "temperature": (HONOURED, "0 to 2; 0 is greedy"),
     "top_p": (HONOURED, ""),
-    "seed": (NOTED, "a seeded reply repeats on this server (the sampling scheme decides whether across modes)"),
+    "seed": (NOTED, "one seed gives one reply in every mode, auto included (coupled sampling, the default); "
+             "system_fingerprint changes with the model files, llama.cpp's build or the scheme, when it may not"),
     "stop": (HONOURED, "up to 4 strings, cut from the reply"),
     "n": (NOTED, "1 only; more is refused"),
     "stream": (HONOURED, ""),

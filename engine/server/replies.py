@@ -35,13 +35,14 @@ def usage(prompt_tokens: int, stats: GenerationStats | None) -> dict[str, int]:
     return {"prompt_tokens": prompt_tokens, "completion_tokens": completion, "total_tokens": prompt_tokens + completion}
 
 
-def _head(kind: str, rid: str, created: int, model: str, chunk: bool) -> dict[str, Any]:
+def _head(kind: str, rid: str, created: int, model: str, fingerprint: str, chunk: bool) -> dict[str, Any]:
+    """``fingerprint``: the files, build and sampling scheme a seeded reply depends on (engine.core.gumbel)."""
     obj = ("chat.completion.chunk" if chunk else "chat.completion") if kind == CHAT else "text_completion"
-    return {"id": rid, "object": obj, "created": created, "model": model, "system_fingerprint": None}
+    return {"id": rid, "object": obj, "created": created, "model": model, "system_fingerprint": fingerprint}
 
 
 def whole(
-    kind: str, rid: str, created: int, model: str, text: str, finish: str, prompt_tokens: int,
+    kind: str, rid: str, created: int, model: str, fingerprint: str, text: str, finish: str, prompt_tokens: int,
     stats: GenerationStats | None, calls: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """A non-streamed reply; ``calls``: the message's tool-call fields (:mod:`.toolreply`; content None with
@@ -52,7 +53,7 @@ def whole(
         choice["message"] = {"role": "assistant", "content": content, "refusal": None, **(calls or {})}
     else:
         choice["text"] = text
-    out = _head(kind, rid, created, model, chunk=False)
+    out = _head(kind, rid, created, model, fingerprint, chunk=False)
     out["choices"] = [choice]
     out["usage"] = usage(prompt_tokens, stats)
     if stats is not None:
@@ -61,7 +62,7 @@ def whole(
 
 
 def chunk(
-    kind: str, rid: str, created: int, model: str, *, text: str | None = None, role: bool = False,
+    kind: str, rid: str, created: int, model: str, fingerprint: str, *, text: str | None = None, role: bool = False,
     finish: str | None = None, stats: GenerationStats | None = None, calls: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """One streamed piece: text, the opening role (chat), tool calls (``calls``: :func:`.toolreply.delta_calls`),
@@ -77,17 +78,17 @@ def chunk(
         choice["delta"] = delta
     else:
         choice["text"] = text or ""
-    out = _head(kind, rid, created, model, chunk=True)
+    out = _head(kind, rid, created, model, fingerprint, chunk=True)
     out["choices"] = [choice]
     if stats is not None:
         out["speculation"] = speculation(stats)
     return out
 
 
-def usage_chunk(kind: str, rid: str, created: int, model: str, prompt_tokens: int,
+def usage_chunk(kind: str, rid: str, created: int, model: str, fingerprint: str, prompt_tokens: int,
                 stats: GenerationStats | None) -> dict[str, Any]:
     """The last chunk when ``stream_options.include_usage`` is set: no choices, only usage."""
-    out = _head(kind, rid, created, model, chunk=True)
+    out = _head(kind, rid, created, model, fingerprint, chunk=True)
     out["choices"] = []
     out["usage"] = usage(prompt_tokens, stats)
     return out
