@@ -11,6 +11,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Sequence
 
+from engine.core.constraints import Constraint
 from engine.core.context import Context, KVTrack
 from engine.core.outputs import Outputs
 from engine.core.sampling import Dist
@@ -18,7 +19,9 @@ from engine.core.sampling import Dist
 from .speccache import Branch, SpecCache
 from .types import Draft, IdRow, TreeStats
 
-Read = Callable[[Outputs, int, int], tuple[int, Dist | None, IdRow]]  # output r, its position -> token, q, best ids
+# output r, its position, the constraints after the branch's path (if any) -> token, q, best ids
+Read = Callable[[Outputs, int, int, Constraint | None], tuple[int, Dist | None, IdRow]]
+Constrain = Callable[[Sequence[int]], Constraint | None]  # a path after committed -> the constraints after it
 Rank = Callable[[Outputs, int, int], IdRow]  # output r, the position it predicts -> its best ids
 
 
@@ -58,12 +61,15 @@ class SpeculationTree:
         interrupt: Callable[[], bool],
         read: Read,
         rank: Rank,
+        constrain: Constrain | None = None,
     ) -> TreeStats:
         """Pre-speculate round T+1 for the likely outcomes of verifying ``draft`` after ``committed``.
 
         ``fanout(L, budget)`` gives the per-position branch counts (length L+1); ``rank`` orders the candidates at
         each position (coupled sampling: the draft's next choices under that position's noise). Stops between levels
-        when ``interrupt()`` is true (the next request has arrived).
+        when ``interrupt()`` is true (the next request has arrived). With ``constrain`` (a reply under constraints)
+        a branch whose path the constraints refuse is not built (the target can never emit it), and every other one
+        drafts under the constraints after its path.
         """
         t0 = time.perf_counter()
         stats = TreeStats()
@@ -95,6 +101,7 @@ class SpeculationTree:
         ends_eog = self.is_eog(toks[-1])
         counts = fanout(n_draft, min(budget, self.max_branches))
         branches: list[Branch] = []
+        states: dict[int, Constraint | None] = {}  # per branch's sequence: the constraints after its path
         sid = 1
         for j in range(n_draft + 1):
             if j == n_draft and ends_eog:
@@ -104,6 +111,10 @@ class SpeculationTree:
             for t in cands:
                 if sid > self.max_branches:
                     break
+                state = constrain([*toks[:j], t]) if constrain is not None else None
+                if constrain is not None and state is None:
+                    continue
+                states[sid] = state
                 self.ctx.seq_cp(0, sid, 0, p_r + j + 1)
                 br = Branch(accepted=j, token=t, seq_id=sid, pos0=p_r + j + 1)
                 branches.append(br)
@@ -122,7 +133,10 @@ class SpeculationTree:
                 range(len(live)),
             )
             for r, b in enumerate(live):
-                tok, q, top = read(out, r, b.pos0 + lvl + 1)  # rows read in place: no vocabulary-sized copy
+                state = states.get(b.seq_id)
+                tok, q, top = read(out, r, b.pos0 + lvl + 1, state)  # rows read in place: no vocabulary-sized copy
+                if state is not None:
+                    state.accept(tok)  # drafted under the state: allowed
                 b.top.append(top)
                 b.tokens.append(tok)
                 if q is not None:

@@ -33,13 +33,14 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--max-tokens", type=int, default=96)
     p.add_argument("--modes", default="sd,ssd,auto")
     p.add_argument("--threads", type=int, default=0)
+    p.add_argument("--prompts", type=int, default=len(PROMPTS))
     args = p.parse_args(argv)
     sampling = SamplingParams(grammar=schema_grammar(SCHEMA))
     cfg = EngineConfig(args.target, args.draft, n_ctx=2048, threads=args.threads, draft_threads=args.threads)
     with Engine(cfg) as eng:
         assert eng.drafter is not None
         rows: dict[tuple[str, bool], list[tuple[int, int, int, float]]] = {}
-        for prompt in PROMPTS:
+        for prompt in PROMPTS[: args.prompts]:
             toks = eng.messages_tokens([{"role": "user", "content": prompt}])
             ar = GenerationParams(mode="ar", max_tokens=args.max_tokens, sampling=sampling)
             eng.generate(toks, ar).run()  # every later run reuses the prompt's cache: its rows are computed alike
