@@ -242,3 +242,13 @@ def _three_replies(api: openai.OpenAI, model: str) -> tuple[str, str | None, str
                                  extra_body=ar)
     args = (call.choices[0].message.tool_calls or [])[0].function.arguments  # type: ignore[union-attr]
     return args, person.choices[0].message.content, fim.choices[0].text
+
+
+def test_an_assistant_turn_without_content_has_empty_text() -> None:
+    """The openai client drops a tool-calling turn's null content; it must not render as the word None."""
+    from engine.server.schemas import ChatCompletionRequest
+
+    body = ChatCompletionRequest.model_validate({"model": "m", "messages": [
+        *ASK, {"role": "assistant", "tool_calls": [{"id": "c", "type": "function",
+                                                    "function": {"name": "get_weather", "arguments": "{}"}}]}]})
+    assert body.messages[1].text == ""

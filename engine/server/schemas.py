@@ -48,7 +48,7 @@ class ChatMessage(BaseModel):
 
     @property
     def text(self) -> str:
-        return str(self.content)
+        return "" if self.content is None else str(self.content)  # an omitted content is never validated
 
 
 class StreamOptions(BaseModel):
