@@ -114,7 +114,7 @@ def scenarios(names: list[str], target: Path, cores: int, f16: Path | None) -> l
             assert f16 is not None
             out.append(Scenario("C", "F16 target, all cores", f16, cores, cores))
         else:
-            raise EngineError(f"unknown scenario {n!r} (use A, B, C; or O or S alone)")
+            raise EngineError(f"unknown scenario {n!r} (use A, B, C; or O, R or S alone)")
     return out
 
 
@@ -253,8 +253,6 @@ SCENARIOS = {
     "B": "the target on 1 thread in every mode, the draft on another core (ssd's two threads on separate cores); "
          "rows B (F16 target) and B-q4 (Q4_K_M target)",
     "C": "the target dequantized to F16 (a memory-heavy target), all cores",
-    "R": "alone: the target on an RPC server here behind a proxy adding --delays ms each way, the draft local "
-         "(engine/tools/bench_remote.py)",
     "O": "alone: the engine's own overhead per round on tiny generated models, host and backend sampling "
          "(engine/tools/bench_overhead.py; its options start with O:)",
 }
@@ -268,11 +266,13 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     epilog = listing("scenarios", SCENARIOS, "Every prompt runs every mode back to back (order rotated per prompt), "
                      "greedy and sampled; the table and a JSON file with every per-prompt figure are written. "
                      "Without --target/--draft the offline pair is assembled first. S alone: every fixed plan and "
-                     "auto on simulated machines, no model, 10 replies of 256 tokens (engine/tools/simbench.py).")
+                     "auto on simulated machines, no model, 10 replies of 256 tokens (engine/tools/simbench.py). "
+                     "R alone: the target on an RPC server here behind a proxy adding --delays ms each way, the "
+                     "draft local (engine/tools/bench_remote.py).")
     p = sub.add_parser("bench", help="benchmark ar, sd, ssd, lookup and auto on the real pair",
                        formatter_class=HelpFormatter, epilog=epilog,
                        description="Measure tokens per second of every mode in hardware scenarios (see below).")
-    p.add_argument("--scenarios", default="A,B,C", help="comma list of A, B, C; or O or S alone (see below)")
+    p.add_argument("--scenarios", default="A,B,C", help="comma list of A, B, C; or O, R or S alone (see below)")
     add_rpc_argument(p)
     p.add_argument("--delays", default="0,5,25", help="R: milliseconds the proxy adds each way, comma list")
     p.add_argument("--seeds", type=int, default=1, help="S: run every profile on this many seeds and print the bars "
