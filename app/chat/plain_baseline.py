@@ -2,7 +2,7 @@
 
 The baseline is the planner's current ``ar`` figure for the loaded pair (``Engine.measured_rates()``, sent after
 each auto reply), and only once enough plain rounds since the pair loaded stand behind it: a figure read back
-from an earlier session or drawn from a round or two is no measurement of this machine as it runs now. When a
+from an earlier run of the app or drawn from a round or two is no measurement of this machine as it runs now. When a
 reply ends, the baseline of that moment is stored in its stats (:data:`KEY`), so every later view of the reply
 shows the same speed-up; a reply saved without one shows none.
 """
