@@ -21,6 +21,7 @@ from engine.remote.simprofile import remote_verify
 from engine.speculative.fanout import allocate
 from engine.speculative.steps import Steps
 from engine.speculative.types import CACHE, JIT, NGRAM, Draft, PlanRates, RoundResult, TreeStats, Verdict
+from engine.tools.simcoupled import coupled
 
 _NO_ROW = np.zeros(0, dtype=np.int64)  # a row no planner reads (the draft token was right)
 RNG_BLOCK = 4096  # random draws taken from the generator at a time
@@ -110,13 +111,15 @@ CPU_C = Machine("cpu-2core-C", _ms((1, 191.0), (3, 200.0), (5, 215.0), (9, 250.0
                 stall_p=0.03, stall=2.0)
 
 HIGH, MEDIUM, LOW = Regime("high", 0.9), Regime("medium", 0.7), Regime("low", 0.3)
+H200_SAMPLED = Regime("h200-sampled", 0.78, top1=0.25)
 DRIFT, CODE_EDIT = Regime("drifting", 0.9, drift_to=0.3), Regime("code-edit", 0.6, copies=True)
 
 PROFILES = {p.name: p for p in (
     Profile("cpu-2core-A", CPU_A, MEDIUM, "Q4, 2 threads"), Profile("cpu-2core-C", CPU_C, MEDIUM, "F16, 2 threads"),
     Profile("cpu-2core-B", CPU_B, Regime("b-code", 0.85), "F16 target on 1 thread, draft on the other core"),
     Profile("h200-deep", H200_DEEP, Regime("h200-greedy", 0.85), "160-layer target, greedy"),
-    Profile("h200-deep-sampled", H200_DEEP, Regime("h200-sampled", 0.78, top1=0.25), "160-layer, sampled"),
+    Profile("h200-deep-sampled", H200_DEEP, H200_SAMPLED, "160-layer, sampled"),
+    Profile("h200-deep-sampled-coupled", H200_DEEP, coupled(H200_SAMPLED), "160-layer, coupled sampling"),
     Profile("h200-shallow", H200_SHALLOW, Regime("h200-greedy", 0.85), "64-layer target"),
     Profile("gpu-target-cpu-draft", GPU_CPU_DRAFT, Regime("h200-greedy", 0.85), "draft on 16 CPU cores"),
     Profile("gpu-membound", GPU_MEMBOUND, MEDIUM, "verify width nearly free"),
@@ -204,8 +207,7 @@ class SimSteps(Steps):
         # the generator's draws, taken in blocks (a draw at a time costs more than the round it decides)
         self._u, self._ui = rng.random(RNG_BLOCK), 0
         self._z, self._zi = np.exp(rng.normal(0.0, machine.noise, RNG_BLOCK)), 0
-        self._truth = reply.truth
-        self._copied = reply.copied
+        self._truth, self._copied = reply.truth, reply.copied
 
     def _random(self) -> float:
         if self._ui == RNG_BLOCK:
@@ -258,8 +260,7 @@ class SimSteps(Steps):
             self.lag = 0
             return 0.0
         d.catchup_tokens = self.lag
-        d.catchup_s = self._t(self.lag * self.machine.catchup_share * self.machine.draft_token_s)
-        self.lag = 0
+        d.catchup_s, self.lag = self._t(self.lag * self.machine.catchup_share * self.machine.draft_token_s), 0
         return d.catchup_s
 
     def ar(self, *, why: str = "", rates: PlanRates = ()) -> RoundResult:
@@ -284,8 +285,7 @@ class SimSteps(Steps):
             early_stop: bool, why: str = "", rates: PlanRates = ()) -> RoundResult:
         m, r = self.machine, self.regime
         tree, self._tree = self._tree, None
-        hit = False
-        wait = 0.0
+        hit, wait = False, 0.0
         if tree is not None and accepted >= 0 and tree[0] == k:
             f = tree[3][min(accepted, k)]
             covered = r.top1 if accepted < k else self._accepts(self.sim.emitted)
