@@ -56,6 +56,8 @@ class RemoteGeneration:
         self._sent_stop = False
         self._ended = False
         self.stats = GenerationStats(mode=params.mode)
+        self._shown_round: int | None = None
+        self._unshown = 0
         self.tokens: list[int] = []
         self.text_parts: list[str] = []
         self.rid, self._events = proc.request(lambda rid: p.Generate(rid, tuple(prompt), params))
@@ -65,6 +67,12 @@ class RemoteGeneration:
             while not self._ended:
                 ev = self._next()
                 if isinstance(ev, p.Token):
+                    # Once stopped, only the rest of the round shown last: the rounds the engine ran before the
+                    # Stop reached it are left out, so a stop ends the reply within one round, as in-process.
+                    if self._halt.is_set() and ev.round != self._shown_round:
+                        self._unshown += 1
+                        continue
+                    self._shown_round = ev.round
                     self.tokens.append(ev.token)
                     self.text_parts.append(ev.text)
                     yield TokenEvent(ev.token, ev.text, ev.from_draft, ev.round)
@@ -104,6 +112,10 @@ class RemoteGeneration:
     def _end(self) -> None:
         self._ended = True
         self._proc.forget(self.rid)
+        if self._unshown:  # the statistics count what the reply holds
+            self.stats.new_tokens -= self._unshown
+            s = self.stats
+            s.tokens_per_second = s.new_tokens / s.seconds if s.seconds > 0 else 0.0
 
     def stop(self) -> None:
         """Ask the generation to end after the round in progress; returns at once."""
