@@ -11,12 +11,11 @@ from __future__ import annotations
 
 import hashlib
 import re
-import threading
 import time
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
-from tests.hub_server import COMMIT
+from tests.hub_server import COMMIT, LocalServer
 
 _RANGE = re.compile(r"^bytes=(\d+)-$")
 PIECE = 64 << 10
@@ -109,27 +108,11 @@ class _Server(ThreadingHTTPServer):
     hostile: Hostile
 
 
-class HostileHub:
-    """The server, on 127.0.0.1 at a free port, in a background thread; use as a context manager."""
+class HostileHub(LocalServer):
+    """The hostile server, misbehaving as :attr:`hostile` says."""
 
     def __init__(self, hostile: Hostile) -> None:
         self.hostile = hostile
-        self._httpd = _Server(("127.0.0.1", 0), _Handler)
-        self._httpd.hostile = hostile
-        self._thread = threading.Thread(
-            target=self._httpd.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True
-        )
-
-    @property
-    def url(self) -> str:
-        host, port = self._httpd.server_address[:2]
-        return f"http://{host!s}:{port}"
-
-    def __enter__(self) -> HostileHub:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._httpd.shutdown()
-        self._httpd.server_close()
-        self._thread.join(timeout=5)
+        httpd = _Server(("127.0.0.1", 0), _Handler)
+        httpd.hostile = hostile
+        super().__init__(httpd)

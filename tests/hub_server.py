@@ -16,6 +16,7 @@ import threading
 import time
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Self
 
 from tests import hub_api
 
@@ -171,13 +172,11 @@ class _Server(ThreadingHTTPServer):
             super().handle_error(request, client_address)  # type: ignore[arg-type]
 
 
-class HubServer:
-    """The server, on 127.0.0.1 at a free port, in a background thread; use as a context manager."""
+class LocalServer:
+    """An HTTP server on 127.0.0.1 at a free port, in a background thread; use as a context manager."""
 
-    def __init__(self) -> None:
-        self.state = HubState()
-        self._httpd = _Server(("127.0.0.1", 0), _Handler)
-        self._httpd.state = self.state
+    def __init__(self, httpd: ThreadingHTTPServer) -> None:
+        self._httpd = httpd
         self._thread = threading.Thread(
             target=self._httpd.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True
         )
@@ -187,7 +186,7 @@ class HubServer:
         host, port = self._httpd.server_address[:2]
         return f"http://{host!s}:{port}"
 
-    def __enter__(self) -> HubServer:
+    def __enter__(self) -> Self:
         self._thread.start()
         return self
 
@@ -195,6 +194,16 @@ class HubServer:
         self._httpd.shutdown()
         self._httpd.server_close()
         self._thread.join(timeout=5)
+
+
+class HubServer(LocalServer):
+    """The stand-in Hub, serving :attr:`state`."""
+
+    def __init__(self) -> None:
+        self.state = HubState()
+        httpd = _Server(("127.0.0.1", 0), _Handler)
+        httpd.state = self.state
+        super().__init__(httpd)
 
 
 def hub_environment(monkeypatch: object, url: str, home: str) -> None:
