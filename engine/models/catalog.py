@@ -82,13 +82,19 @@ class PairSpec:
     default_context: int = 4096
 
 
+def model_bytes(size: int, arch: Arch, n_ctx: int) -> tuple[int, int]:
+    """RAM and VRAM needed to run one model: weights + f16 KV cache (+ its logits buffer for VRAM)."""
+    ram = size + arch.kv_bytes(n_ctx)
+    return ram, ram + arch.n_vocab * UBATCH * 4
+
+
 def estimate_bytes(
     target_size: int, draft_size: int, target: Arch, draft: Arch, n_ctx: int
 ) -> tuple[int, int]:
-    """RAM and VRAM needed to run a pair: weights + KV caches (+ logits buffers for VRAM)."""
-    ram = target_size + draft_size + target.kv_bytes(n_ctx) + draft.kv_bytes(n_ctx)
-    vram = ram + (target.n_vocab + draft.n_vocab) * UBATCH * 4
-    return ram, vram
+    """RAM and VRAM needed to run a pair: the sum of :func:`model_bytes` for its two models."""
+    t_ram, t_vram = model_bytes(target_size, target, n_ctx)
+    d_ram, d_vram = model_bytes(draft_size, draft, n_ctx)
+    return t_ram + d_ram, t_vram + d_vram
 
 
 def catalog_path() -> Path:

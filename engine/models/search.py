@@ -18,7 +18,7 @@ from huggingface_hub.hf_api import RepoFile
 from engine.core.errors import EngineError
 
 from . import hubapi
-from .catalog import UBATCH, Arch, fit_bytes
+from .catalog import Arch, fit_bytes, model_bytes
 from .headers import HeaderReader, NotGgufError
 from .hub_http import DownloadError
 
@@ -175,8 +175,7 @@ def estimate(size: int, arch: Arch | None, n_ctx: int = DEFAULT_CONTEXT) -> tupl
     if arch is None:
         ram = int(size * NO_ARCH_OVERHEAD)
         return ram, ram
-    ram = size + arch.kv_bytes(n_ctx)
-    return ram, ram + arch.n_vocab * UBATCH * 4
+    return model_bytes(size, arch, n_ctx)
 
 
 def repo_models(repo: str, memory: tuple[int, int | None]) -> RepoModels:
