@@ -52,12 +52,16 @@ def arm(endpoints: list[str], fire: Callable[[str], None] | None = None) -> None
         threading.Thread(target=_watch, name="rpc-deadline", daemon=True).start()
 
 
-@contextlib.contextmanager
-def watching() -> Iterator[None]:
+_IDLE = contextlib.nullcontext()  # shared: an unarmed decode (every local one) builds no context manager
+
+
+def watching() -> contextlib.AbstractContextManager[None]:
     """Time one native decode on this thread (nothing to do until :func:`arm`)."""
-    if not _armed:
-        yield
-        return
+    return _timed() if _armed else _IDLE
+
+
+@contextlib.contextmanager
+def _timed() -> Iterator[None]:
     me = threading.get_ident()
     _running[me] = time.monotonic()
     try:
