@@ -26,10 +26,6 @@ def problem(text: str) -> str | None:
     return None
 
 
-def endpoints(text: str) -> tuple[str, ...]:
-    return remote_endpoints(text)
-
-
 class RemoteTest(QWidget):
     """The Test button and its result under the Remote machines field."""
 

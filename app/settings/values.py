@@ -21,6 +21,7 @@ from engine import (
     GenerationParams,
     Option,
     SamplingParams,
+    remote_endpoints,
 )
 
 TINT_DRAFTS = Option("tint_drafts", bool, False, "Tint drafts", "Tint text that came from accepted drafts", "view")
@@ -84,7 +85,7 @@ class Settings:
         return EngineConfig(
             target, draft, n_ctx=self.n_ctx, threads=self.threads, draft_threads=self.draft_threads,
             gpu_layers=self.gpu_layers, draft_gpu_layers=self.draft_gpu_layers, remember_machine=True,
-            rpc=remote.endpoints(self.rpc),
+            rpc=remote_endpoints(self.rpc),
         )
 
     def generation_params(self, *, has_draft: bool, greedy: bool = False, mode: str | None = None,
