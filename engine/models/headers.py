@@ -48,7 +48,7 @@ class HeaderReader:
         key = (start, length)
         if key not in self._blocks:
             if self.remote is not None:
-                data = hub._rangefetch(self.remote)(start, length)
+                data = hub.range_fetch(self.remote)(start, length)
             else:
                 assert self.path is not None
                 data = gguf_remote.file_fetch(self.path)(start, length)

@@ -65,6 +65,7 @@ __all__ = [
     "download_file",
     "download_pair",
     "free_bytes",
+    "range_fetch",
     "remote_file",
     "remote_vocab",
     "stamped_sha256",
@@ -144,7 +145,9 @@ def download_file(
 
 
 # -- compatibility before download -----------------------------------------------------------
-def _rangefetch(remote: RemoteFile) -> gguf_remote.Fetch:
+def range_fetch(remote: RemoteFile) -> gguf_remote.Fetch:
+    """A :data:`gguf_remote.Fetch` of ``remote`` by HTTP range requests, for reading its header."""
+
     def fetch(start: int, length: int) -> bytes:
         hdrs = headers()
         hdrs["Range"] = f"bytes={start}-{start + length - 1}"
@@ -181,7 +184,7 @@ def remote_vocab(remote: RemoteFile) -> VocabInfo | None:
         ModelLoadError: The header is damaged in a way llama.cpp would refuse (:class:`gguf_remote.HeaderDamaged`).
     """
     try:
-        return gguf_remote.vocab_from_metadata(gguf_remote.read_metadata(_rangefetch(remote)))
+        return gguf_remote.vocab_from_metadata(gguf_remote.read_metadata(range_fetch(remote)))
     except gguf_remote.HeaderDamaged as exc:
         raise ModelLoadError(
             f"{remote.filename} in {remote.repo} is not a model llama.cpp can load: {exc}; nothing was downloaded"
