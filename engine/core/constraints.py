@@ -21,11 +21,10 @@ from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
-import numpy.typing as npt
 
 from .errors import ParameterError
 from .grammar import Grammar, GrammarError
-from .sampling import Dist, FloatRow, IdRow, SamplingParams, to_dist, top_ids, truncate
+from .sampling import Dist, FloatRow, IdRow, SamplingParams, dist_top, to_dist, top_ids, truncate
 
 BIAS_LIMIT = 100.0  # OpenAI's bound on a logit bias; -100 bans a token, +100 forces it
 PENALTY_LIMIT = 2.0  # OpenAI's bound on presence_penalty and frequency_penalty
@@ -77,9 +76,6 @@ class Constraint:
         twin.counts = dict(self.counts)
         twin.grammar = self.grammar.clone() if self.grammar is not None else None
         return twin
-
-    def allows(self, token: int) -> bool:
-        return self.grammar is None or self.grammar.allows(token)
 
     def accept(self, token: int) -> None:
         """Move past ``token`` (raises :class:`GrammarError` for a token the grammar does not allow)."""
@@ -146,11 +142,11 @@ class Constraint:
         return truncate(ids, vals.astype(np.float64) / params.temperature, params)
 
     def dist_top(self, row: FloatRow, params: SamplingParams, count: int) -> tuple[Dist, IdRow]:
-        return self.dist(row, params), self.top(row, count)
-
-
-def allowed_mask(constraint: Constraint, ids: npt.NDArray[np.int64]) -> npt.NDArray[np.bool_]:
-    """Which of ``ids`` the constraint's grammar allows next (all, without a grammar)."""
-    if constraint.grammar is None:
-        return np.ones(len(ids), dtype=np.bool_)
-    return constraint.grammar.allowed(ids)
+        """:meth:`dist` and :meth:`top` from one adjusted row and one ranking (the best ``count`` ids of the
+        ranking :meth:`dist` truncates are :meth:`top`'s)."""
+        if self.grammar is None:
+            return dist_top(self.adjusted(row), params, count)  # sampling's: one selection for both
+        k = params.top_k if 0 < params.top_k < len(row) else 0
+        ids, vals = self.ranked(row, max(k, count) if k else 0)
+        kept = slice(k or None)
+        return truncate(ids[kept], vals[kept].astype(np.float64) / params.temperature, params), ids[:count]
