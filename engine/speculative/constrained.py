@@ -88,9 +88,10 @@ def follow(state: Constraint | None, tokens: Sequence[int]) -> Constraint | None
     if state is None:
         return None
     twin = state.clone()
-    for tok in tokens:
-        if not twin.allows(tok):
-            twin.close()
-            return None
-        twin.accept(tok)
+    try:
+        for tok in tokens:
+            twin.accept(tok)  # checks the grammar first: one query per token, not two
+    except GrammarError:
+        twin.close()
+        return None
     return twin
