@@ -92,9 +92,8 @@ class Child:
                 raise p.EngineStopped("no model pair is loaded in the engine process")
             if req.name not in p.CALLS:
                 raise ValueError(f"not an engine call: {req.name}")
-            if req.name == "longest_piece":
-                model = self.engine.target_model
-                value: Any = max((len(model.token_bytes(t)) for t in range(model.n_vocab)), default=1) or 1
+            if req.name == "longest_piece":  # not a method of Engine's
+                value: Any = p.longest_piece(self.engine)
             else:
                 value = getattr(self.engine, req.name)(*req.args)
             self.send(p.Done(req.rid, value))

@@ -103,6 +103,12 @@ CALLS = frozenset({"tokenize", "messages_tokens", "detokenize", "top2_margin", "
                    "chat_tokens"})
 
 
+def longest_piece(engine: Any) -> int:
+    """The most bytes of text one token of the target's vocabulary stands for (the ``longest_piece`` Call)."""
+    model = engine.target_model
+    return max((len(model.token_bytes(t)) for t in range(model.n_vocab)), default=1) or 1
+
+
 # -- events (child -> parent) --------------------------------------------------------------------
 @message
 class Hello:

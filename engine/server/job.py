@@ -9,7 +9,7 @@ from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass
 
 from engine import ContextFullError, Engine, EngineError, GenerationParams, GenerationStats, ParameterError
-from engine.process import EngineStopped, RemoteEngine
+from engine.process import EngineStopped, RemoteEngine, protocol
 
 from .errors import APIError
 
@@ -175,7 +175,4 @@ def engine_state(engine: ServedEngine) -> str:
 
 def longest_piece(engine: ServedEngine) -> int:
     """The most bytes of text one token of the target's vocabulary stands for."""
-    if isinstance(engine, RemoteEngine):
-        return engine.longest_piece()
-    model = engine.target_model
-    return max((len(model.token_bytes(t)) for t in range(model.n_vocab)), default=1) or 1
+    return engine.longest_piece() if isinstance(engine, RemoteEngine) else protocol.longest_piece(engine)
