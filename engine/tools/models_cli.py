@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 import time
 from pathlib import Path
@@ -138,12 +137,7 @@ def cmd_pull(args: argparse.Namespace) -> int:
         pair = download_pair(spec, ModelStore(), progress=line)
     finally:
         line.end()
-    if args.json:
-        print(json.dumps({"id": pair.id, "name": pair.name, "target": str(pair.target_path),
-                          "draft": str(pair.draft_path)}, indent=1))
-        return 0
-    print(f"target: {pair.target_path}")
-    print(f"draft: {pair.draft_path}")
+    models_hub_cli.print_pair(pair, args.json)
     return 0
 
 

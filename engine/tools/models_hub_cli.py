@@ -8,10 +8,13 @@ from __future__ import annotations
 import argparse
 import json
 from dataclasses import asdict
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from engine.core.errors import EngineError
 from engine.models.catalog import format_bytes, system_memory
+
+if TYPE_CHECKING:
+    from engine.models.store import InstalledPair
 
 
 def register(msub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
@@ -107,11 +110,17 @@ def cmd_pull_hub(args: argparse.Namespace, progress: Any) -> int:
     target = find_model(list_models(args.pair_id)[0], args.filename)
     draft = find_model(list_models(args.draft[0])[0], args.draft[1])
     pair = download_hub_pair(HubPair(target, draft), ModelStore(), progress=progress)
-    if args.json:
+    if not args.json:
+        print(f"installed {pair.id}: {pair.name}")
+    print_pair(pair, args.json)
+    return 0
+
+
+def print_pair(pair: InstalledPair, as_json: bool) -> None:
+    """What ``pull`` prints of the pair it installed: its files' paths, or its id, name and files as JSON."""
+    if as_json:
         _print_json({"id": pair.id, "name": pair.name, "target": str(pair.target_path),
                      "draft": str(pair.draft_path)})
-        return 0
-    print(f"installed {pair.id}: {pair.name}")
+        return
     print(f"target: {pair.target_path}")
     print(f"draft: {pair.draft_path}")
-    return 0
