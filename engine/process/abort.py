@@ -96,7 +96,6 @@ def raise_abort(message: str) -> None:
     abort = _ggml_function("ggml_abort")
     if abort is None:
         os.abort()
-    assert abort is not None
     abort.argtypes = [ctypes.c_char_p, ctypes.c_int, ctypes.c_char_p, ctypes.c_char_p]
     abort.restype = None
     abort(b"ssd-chat", 0, b"%s", message.encode())
