@@ -6,7 +6,7 @@ something is answered 400 before anything else is validated. Fields OpenAI does 
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
@@ -61,6 +61,7 @@ class _Sampling(BaseModel):
     """Fields shared by both endpoints."""
 
     model_config = ConfigDict(extra="ignore")
+    FIELDS: ClassVar[dict[str, tuple[str, str]]] = {}  # this endpoint's table in :mod:`.fields`
 
     model: str
     max_tokens: int | None = Field(default=None, gt=0)
@@ -77,6 +78,13 @@ class _Sampling(BaseModel):
     stream: bool = False
     stream_options: StreamOptions | None = None
     mode: Literal["ar", "sd", "ssd", "lookup", "auto"] | None = None  # extension: this request's speculation mode
+
+    @model_validator(mode="before")
+    @classmethod
+    def _refused(cls, data: Any) -> Any:
+        if isinstance(data, dict):
+            fields.refuse(data, cls.FIELDS)
+        return data
 
     @field_validator("stop")
     @classmethod
@@ -116,13 +124,7 @@ class ChatCompletionRequest(_Sampling):
     parallel_tool_calls: bool | None = None
     functions: list[FunctionSpec] | None = None  # legacy: tools of type function
     function_call: Literal["none", "auto"] | FunctionName | None = None  # legacy: tool_choice
-
-    @model_validator(mode="before")
-    @classmethod
-    def _refused(cls, data: Any) -> Any:
-        if isinstance(data, dict):
-            fields.refuse(data, fields.CHAT)
-        return data
+    FIELDS = fields.CHAT
 
     @property
     def legacy(self) -> bool:
@@ -158,13 +160,7 @@ class CompletionRequest(_Sampling):
     prompt: Any
     max_tokens: int | None = Field(default=16, gt=0)  # OpenAI's default for completions
     suffix: str | None = None
-
-    @model_validator(mode="before")
-    @classmethod
-    def _refused(cls, data: Any) -> Any:
-        if isinstance(data, dict):
-            fields.refuse(data, fields.COMPLETIONS)
-        return data
+    FIELDS = fields.COMPLETIONS
 
     @field_validator("prompt")
     @classmethod
