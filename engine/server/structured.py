@@ -57,10 +57,14 @@ class VocabModel:
             return self._model
 
 
+def _tool_history(body: ChatCompletionRequest) -> bool:
+    """Whether the request's history holds tool calls or results."""
+    return any(m.role in ("tool", "function") or m.tool_calls or m.function_call for m in body.messages)
+
+
 def uses_tools(body: ChatCompletionRequest) -> bool:
     """Whether the request offers tools or its history holds tool calls or results."""
-    return bool(body.tool_list) or any(m.role in ("tool", "function") or m.tool_calls or m.function_call
-                                       for m in body.messages)
+    return bool(body.tool_list) or _tool_history(body)
 
 
 def chat_plan(body: ChatCompletionRequest, template: str | None) -> ChatPlan:
@@ -69,8 +73,7 @@ def chat_plan(body: ChatCompletionRequest, template: str | None) -> ChatPlan:
     offered = body.tool_list
     choice, name = body.choice
     tool_field = "tools" if body.tools else "functions"
-    uses_history = any(m.role in ("tool", "function") or m.tool_calls or m.function_call for m in body.messages)
-    if style is None and (uses_history or (offered and choice != "none")):
+    if style is None and (_tool_history(body) or (offered and choice != "none")):
         raise APIError(400, f"{tool_field if offered else 'messages'}: this model's chat template does not render "
                        "tools or tool calls, so the model cannot be offered any", param=tool_field if offered
                        else "messages", code="tools_unsupported")
