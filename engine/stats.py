@@ -57,6 +57,11 @@ class GenerationStats:
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
 
+    def set_count(self, new_tokens: int) -> None:
+        """``new_tokens`` generated in ``seconds``: the count and the rate that follows from it."""
+        self.new_tokens = new_tokens
+        self.tokens_per_second = new_tokens / self.seconds if self.seconds > 0 else 0.0
+
 
 @dataclass(frozen=True, slots=True)
 class DecodeTimes:
@@ -109,9 +114,8 @@ class StatsRecorder:
 
     def token(self) -> None:
         s = self.stats
-        s.new_tokens += 1
         s.seconds = self._clock() - self._t0
-        s.tokens_per_second = s.new_tokens / s.seconds if s.seconds > 0 else 0.0
+        s.set_count(s.new_tokens + 1)
 
     def round(self, rr: RoundResult) -> None:
         s = self.stats
@@ -159,7 +163,7 @@ class StatsRecorder:
         s = self.stats
         now = self._clock()
         s.seconds = now - self._t0
-        s.tokens_per_second = s.new_tokens / s.seconds if s.seconds > 0 else 0.0
+        s.set_count(s.new_tokens)
         s.target_decode_s = end.target - start.target
         s.draft_decode_s = end.draft - start.draft
         self._rates()

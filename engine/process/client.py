@@ -57,7 +57,7 @@ class RemoteGeneration:
         self._ended = False
         self.stats = GenerationStats(mode=params.mode)
         self._shown_round: int | None = None
-        self._unshown = 0
+        self._left_out = False
         self.tokens: list[int] = []
         self.text_parts: list[str] = []
         self.rid, self._events = proc.request(lambda rid: p.Generate(rid, tuple(prompt), params))
@@ -70,7 +70,7 @@ class RemoteGeneration:
                     # Once stopped, only the rest of the round shown last: the rounds the engine ran before the
                     # Stop reached it are left out, so a stop ends the reply within one round, as in-process.
                     if self._halt.is_set() and ev.round != self._shown_round:
-                        self._unshown += 1
+                        self._left_out = True
                         continue
                     self._shown_round = ev.round
                     self.tokens.append(ev.token)
@@ -112,10 +112,8 @@ class RemoteGeneration:
     def _end(self) -> None:
         self._ended = True
         self._proc.forget(self.rid)
-        if self._unshown:  # the statistics count what the reply holds
-            self.stats.new_tokens -= self._unshown
-            s = self.stats
-            s.tokens_per_second = s.new_tokens / s.seconds if s.seconds > 0 else 0.0
+        if self._left_out:  # the statistics count what the reply holds, whichever snapshot they are
+            self.stats.set_count(len(self.tokens))
 
     def stop(self) -> None:
         """Ask the generation to end after the round in progress; returns at once."""
