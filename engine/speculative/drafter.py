@@ -21,7 +21,7 @@ from engine.core.outputs import BACKEND, HOST, Outputs, chain_spec
 from engine.core.sampling import Dist, SamplingParams, sample
 
 from . import ngram
-from .constrained import DraftConstraint, follow
+from .constrained import DraftConstraint
 from .speccache import Branch
 from .tree import SpeculationTree
 from .types import CACHE, JIT, NGRAM, ROUND_SYNC, Draft, IdRow, TreeStats
@@ -219,9 +219,8 @@ class Drafter:
         """Pre-speculate round T+1 (see :meth:`SpeculationTree.build`); a stop ends it at the next level; under the
         reply's constraints, each branch drafts under them after its own path."""
         base = self.mirror.at(committed) if self.mirror is not None else None
-        constrain = (lambda path: follow(base, path)) if base is not None else None
         return self.tree.build(committed, draft, depth, budget, fanout, lambda: interrupt() or self.stopping(),
-                               self.read, self.rank, constrain)
+                               self.read, self.rank, base)
 
 
 class PromptRead:

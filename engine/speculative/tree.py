@@ -16,12 +16,12 @@ from engine.core.context import Context, KVTrack
 from engine.core.outputs import Outputs
 from engine.core.sampling import Dist
 
+from .constrained import follow
 from .speccache import Branch, SpecCache
 from .types import Draft, IdRow, TreeStats
 
 # output r, its position, the constraints after the branch's path (if any) -> token, q, best ids
 Read = Callable[[Outputs, int, int, Constraint | None], tuple[int, Dist | None, IdRow]]
-Constrain = Callable[[Sequence[int]], Constraint | None]  # a path after committed -> the constraints after it
 Rank = Callable[[Outputs, int, int], IdRow]  # output r, the position it predicts -> its best ids
 
 
@@ -61,13 +61,13 @@ class SpeculationTree:
         interrupt: Callable[[], bool],
         read: Read,
         rank: Rank,
-        constrain: Constrain | None = None,
+        constraint: Constraint | None = None,
     ) -> TreeStats:
         """Pre-speculate round T+1 for the likely outcomes of verifying ``draft`` after ``committed``.
 
         ``fanout(L, budget)`` gives the per-position branch counts (length L+1); ``rank`` orders the candidates at
         each position (coupled sampling: the draft's next choices under that position's noise). Stops between levels
-        when ``interrupt()`` is true (the next request has arrived). With ``constrain`` (a reply under constraints)
+        when ``interrupt()`` is true (the next request has arrived). With ``constraint`` (the reply's, after committed)
         a branch whose path the constraints refuse is not built (the target can never emit it), and every other one
         drafts under the constraints after its path.
         """
@@ -103,16 +103,19 @@ class SpeculationTree:
         branches: list[Branch] = []
         states: dict[int, Constraint | None] = {}  # per branch's sequence: the constraints after its path
         sid = 1
+        prefix = constraint  # the constraints after toks[:j]; None once the draft leaves them
         for j in range(n_draft + 1):
             if j == n_draft and ends_eog:
                 break
+            if j > 0:
+                prefix = follow(prefix, toks[j - 1:j])  # one step on from toks[:j-1], not the whole path again
             excl = toks[j] if j < n_draft else None
             cands = [int(t) for t in tops[j] if int(t) != excl][: counts[j] if j < len(counts) else 0]
             for t in cands:
                 if sid > self.max_branches:
                     break
-                state = constrain([*toks[:j], t]) if constrain is not None else None
-                if constrain is not None and state is None:
+                state = follow(prefix, [t])
+                if constraint is not None and state is None:
                     continue
                 states[sid] = state
                 self.ctx.seq_cp(0, sid, 0, p_r + j + 1)
