@@ -171,6 +171,8 @@ def _zombie(pid: int) -> bool:
     (-9, "", "killed by SIGKILL (killed by the system or another program (out of memory?))"),
     (-7, "x\nFatal Python error: Bus error\n\nThread 0x1 (most recent call first):\n  File ...",
      "killed by SIGBUS (a model file was cut short or changed while in use): Fatal Python error: Bus error"),
+    (-11, "Fatal Python error: Bus error\n\nThread 0x1 (most recent call first):\n",  # a second fault mid-report
+     "killed by SIGBUS (a model file was cut short or changed while in use): Fatal Python error: Bus error"),
     (-6, "llama.cpp aborted: rpc.cpp:12: Remote RPC server crashed\nFatal Python error: Aborted\n",
      "killed by SIGABRT (llama.cpp stopped on an error): llama.cpp aborted: rpc.cpp:12: Remote RPC server crashed"),
     (3, "ValueError: bad\n", "exited with code 3: ValueError: bad"),

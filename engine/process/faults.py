@@ -31,6 +31,10 @@ MEANING = {
     "SIGFPE": "an arithmetic fault inside llama.cpp",
 }
 
+# faulthandler's words for the fault signals it reports ("Fatal Python error: Bus error").
+REPORTED = {"Segmentation fault": "SIGSEGV", "Bus error": "SIGBUS", "Illegal instruction": "SIGILL",
+            "Aborted": "SIGABRT", "Floating-point exception": "SIGFPE"}
+
 
 def spawn_context() -> SpawnContext:
     """The start method of every child the engine runs (see the module docstring for why)."""
@@ -82,6 +86,9 @@ def describe_exit(code: int | None, last_words: str = "") -> str:
         what = "did not end"
     elif code < 0:
         name = signal_name(code)
+        first = REPORTED.get(line.removeprefix("Fatal Python error: "), name)
+        if name in REPORTED.values():  # a fault while faulthandler reported another: the first is the cause
+            name = first
         what = f"killed by {name}" + (f" ({MEANING[name]})" if name in MEANING else "")
     else:
         what = f"exited with code {code}"
