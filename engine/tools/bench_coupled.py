@@ -50,6 +50,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--out", default="results/bench_coupled.json")
     args = p.parse_args(argv)
     args.k, args.fanout, args.budget, args.geometric, args.ctx, args.repeats = 4, 1, 1, False, 2048, 1  # bench's
+    args.rpc, args.tensor_split = (), ()  # local machine only
     pair = offline.ensure_pair()
     names = [s.strip().upper() for s in args.scenarios.split(",") if s.strip()]
     f16 = ensure_f16(pair.target) if any(n in ("B", "C") for n in names) else None
