@@ -10,7 +10,6 @@ from __future__ import annotations
 import ctypes
 import logging
 import os
-import sys
 import threading
 from collections.abc import Sequence
 from pathlib import Path
@@ -20,6 +19,7 @@ import llama_cpp as ll
 import numpy as np
 
 from . import bufts, cpu_check, placement
+from .devices import check_split, device_list, shares
 from .errors import ModelLoadError, ParameterError
 from .options import AUTO_LAYERS, N_CTX
 
@@ -71,29 +71,6 @@ def supports_gpu_offload() -> bool:
     from engine.remote import native
 
     return not native.available() or bool(native.local_gpus())
-
-
-def _device_list(remote: Sequence[str]) -> ctypes.Array[ctypes.c_void_p] | None:
-    """Explicit devices for a load once this process has remote machines (None: llama.cpp's default list): a remote
-    model gets the remote machines' devices, any other this machine's GPUs (llama.cpp would put remote ones first)."""
-    if not remote and "engine.remote.native" not in sys.modules:
-        return None
-    from engine.remote import native, parse_endpoints
-
-    if not remote:
-        return native.device_array(native.local_gpus()) if native.added() else None
-    return native.device_array([d for ep in parse_endpoints(list(remote)) for d in native.add_server(ep)])
-
-
-def _shares(split: Sequence[float], devices: ctypes.Array[ctypes.c_void_p] | None) -> ctypes.Array[ctypes.c_float]:
-    """llama.cpp's tensor_split array: each listed device's share of the offloaded layers (checked first)."""
-    n = len(devices) - 1 if devices is not None else 0
-    if len(split) != n:
-        shares = f"{len(split)} share{'s' if len(split) != 1 else ''}"
-        raise ParameterError(f"--tensor-split gives {shares} for {n} remote device{'s' if n != 1 else ''}")
-    if any(not 0 <= s < float("inf") for s in split) or sum(split) <= 0:
-        raise ParameterError("--tensor-split shares must be numbers of 0 or more, not all 0")
-    return (ctypes.c_float * int(ll.llama_max_devices()))(*split)
 
 
 def _extra_bufts() -> bool:
@@ -161,19 +138,25 @@ class Model:
         mp.n_gpu_layers = gpu_layers
         mp.vocab_only = vocab_only
         mp.use_extra_bufts = False if vocab_only else _extra_bufts()
-        devices = None if vocab_only else _device_list(remote)  # kept alive until the load returns
+        devices = None if vocab_only else device_list(remote)  # kept alive until the load returns
         if devices is not None:
-            mp.devices = ctypes.addressof(devices)
-        shares = _shares(split, devices) if split else None  # kept alive until the load returns
-        if shares is not None:
-            mp.tensor_split = ctypes.cast(shares, ctypes.POINTER(ctypes.c_float))
+            mp.devices = devices.address
+        split_at = None  # kept alive until the load returns
+        if devices is not None and devices.remote:
+            split_at = shares(devices, split, gpu_layers, self.path)
+            mp.tensor_split = ctypes.cast(split_at, ctypes.POINTER(ctypes.c_float))
+        elif split:
+            check_split(split, 0)
         ptr = ll.llama_model_load_from_file(os.fsencode(self.path), mp)
         if not ptr:
             raise ModelLoadError(f"llama.cpp could not load the model (truncated or unsupported GGUF?): {self.path}")
         self._ptr = ptr
         self.gpu_layers = gpu_layers
-        self.remote = tuple(remote) if devices is not None else ()
+        self.remote = tuple(remote) if devices is not None and devices.remote else ()
         self.gpu_capable = bool(self.remote) or supports_gpu_offload()  # a CPU-only build ignores gpu_layers
+        # Where the logits are made: a remote model's output layer is at home (engine.core.devices)
+        self.output_on_gpu = (gpu_layers != 0 and self.gpu_capable
+                              and not (devices is not None and devices.remote and devices.home_is_cpu))
         self.n_layers: int = ll.llama_model_n_layer(ptr)
         self.vocab = ll.llama_model_get_vocab(ptr)
         self.n_vocab: int = ll.llama_vocab_n_tokens(self.vocab)

@@ -98,8 +98,8 @@ class Context:
 
     @property
     def on_gpu(self) -> bool:
-        """Whether the model's layers run on an accelerator (where logits rows are costly to bring back)."""
-        return self.model.gpu_layers != 0 and self.model.gpu_capable
+        """Whether the model's logits are made on an accelerator (where rows are costly to bring back)."""
+        return bool(self.model.output_on_gpu)
 
     def sampling_path(self, params: SamplingParams) -> str:
         """host or backend for ``params`` on this context (see :func:`~engine.core.outputs.choose_path`)."""

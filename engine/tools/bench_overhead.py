@@ -71,7 +71,7 @@ class BareLoop:
         cp.flash_attn_type, cp.no_perf = 1, True
         self.ctx = ll.llama_init_from_model(self.model.ptr, cp)
         self.batch = ll.llama_batch_init(512, 0, 1)
-        self.sync = self.model.gpu_layers != 0 and self.model.gpu_capable  # the engine's Context does the same
+        self.sync = self.model.output_on_gpu  # the engine's Context does the same
 
     def close(self) -> None:
         ll.llama_batch_free(self.batch)
