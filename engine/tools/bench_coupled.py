@@ -22,6 +22,7 @@ from engine.models import offline
 from engine.models.convert import ensure_f16
 
 from .bench import Row, load_prompts, machine, run_scenario, scenarios
+from .coupled_margin import divergences
 
 MODES = ["sd", "ssd", "auto"]
 
@@ -61,6 +62,7 @@ def main(argv: list[str] | None = None) -> int:
     lines: list[dict[str, Any]] = []
     same: dict[str, tuple[int, int]] = {}
     runs: list[dict[str, Any]] = []
+    parted: dict[str, list[dict[str, Any]]] = {}
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
     with tqdm(total=len(scs) * len(prompts) * 2 * len(MODES), file=sys.stderr, unit="run") as bar:
@@ -69,11 +71,13 @@ def main(argv: list[str] | None = None) -> int:
             lines += [_line(r) for r in rows]
             same[sc.name] = _same_reply(rows)
             runs += [{"scenario": r.scenario, "scheme": r.setting, "mode": r.mode, "runs": r.runs} for r in rows]
+            parted[sc.name] = divergences(sc.target, sc.threads, args.ctx, prompts, rows, settings[COUPLED],
+                                      args.k + 1)
             out.write_text(json.dumps({"machine": machine(), "settings": vars(args), "rows": lines, "same": same,
-                                       "runs": runs}, indent=1))
+                                       "runs": runs, "parted": parted}, indent=1))
     for line in lines:
         print(json.dumps(line))
-    print(json.dumps({"coupled_one_reply_in_every_mode": same}))
+    print(json.dumps({"coupled_one_reply_in_every_mode": same, "where_modes_part": parted}))
     return 0
 
 
