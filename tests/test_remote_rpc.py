@@ -232,6 +232,6 @@ def test_tensor_split_gives_each_machine_its_share(tiny: TinyPair, server: str, 
         bad = subprocess.run(generate_argv(tiny.target, f"{a.endpoint},{b.endpoint}", "--tensor-split", "1"),
                              capture_output=True, text=True, timeout=120, check=False)
     assert r.returncode == 0, r.stderr[-2000:]
-    assert weights[0] > 1_000_000 > weights[1], weights  # every layer on the first machine, none on the second
+    assert weights[0] > 100_000 > weights[1], weights  # every remote layer on the first machine, none on the second
     assert bad.returncode == 2
     assert bad.stderr.strip().splitlines()[-1] == "error: --tensor-split gives 1 share for 2 remote devices"
