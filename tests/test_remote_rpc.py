@@ -220,7 +220,8 @@ def test_bench_scenario_r_counts_bytes_and_checks_exactness(tiny: TinyPair, tmp_
     assert [(c[0].strip(), c[1].strip()) for c in rows] == [(f"{d} ms", m) for d in (0, 5) for m in MODES]
     assert all(c[7].strip() == "yes" for c in rows)  # every mode's tokens are ar's
     records = json.loads(out.read_text())["records"]
-    assert all(rec["bytes_down"] < 1000 * rec["rounds"] for rec in records)  # ids come back, not logits rows
+    # hidden states come back (n_embd 64: 256 B a row, at most 6 rows a round here), not 16 KB logits rows
+    assert all(rec["bytes_down"] < 2000 * rec["rounds"] for rec in records)
 
 
 def test_tensor_split_gives_each_machine_its_share(tiny: TinyPair, server: str, tmp_path: Path) -> None:
