@@ -71,3 +71,20 @@ def test_a_remote_decode_brings_back_hidden_states_not_logits(tiny: TinyPair, tm
     assert got["on_gpu"] is False  # logits are made here, so rounds sample on the host path
     assert got["same"] is True, got["gap"]  # every row's best token equals a local load's
     assert len(got["remote"]) == 1  # type: ignore[arg-type]  # the proxy's endpoint: the target is remote
+
+
+def test_a_local_gpu_keeps_room_for_the_targets_output_layer(tiny: TinyPair, tmp_path: Path) -> None:
+    """The draft's auto layers on this machine's GPU leave the remote target's output layer and logits room."""
+    from engine.core.options import AUTO_LAYERS
+    from engine.core.placement import DRAFT_EXTRA, HEADROOM, Device, place_layers, read_size
+
+    target, draft = read_size(tiny.target), read_size(tiny.draft_related)
+    whole_draft = draft.bytes_for(draft.n_layers, 512 + DRAFT_EXTRA)
+    home = target.head_bytes + target.compute_bytes
+    with rpc_server(tmp_path) as (endpoint, _proc):
+        def draft_layers(needed: int) -> int:
+            free = int(needed / (1.0 - HEADROOM)) + 1  # placement keeps HEADROOM of the free memory unused
+            return place_layers(tiny.target, tiny.draft_related, AUTO_LAYERS, AUTO_LAYERS, 512, Device(True, free),
+                                remote=(endpoint,)).draft_layers
+        assert draft_layers(whole_draft + home) == -1  # every draft layer, and the output layer beside them
+        assert draft_layers(whole_draft) < draft.n_layers  # the draft alone would fit, but not with the output layer

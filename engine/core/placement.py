@@ -240,7 +240,9 @@ def _place_remote(target_path: str | os.PathLike[str], draft_path: str | os.Path
     if draft_path and device.offload:
         draft = read_size(Path(draft_path))
         d_total = draft.n_layers
-        d = plan_layers(draft, None, draft_gpu_layers, 0, n_ctx + DRAFT_EXTRA, device).target_layers
+        # the target's output layer and its logits stay here, on the GPU the draft would use (engine.core.devices)
+        home = Device(True, max(device.free_bytes - target.head_bytes - target.compute_bytes, 0))
+        d = plan_layers(draft, None, draft_gpu_layers, 0, n_ctx + DRAFT_EXTRA, home).target_layers
     auto = gpu_layers == AUTO_LAYERS
     placement = Placement(t, d, target.n_layers, d_total, True, draft_path is not None, free if auto else None,
                           tuple(str(ep) for ep in eps))
