@@ -267,14 +267,15 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
                      "greedy and sampled; the table and a JSON file with every per-prompt figure are written. "
                      "Without --target/--draft the offline pair is assembled first. S alone: every fixed plan and "
                      "auto on simulated machines, no model, 10 replies of 256 tokens (engine/tools/simbench.py). "
-                     "R alone: the target on an RPC server here behind a proxy adding --delays ms each way, the "
-                     "draft local (engine/tools/bench_remote.py).")
+                     "R alone: the target on --servers RPC servers here, each behind a proxy adding --delays ms each "
+                     "way, the draft local, and llama.cpp's ar over the same link (engine/tools/bench_remote.py).")
     p = sub.add_parser("bench", help="benchmark ar, sd, ssd, lookup and auto on the real pair",
                        formatter_class=HelpFormatter, epilog=epilog,
                        description="Measure tokens per second of every mode in hardware scenarios (see below).")
     p.add_argument("--scenarios", default="A,B,C", help="comma list of A, B, C; or O, R or S alone (see below)")
     add_rpc_argument(p)
     p.add_argument("--delays", default="0,5,25", help="R: milliseconds the proxy adds each way, comma list")
+    p.add_argument("--servers", default="1,2", help="R: RPC servers the target's layers are split over, comma list")
     p.add_argument("--seeds", type=int, default=1, help="S: run every profile on this many seeds and print the bars "
                    "at their lowest and mean")
     p.add_argument("--modes", default=",".join(MODES), help="comma list of the modes to run")

@@ -1,134 +1,184 @@
-"""Bench scenario ``R`` (remote): the real pair's target on an RPC server on this machine, reached through a proxy
-that adds a delay each way (0, 5 and 25 ms by default), the draft local; ar, sd, ssd, lookup and auto, greedy.
+"""Bench scenario ``R`` (remote): the real pair's target on one or two RPC servers on this machine, each reached
+through a proxy that adds a delay each way (0, 5 and 25 ms by default), the draft local; ar, sd, ssd, lookup and
+auto, greedy, and llama.cpp's own ar over the same link as the peer.
 
-Per delay: one ``python -m engine rpc-server`` child (one thread) and one :class:`DelayProxy`; the engine
-here is the RPC client (one target thread, one draft thread). Each prompt runs every mode back to back,
-the order rotated per prompt. Bytes are counted by the proxy: client to server and back, per round and
-per generated token. Latency is the only thing shaped: everything runs over loopback.
+Per server count and delay: fresh ``python -m engine rpc-server`` children (one thread each, :mod:`.bench_remote_link`)
+each behind its own :class:`DelayProxy`; the engine here is the RPC client (one target thread, one draft thread),
+the target's layers in equal shares over the servers. Each prompt runs every mode back to back, the order rotated
+per prompt. Then the peer (:mod:`.bench_remote_peer`) on fresh servers. Bytes are counted by the proxies (summed
+over the servers): client to server and back, per round and per target row. Latency is the only thing shaped:
+everything runs over loopback.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
 from typing import Any
 
-from engine.core.errors import EngineError
+from engine.core.errors import ParameterError
+from engine.core.options import cpu_cores
 from engine.core.sampling import SamplingParams
 from engine.engine import Engine, EngineConfig, GenerationParams
 from engine.remote.native import require
-from engine.remote.proxy import DelayProxy
+
+from .bench_remote_link import SERVER_THREADS, proxies, servers, since, snapshot
+from .bench_remote_peer import PEER, run_peer
 
 GREEDY = SamplingParams(temperature=0.0)
+WARM_PROMPT = "Say hello."
+WARM_TOKENS = 24  # auto's warm-up reply: it measures this machine once, as in the user's earlier replies
 
 
-def _server(port: int, log: Path) -> subprocess.Popen[bytes]:
-    from engine.remote import RemoteError, parse_endpoint, probe
-
-    with open(log, "ab") as out:
-        proc = subprocess.Popen([sys.executable, "-m", "engine", "rpc-server", "--port", str(port), "--threads", "1"],
-                                stdout=out, stderr=subprocess.STDOUT)
-    for _ in range(300):
-        try:
-            probe(parse_endpoint(f"127.0.0.1:{port}"), devices=False)
-            return proc
-        except RemoteError:
-            if proc.poll() is not None:
-                break
-            import time
-
-            time.sleep(0.2)
-    proc.kill()
-    raise EngineError(f"the RPC server for scenario R did not start: {log.read_text(errors='replace')[-500:]}")
-
-
-def _free_port() -> int:
-    import socket
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-def run_delay(delay_ms: float, target: Path, draft: Path, prompts: list[dict[str, str]], modes: list[str],
-              args: argparse.Namespace, folder: Path) -> list[dict[str, Any]]:
-    """Every prompt in every mode with the target behind ``delay_ms`` each way; one record per reply."""
+def run_setup(n_servers: int, delay_ms: float, target: Path, draft: Path, prompts: list[dict[str, str]],
+              modes: list[str], args: argparse.Namespace,
+              folder: Path) -> tuple[list[dict[str, Any]], list[tuple[str, list[int]]], list[int]]:
+    """Every prompt in every mode with the target on ``n_servers`` servers behind ``delay_ms`` each way: one record
+    per reply; and the prompts' chat tokens and the warm-up's, for the peer."""
     from .bench import _record
 
-    port = _free_port()
-    server = _server(port, folder / f"rpc-{port}.log")
     records: list[dict[str, Any]] = []
-    try:
-        with DelayProxy(("127.0.0.1", port), delay_ms / 1000) as proxy:
-            cfg = EngineConfig(str(target), str(draft), n_ctx=args.ctx, threads=1, draft_threads=1,
-                               rpc=(proxy.endpoint,))
-            with Engine(cfg) as eng:
-                warm = eng.chat_tokens("Say hello.")
-                eng.generate(warm, GenerationParams(mode="auto", max_tokens=24, k=args.k)).run()
-                for i, pr in enumerate(prompts):
-                    toks = eng.chat_tokens(pr["prompt"])
-                    for m in modes[i % len(modes):] + modes[: i % len(modes)]:
-                        up0, down0 = proxy.counts()
-                        gen = eng.generate(toks, GenerationParams(mode=m, max_tokens=args.max_tokens, sampling=GREEDY,
-                                                                  k=args.k, fanout=1, budget=1)).run()
-                        up, down = proxy.counts()
-                        rec = _record(gen.stats, gen.tokens, pr["id"], m)
-                        rec.update(delay_ms=delay_ms, bytes_up=up - up0, bytes_down=down - down0)
-                        records.append(rec)
-                        print(f"R {delay_ms:g} ms {pr['id']} {m}: {rec['tokens_per_second']:.2f} tok/s, "
-                              f"{rec['rounds']} rounds, {(down - down0) / max(rec['rounds'], 1) / 1000:.1f} KB down "
-                              "a round", file=sys.stderr, flush=True)
-    finally:
-        server.kill()
-        server.wait()
-    return records
+    with servers(n_servers, folder) as ports, proxies(ports, delay_ms) as links:
+        cfg = EngineConfig(str(target), str(draft), n_ctx=args.ctx, threads=1, draft_threads=1,
+                           rpc=tuple(p.endpoint for p in links), tensor_split=(1.0,) * n_servers)
+        with Engine(cfg) as eng:
+            warm = eng.chat_tokens(WARM_PROMPT)
+            eng.generate(warm, GenerationParams(mode="auto", max_tokens=WARM_TOKENS, k=args.k)).run()
+            chat = [(pr["id"], eng.chat_tokens(pr["prompt"])) for pr in prompts]
+            for i, (pid, toks) in enumerate(chat):
+                for m in modes[i % len(modes):] + modes[: i % len(modes)]:
+                    before = snapshot(links)
+                    gen = eng.generate(toks, GenerationParams(mode=m, max_tokens=args.max_tokens, sampling=GREEDY,
+                                                              k=args.k, fanout=1, budget=1)).run()
+                    rec = _record(gen.stats, gen.tokens, pid, m)
+                    rec.update(since(links, before), drafted=gen.stats.drafted, sampling_path=gen.stats.sampling_path)
+                    records.append(_tag(rec, n_servers, delay_ms))
+    return records, chat, warm
+
+
+def _tag(rec: dict[str, Any], n_servers: int, delay_ms: float) -> dict[str, Any]:
+    """A record's setting, and its target rows: the prompt's last row, then each round's drafted tokens and one."""
+    rec.update(servers=n_servers, delay_ms=delay_ms, rows=1 + rec["rounds"] + rec["drafted"])
+    print(f"R {n_servers} server(s) {delay_ms:g} ms {rec['prompt']} {rec['mode']}: "
+          f"{rec['tokens_per_second']:.2f} tok/s, {rec['rounds']} rounds, "
+          f"{rec['bytes_down'] / max(rec['rows'], 1):,.0f} B down a target row", file=sys.stderr, flush=True)
+    return rec
+
+
+def peer_setup(n_servers: int, delay_ms: float, target: Path, chat: list[tuple[str, list[int]]], warm: list[int],
+               args: argparse.Namespace, folder: Path) -> list[dict[str, Any]]:
+    """The peer's records on fresh servers (the engine's process may still hold its own servers' connections)."""
+    with servers(n_servers, folder) as ports:
+        return [_tag(rec, n_servers, delay_ms) for rec in run_peer(ports, delay_ms, target, chat, warm, args)]
 
 
 def table(records: list[dict[str, Any]], modes: list[str]) -> list[str]:
-    """Markdown rows: per delay and mode, tok/s over all prompts, × ar, rounds and bytes per round each way."""
-    lines = ["| delay each way | mode | tok/s | × ar | tokens/round | KB up/round | KB down/round | exact |",
-             "|---|---|---|---|---|---|---|---|"]
-    for delay in sorted({r["delay_ms"] for r in records}):
-        rs = [r for r in records if r["delay_ms"] == delay]
-        rate = {m: sum(r["decode_tokens"] for r in rs if r["mode"] == m) /
-                max(sum(r["decode_s"] for r in rs if r["mode"] == m), 1e-9) for m in modes}
+    """Markdown rows: per server count, delay and mode (then the peer), tok/s over all prompts, × ar (the engine's
+    ar at that setting), tokens and bytes per round each way, bytes down per target row, and whether every reply
+    equals ar's tokens."""
+    lines = ["| servers | delay each way | mode | tok/s | × ar | tokens/round | KB up/round | KB down/round | "
+             "B down/target row | same tokens as ar |", "|---|---|---|---|---|---|---|---|---|---|"]
+    for n, delay in sorted({(r["servers"], r["delay_ms"]) for r in records}):
+        rs = [r for r in records if r["servers"] == n and r["delay_ms"] == delay]
         ar = {r["prompt"]: r["tokens"] for r in rs if r["mode"] == "ar"}
-        for m in modes:
+        ar_rate = _rate([r for r in rs if r["mode"] == "ar"])
+        for m in [*modes, PEER]:
             mr = [r for r in rs if r["mode"] == m]
+            if not mr:
+                continue
             rounds = max(sum(r["rounds"] for r in mr), 1)
+            rows = max(sum(r["rows"] for r in mr), 1)
             exact = all(r["tokens"] == ar.get(r["prompt"], r["tokens"]) for r in mr)
-            lines.append(f"| {delay:g} ms | {m} | {rate[m]:.2f} | {rate[m] / max(rate.get('ar', 0), 1e-9):.2f} | "
+            rate = _rate(mr)
+            lines.append(f"| {n} | {delay:g} ms | {m} | {rate:.2f} | {rate / max(ar_rate, 1e-9):.2f} | "
                          f"{sum(r['new_tokens'] for r in mr) / rounds:.2f} | "
                          f"{sum(r['bytes_up'] for r in mr) / rounds / 1000:.1f} | "
-                         f"{sum(r['bytes_down'] for r in mr) / rounds / 1000:.1f} | {'yes' if exact else 'no'} |")
+                         f"{sum(r['bytes_down'] for r in mr) / rounds / 1000:.1f} | "
+                         f"{sum(r['bytes_down'] for r in mr) / rows:,.0f} | {'yes' if exact else 'no'} |")
     return lines
+
+
+def _rate(rs: list[dict[str, Any]]) -> float:
+    seconds = float(sum(r["decode_s"] for r in rs))
+    return float(sum(r["decode_tokens"] for r in rs)) / max(seconds, 1e-9)
+
+
+def notes(server_counts: list[int]) -> list[str]:
+    """What the table's settings were, said under it."""
+    lines = [f"Each server: `python -m engine rpc-server --threads {SERVER_THREADS}` on this machine, behind its own "
+             f"proxy with the delay each way; the engine and its draft here, one thread each; {cpu_cores()} cores in "
+             "all."]
+    if any(n > 1 for n in server_counts):
+        lines.append("With 2 servers the target's layers are split in equal shares, and the two servers, the "
+                     f"engine and the draft share the same {cpu_cores()} cores; bytes are summed over both proxies.")
+    lines.append("B down/target row: bytes server to client over the target rows the replies decoded (the prompt's "
+                 "last row, then each round's drafted tokens and one).")
+    lines.append(f"{PEER}: llama-cpp-python's Llama, every layer on the same servers (fresh ones, same delay), one "
+                 "thread, greedy (temperature 0, top-k 1), on the engine's chat tokens and max tokens; × ar is "
+                 "against the engine's ar at the same setting.")
+    return lines
+
+
+def _counts(text: str, what: str) -> list[int]:
+    try:
+        values = [int(x) for x in text.split(",") if x.strip()]
+    except ValueError:
+        values = []
+    if not values or min(values) < 1:
+        raise ParameterError(f"--{what} must be a comma list of whole numbers from 1, got {text!r}")
+    return values
+
+
+def _delays(text: str) -> list[float]:
+    try:
+        values = [float(x) for x in text.split(",") if x.strip()]
+    except ValueError:
+        values = []
+    if not values or min(values) < 0:
+        raise ParameterError(f"--delays must be a comma list of milliseconds (0 or more), got {text!r}")
+    return values
 
 
 def cmd_remote(args: argparse.Namespace) -> int:
     from engine.core.options import MODES
     from engine.models import offline
 
-    from .bench import load_prompts
+    from .bench import load_prompts, machine
 
     require()
+    server_counts = _counts(args.servers, "servers")
+    delays = _delays(args.delays)
+    modes = [m.strip() for m in args.modes.split(",") if m.strip()] or list(MODES)
+    bad = [m for m in modes if m not in MODES]
+    if bad:
+        raise ParameterError(f"unknown mode {bad[0]!r} (use {', '.join(MODES)})")
     if args.target and args.draft:
         target, draft = Path(args.target), Path(args.draft)
     else:
         pair = offline.ensure_pair()
         target, draft = pair.target, pair.draft
-    modes = [m.strip() for m in args.modes.split(",") if m.strip()] or list(MODES)
     prompts = load_prompts(args.prompts, args.prompt_ids.split(",") if args.prompt_ids else None)
-    delays = [float(d) for d in args.delays.split(",")]
+    started = time.strftime("%Y-%m-%dT%H:%M:%S%z")
     records: list[dict[str, Any]] = []
     with tempfile.TemporaryDirectory() as tmp:
-        for delay in delays:
-            records += run_delay(delay, target, draft, prompts, modes, args, Path(tmp))
-    print("\n".join(table(records, modes)))
+        for n in server_counts:
+            for delay in delays:
+                recs, chat, warm = run_setup(n, delay, target, draft, prompts, modes, args, Path(tmp))
+                records += recs + peer_setup(n, delay, target, chat, warm, args, Path(tmp))
+    lines = table(records, modes)
+    print("\n".join(lines + [""] + [f"- {n}" for n in notes(server_counts)]))
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps({"scenario": "R", "records": records}, indent=1), encoding="utf-8")
+    argv = sys.argv[[*sys.argv, "bench"].index("bench") + 1:]
+    result = {"scenario": "R", "command": "python -m engine bench " + " ".join(argv), "started": started,
+              "machine": machine(), "models": {"target": str(target), "draft": str(draft)},
+              "settings": {"servers": server_counts, "delays_ms": delays, "modes": modes, "max_tokens": args.max_tokens,
+                           "k": args.k, "ctx": args.ctx, "prompts": [p["id"] for p in prompts]},
+              "table": lines, "notes": notes(server_counts), "records": records}
+    out.write_text(json.dumps(result, indent=1), encoding="utf-8")
+    print(f"wrote {out}")
     return 0
