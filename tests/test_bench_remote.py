@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 
 from engine.tools.bench_remote_peer import PEER
+from engine.tools.cli import main
 from engine.tools.tinymodel import TinyPair
 from tests.rpc_helpers import needs_rpc
 
@@ -85,3 +86,16 @@ def test_bytes_are_counted_over_every_server_and_only_the_peer_fetches_whole_log
             assert per_row >= VOCAB_ROW
         else:  # the engine samples on the remote device and fetches what the sampler picked
             assert per_row < VOCAB_ROW / 4, r["mode"]
+
+
+@pytest.mark.parametrize(("option", "value", "said"), [
+    ("--servers", "0", "--servers must be a comma list of whole numbers from 1, got '0'"),
+    ("--servers", "one", "--servers must be a comma list of whole numbers from 1, got 'one'"),
+    ("--delays", "5,-1", "--delays must be a comma list of milliseconds (0 or more), got '5,-1'"),
+])
+def test_a_bad_setting_is_said_in_one_line(tiny: TinyPair, capsys: pytest.CaptureFixture[str], option: str,
+                                           value: str, said: str) -> None:
+    code = main(["bench", "--scenarios", "R", "--target", str(tiny.target), "--draft", str(tiny.draft_related),
+                 option, value])
+    assert code == 2
+    assert capsys.readouterr().err.strip() == f"error: {said}"
