@@ -55,7 +55,8 @@ def run_setup(n_servers: int, delay_ms: float, target: Path, draft: Path, prompt
                     gen = eng.generate(toks, GenerationParams(mode=m, max_tokens=args.max_tokens, sampling=GREEDY,
                                                               k=args.k, fanout=1, budget=1)).run()
                     rec = _record(gen.stats, gen.tokens, pid, m)
-                    rec.update(since(links, before), drafted=gen.stats.drafted, sampling_path=gen.stats.sampling_path)
+                    rec.update(since(links, before), drafted=gen.stats.drafted, sampling_path=gen.stats.sampling_path,
+                               placement=eng.placement.text)
                     records.append(_tag(rec, n_servers, delay_ms))
     return records, chat, warm
 
