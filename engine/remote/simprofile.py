@@ -1,17 +1,28 @@
 """A remote target for the simulated bench (``bench --scenarios S``): one verify costs the remote device's compute
-for its width, one round trip (llama.cpp's RPC runs a decode in one: inputs and the graph run go out without
-waiting, the result comes back) and its bytes over the link's bandwidth."""
+for its width, one round trip (the remote runs every layer but the output layer, which runs at home: a decode of any
+width is one request and one reply) and its bytes over the link's bandwidth.
+
+Fitted to the real pair on this 2-core host with nothing else running: the target (Qwen2.5-Coder 1.5B Q4_K_M) on an
+RPC server with one thread, the draft (0.5B) and the output layer in the engine here, one thread each.
+"""
 
 from __future__ import annotations
 
-# The remote device's compute by batch width (ms): the real pair's 1.5B target on one CPU thread of an RPC server
-# on this machine, its graph reused (scenario R's set-up, with no delay added; docs/benchmarks.md).
-COMPUTE_MS = ((1, 148.7), (2, 227.7), (5, 391.9), (9, 506.1))
-UP_BYTES = {1: 8_900, 2: 15_600, 5: 35_600, 9: 62_300}  # a decode's inputs and its graph replay, sent up
-DOWN_BYTES = 1_000  # what comes back with the sampler on the remote device: ids, not 608 KB logits rows
+# A decode's seconds by width (ms) over loopback with no delay added: the remote layers, the output layer at home and
+# RPC's own cost (1 row 146-148 ms, 5 rows 348-367; decoded locally on one thread the same widths take 115 and 282).
+# Other widths lie on the line through these two (beyond 5 rows an upper bound: a CPU batch grows sublinearly).
+COMPUTE_MS = ((1, 147.0), (5, 357.5))
+# A proxy adding 25 ms each way raised them to 192-201 and 396-419 ms: one 50 ms round trip whatever the width.
+UP_BYTES_PER_ROW = 7_000  # a row's inputs, sent up
+DOWN_BYTES_PER_ROW = 6_100  # its hidden state back, for the output layer at home (not a 608 KB logits row)
 BANDWIDTH_BPS = 1e9  # a gigabit LAN
+DRAFT_TOKEN_S = 37.5e-3  # the draft at home on one thread: 35-40 ms a token
+# Greedy acceptance of a draft token on this pair: about 0.9 of a 4-token draft (4.5-4.9 tokens a round at K 4);
+# per position 0.98, falling as the simulated regimes' does with depth, accepts 0.89 of it (4.5 tokens a round).
+ACCEPT = 0.98
 
 
 def remote_verify(rtt_ms: float, bandwidth_bps: float = BANDWIDTH_BPS) -> tuple[tuple[int, float], ...]:
     """``(width, seconds)`` of one verify with the target ``rtt_ms`` away (a simulated machine's verify times)."""
-    return tuple((w, (ms + rtt_ms) / 1000 + (UP_BYTES[w] + DOWN_BYTES) * 8 / bandwidth_bps) for w, ms in COMPUTE_MS)
+    per_row = (UP_BYTES_PER_ROW + DOWN_BYTES_PER_ROW) * 8 / bandwidth_bps
+    return tuple((w, (ms + rtt_ms) / 1000 + w * per_row) for w, ms in COMPUTE_MS)

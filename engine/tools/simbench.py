@@ -27,7 +27,8 @@ from engine.speculative.planner import AutoPlanner
 from engine.speculative.ssd import SSDOptions
 from engine.speculative.types import JIT, NGRAM, RoundResult
 
-from .simmachine import PROFILES, Profile, Reply, SimSteps
+from .simmachine import Profile, Reply, SimSteps
+from .simprofiles import PROFILES
 
 REPLIES = 10  # replies per run: the first measures the machine, the other nine use what it learnt
 LENGTH = 256  # tokens per reply
