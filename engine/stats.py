@@ -14,6 +14,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from .core.placement import Placement, cannot_pay
+from .remote import relay
 from .speculative.types import RoundResult
 
 MIN_WARN_ROUNDS = 4  # rounds measured before a reply's figures may say its mode cannot pay
@@ -53,6 +54,12 @@ class GenerationStats:
     rounds_by_mode: dict[str, int] = field(default_factory=dict)
     sampling_path: str = ""  # host (numpy on the logits rows) or backend (llama.cpp's chain); "target/draft"
     plan_rates: dict[str, float] = field(default_factory=dict)  # auto: predicted tok/s of its best plan per mode
+    # with a remote target (else None): bytes over the link to the remote machines, as their relays counted them
+    link_sent: int | None = None  # this machine -> remote machines, the whole generation (its prompt read too)
+    link_received: int | None = None  # remote machines -> this machine
+    link_sent_per_round: float | None = None  # over the rounds (after the first token), per round
+    link_received_per_round: float | None = None
+    link_bytes_per_token: float | None = None  # both ways, the whole generation, per generated token
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -95,6 +102,8 @@ class StatsRecorder:
         self._loop_dec = DecodeTimes()
         self._ahead_wait_s = 0.0
         self._loop_thread = 0
+        self._link0 = relay.totals()  # None: this process has no remote machine
+        self._link_loop0 = self._link0
 
     def first_token(self, decode: DecodeTimes) -> None:
         """The prompt is in and the first token sampled; the decoding loop starts now (on this thread)."""
@@ -103,6 +112,8 @@ class StatsRecorder:
         self._loop_thread = threading.get_ident()
         self._loop_dec = decode
         self.stats.ttft_s = self._loop_t0 - self._t0
+        if self._link0 is not None:
+            self._link_loop0 = relay.totals()
 
     def draft_free(self, decode: DecodeTimes, waited_s: float) -> None:
         """The draft model's prompt read on a thread of its own (engine.speculative.drafter.PromptRead) was joined after
@@ -141,6 +152,22 @@ class StatsRecorder:
         if rr.mode != "lookup":
             self._model_wait_s += rr.wait_s
         self._rates()
+        self._link()
+
+    def _link(self) -> None:
+        """The link's bytes since the generation began, and per round since the first token; only where a remote
+        machine was used (a process whose remote machines carried nothing is running a local pair)."""
+        if self._link0 is None or self._link_loop0 is None:
+            return
+        now, t0, l0 = relay.totals() or self._link0, self._link0, self._link_loop0
+        if now == t0:
+            return
+        s = self.stats
+        s.link_sent, s.link_received = now[0] - t0[0], now[1] - t0[1]
+        s.link_bytes_per_token = (s.link_sent + s.link_received) / s.new_tokens if s.new_tokens else None
+        if s.rounds:
+            s.link_sent_per_round = (now[0] - l0[0]) / s.rounds
+            s.link_received_per_round = (now[1] - l0[1]) / s.rounds
 
     def _rates(self) -> None:
         s = self.stats
@@ -167,6 +194,7 @@ class StatsRecorder:
         s.target_decode_s = end.target - start.target
         s.draft_decode_s = end.draft - start.draft
         self._rates()
+        self._link()
         if self._loop_t0 and s.rounds:
             loop, d = now - self._loop_t0, self._loop_dec
             inside = end.target - d.target + self._ahead_wait_s
@@ -177,6 +205,13 @@ class StatsRecorder:
                 decode_cpu = end.target_cpu - d.target_cpu
                 decode_cpu += end.draft_cpu - d.draft_cpu if draft_on_this_thread else 0.0
                 s.host_cpu_s = s.loop_cpu_s - decode_cpu
+
+
+def link_figures(stats: GenerationStats) -> dict[str, float | None]:
+    """A remote target's bytes on the link, as the server's ``speculation.link`` names them."""
+    return {"bytes_sent": stats.link_sent, "bytes_received": stats.link_received,
+            "bytes_sent_per_round": stats.link_sent_per_round,
+            "bytes_received_per_round": stats.link_received_per_round, "bytes_per_token": stats.link_bytes_per_token}
 
 
 def drafting_warning(stats: GenerationStats, placement: Placement) -> str | None:

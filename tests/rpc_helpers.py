@@ -63,6 +63,12 @@ def rpc_server(tmp_path: Path, port: int | None = None) -> Iterator[tuple[str, s
         end(proc)
 
 
+def address(endpoint: str) -> tuple[str, int]:
+    """``(host, port)`` of a ``HOST:PORT`` string."""
+    host, port = endpoint.rsplit(":", 1)
+    return host, int(port)
+
+
 def generate_argv(target: Path, rpc: str, *args: str) -> list[str]:
     return [sys.executable, "-m", "engine", "generate", "--target", str(target), "--rpc", rpc, "--threads", "1",
             "--draft-threads", "1", "--ctx", "512", "--prompt", "Hello", *args]

@@ -62,6 +62,9 @@ def stats_parts(stats: Mapping[str, Any]) -> list[str]:
         parts.append(f"acceptance {100 * stats['acceptance_rate']:.0f}%")
     if applies(stats, "hit_rate"):
         parts.append(f"hit rate {100 * stats['hit_rate']:.0f}%")
+    if stats.get("link_received_per_round") is not None:  # a remote target: what a round cost on the link
+        per_round = float(stats["link_sent_per_round"]) + float(stats["link_received_per_round"])
+        parts.append(f"link {size_text(per_round)} a round")
     if stats.get("dropped_turns"):
         parts.append(f"{plural(int(stats['dropped_turns']), 'oldest turn')} left out to fit the context")
     rates: Mapping[str, float] = stats.get("plan_rates") or {}
@@ -72,6 +75,14 @@ def stats_parts(stats: Mapping[str, Any]) -> list[str]:
     if reason not in HIDDEN_REASONS:
         parts.append(REASON_TEXT.get(reason, reason))
     return parts
+
+
+def size_text(n: float) -> str:
+    """``850 B``, ``3.2 KB``, ``1.4 MB`` (powers of 1000, as the link's rates are counted)."""
+    for unit, scale in (("MB", 1e6), ("KB", 1e3)):
+        if n >= scale:
+            return f"{n / scale:.1f} {unit}"
+    return f"{n:.0f} B"
 
 
 def plural(n: int, noun: str) -> str:

@@ -19,6 +19,11 @@ from .endpoints import Endpoint
 
 PROTOCOL_MAJOR = 7  # RPC_PROTO_MAJOR_VERSION of the llama.cpp this engine is built on
 CMD_GET_DEVICE_MEMORY, CMD_HELLO, CMD_DEVICE_COUNT = 11, 14, 15
+CMD_COUNT = 19  # RPC_CMD_COUNT: a command byte at or above it is not protocol 7
+# The commands the server answers (ggml-rpc.cpp's rpc_serve_client, protocol 7): ALLOC_BUFFER, GET_ALIGNMENT,
+# GET_MAX_SIZE, BUFFER_GET_BASE, SET_TENSOR_HASH, GET_TENSOR, COPY_TENSOR, GET_DEVICE_MEMORY, GET_ALLOC_SIZE, HELLO,
+# DEVICE_COUNT; the rest (SET_TENSOR, GRAPH_COMPUTE, GRAPH_RECOMPUTE, FREE_BUFFER, ...) get no reply.
+ANSWERED = frozenset({0, 1, 2, 3, 7, 8, 9, 11, 13, 14, 15})
 CAPS_SIZE = 24  # RPC_CONN_CAPS_SIZE
 CONNECT_TIMEOUT_S = 5.0  # a machine on a LAN or a tunnel answers a TCP connect well within this
 HELLO_TIMEOUT_S = 3.0  # a free server answers HELLO at once; one serving another client never does

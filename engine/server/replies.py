@@ -6,14 +6,16 @@ import json
 from typing import Any
 
 from engine import GenerationStats
+from engine.stats import link_figures
 
 CHAT = "chat.completions"
 TEXT = "completions"
 
 
 def speculation(stats: GenerationStats) -> dict[str, Any]:
-    """How speculation went for this reply (an extension; OpenAI clients keep unknown fields)."""
-    return {
+    """How speculation went for this reply (an extension; OpenAI clients keep unknown fields); ``link``: the bytes
+    each way over the link to a remote target's machines."""
+    out: dict[str, Any] = {
         "mode": stats.mode,
         "rounds_by_mode": dict(stats.rounds_by_mode),
         "mode_switches": list(stats.mode_switches),
@@ -28,6 +30,9 @@ def speculation(stats: GenerationStats) -> dict[str, Any]:
         "accepted": stats.accepted,
         "backup_uses": stats.backup_uses,
     }
+    if stats.link_sent is not None:
+        out["link"] = link_figures(stats)
+    return out
 
 
 def usage(prompt_tokens: int, stats: GenerationStats | None) -> dict[str, int]:

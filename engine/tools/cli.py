@@ -126,10 +126,13 @@ def cmd_generate(args: argparse.Namespace) -> int:
         else:
             hit = "-" if s.hit_rate is None else f"{s.hit_rate:.0%}"
             acc = "-" if s.acceptance_rate is None else f"{s.acceptance_rate:.0%}"
+            link = "" if s.link_sent_per_round is None or s.link_received_per_round is None else (
+                f", link {s.link_sent_per_round / 1000:.1f} KB up and {s.link_received_per_round / 1000:.1f} KB down "
+                "a round")
             print(
                 f"\n[{s.mode}] {s.new_tokens} tokens in {s.seconds:.2f}s = {s.tokens_per_second:.2f} tok/s, "
                 f"ttft {s.ttft_s * 1000:.0f} ms, rounds {s.rounds}, accepted {s.accepted}/{s.drafted} ({acc}), "
-                f"hit rate {hit}, backup uses {s.backup_uses}",
+                f"hit rate {hit}, backup uses {s.backup_uses}{link}",
                 file=sys.stderr,
             )
         if warning:
