@@ -63,6 +63,11 @@ class DelayProxy:
                     data = src.recv(CHUNK)
                 except OSError:
                     data = b""
+                with self._lock:  # counted as read: a reply is in the count before the client can have it
+                    if up:
+                        self.sent_up += len(data)
+                    else:
+                        self.sent_down += len(data)
                 held.put((time.perf_counter() + self.delay_s, data))
                 if not data:
                     return
@@ -81,17 +86,12 @@ class DelayProxy:
                     dst.sendall(data)
                 except OSError:
                     return
-                with self._lock:
-                    if up:
-                        self.sent_up += len(data)
-                    else:
-                        self.sent_down += len(data)
 
         threading.Thread(target=read, daemon=True).start()
         threading.Thread(target=write, daemon=True).start()
 
     def counts(self) -> tuple[int, int]:
-        """(client -> server, server -> client) bytes relayed so far."""
+        """(client -> server, server -> client) bytes read so far (each passed on once its delay is over)."""
         with self._lock:
             return self.sent_up, self.sent_down
 
