@@ -116,6 +116,43 @@ def test_backend_chain_agrees_with_the_host_path(ctx: Context) -> None:
     ctx.set_sampling(None)
 
 
+CHAINS = [(SamplingParams(), 6), (SamplingParams(temperature=1.5, top_k=20, top_p=1.0, min_p=0.1), 0),
+          (SamplingParams(temperature=0.7, top_k=8, top_p=1.0, min_p=0.0), 0), (SamplingParams(temperature=0.8), 0)]
+
+
+def _branch_rows(ctx: Context, params: SamplingParams, top_count: int, backend: bool) -> list[object]:
+    """A prompt on sequence 0, then one token on sequence 1, on 0, on both (a tree's branch, the glue, a level)."""
+    prompt = list(range(5, 20))
+    n = len(prompt)
+    ctx.set_sampling(chain_spec(params, ctx.n_vocab, top_count=top_count) if backend else None)
+    ctx.clear()
+    ctx.prefill_out(prompt, 0)
+    ctx.seq_cp(0, 1, 0, n)
+    rows: list[object] = []
+    for seqs in ([1], [0], [0, 1]):
+        out = ctx.decode_out([7 + s for s in seqs], [n] * len(seqs), seqs, range(len(seqs)))
+        for r in range(len(seqs)):
+            rows.append(out.top(r, top_count).tolist() if params.greedy else out.dist(r, params))
+        for s in seqs:
+            ctx.seq_rm(s, n, -1)
+    ctx.set_sampling(None)
+    return rows
+
+
+@pytest.mark.parametrize(("params", "top_count"), CHAINS, ids=["top", "min-p", "temperature", "defaults"])
+def test_backend_candidates_of_a_sequence_after_another(ctx: Context, params: SamplingParams, top_count: int) -> None:
+    """Outputs on a sequence the previous decodes left without any: the chain's candidates are the host path's.
+    (ggml reuses a graph's memory plan for a later graph of as many nodes; made while a sequence had no outputs, it
+    put that sequence's top-k ids under later tensors, and the ids came back as the bits of min-p's logits.)"""
+    host, backend = (_branch_rows(ctx, params, top_count, b) for b in (False, True))
+    for want, got in zip(host, backend, strict=True):
+        if isinstance(want, Dist) and isinstance(got, Dist):
+            assert sorted(got.ids.tolist()) == sorted(want.ids.tolist())
+            assert np.allclose(got.dense(ctx.n_vocab), want.dense(ctx.n_vocab), atol=1e-5)
+        else:
+            assert got == want
+
+
 def test_outputs_are_refused_after_the_next_decode(ctx: Context) -> None:
     ctx.set_sampling(None)
     ctx.clear()

@@ -130,6 +130,12 @@ def _build(spec: ChainSpec) -> Any:
             ll.llama_sampler_chain_add(chain, ll.llama_sampler_init_top_p(spec.top_p, 1))
         if spec.min_p > 0.0:
             ll.llama_sampler_chain_add(chain, ll.llama_sampler_init_min_p(spec.min_p, 1))
+    if spec.kind == TOP or spec.top_p >= 1.0:
+        # The ids read back must be a tensor nothing in the graph consumes. ggml reuses a graph's memory plan for any
+        # later graph with as many nodes, and a sequence without outputs runs its chain unmarked on a dummy row: in a
+        # plan made then, top-k's ids (consumed by the rows it gathers) share memory with later tensors, whose values
+        # came back as ids. A second top-k over the k kept re-gathers ids and logits as the graph's last tensors.
+        ll.llama_sampler_chain_add(chain, ll.llama_sampler_init_top_k(spec.top_k))
     return chain
 
 
