@@ -33,11 +33,9 @@ PROMPT = [1, 3, 4, 5, 3, 4, 5, 3, 4, 5, 3]  # a repeated phrase: the n-gram pool
 NEAR_TIE = 0.01  # perturbed scores this close may swap between a batched and a single-token decode (~1e-3 seen)
 
 
-# The backend path is left out: there llama.cpp's candidate buffer now and then hands back logit bits as token ids
-# (ids like 1094717200 with finite logits, under either scheme; engine/core/outputs.py), which this test found.
-@pytest.fixture(scope="module", params=["host"])
+@pytest.fixture(scope="module", params=["host", "backend"])
 def related(request: pytest.FixtureRequest, tiny: TinyPair) -> Iterator[Engine]:
-    """The tiny target with its perturbed draft (partial acceptance), on the host sampling path."""
+    """The tiny target with its perturbed draft (partial acceptance), on each sampling path."""
     cfg = EngineConfig(str(tiny.target), str(tiny.draft_related), n_ctx=512, sampling_path=request.param)
     with Engine(cfg) as eng:
         yield eng
@@ -56,12 +54,14 @@ def test_one_seed_gives_one_reply_in_every_mode(related: Engine, sampling: Sampl
     """Identical, or (rarely) first different where the target's two best perturbed scores are a floating-point
     near-tie: a batch of drafts and a single token round differently (flash attention, the F16 KV cache)."""
     drafted = accepted = replies = ties = 0
+    path = related.config.sampling_path if sampling.backend_ok else "host"  # top-k 0 samples on the host
     for seed in range(6):
         s = replace(sampling, seed=seed)
         ar = related.generate(PROMPT, GenerationParams(mode="ar", max_tokens=40, sampling=s)).run().tokens
         assert len(ar) > 10
         for mode in MODES:
             gen = related.generate(PROMPT, GenerationParams(mode=mode, k=3, fanout=2, max_tokens=40, sampling=s)).run()
+            assert gen.stats.sampling_path == path
             replies += 1
             drafted += gen.stats.drafted
             accepted += gen.stats.accepted
@@ -90,15 +90,20 @@ def whole_chains(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 @pytest.mark.usefixtures("whole_chains")
-def test_the_16_token_pair_rejects_often_and_still_repeats_ar(tiny: TinyPair) -> None:
-    """Spread-out distributions (the chi-square pair): most drafts differ from the target's draw somewhere."""
-    with Engine(EngineConfig(str(tiny.small_target), str(tiny.small_draft), n_ctx=256)) as eng:
+@pytest.mark.parametrize("path", ["host", "backend"])
+def test_the_16_token_pair_rejects_often_and_still_repeats_ar(tiny: TinyPair, path: str) -> None:
+    """Spread-out distributions (the chi-square pair): most drafts differ from the target's draw somewhere. The whole
+    vocabulary: top-k 0 on the host, top-k over all 16 ids in llama.cpp's chain (which never runs top-k 0)."""
+    cfg = EngineConfig(str(tiny.small_target), str(tiny.small_draft), n_ctx=256, sampling_path=path)
+    with Engine(cfg) as eng:
+        whole = 0 if path == "host" else eng.target_ctx.n_vocab
         for seed in range(20):
-            s = SamplingParams(temperature=1.0, top_k=0, top_p=1.0, min_p=0.0, seed=seed)
+            s = SamplingParams(temperature=1.0, top_k=whole, top_p=1.0, min_p=0.0, seed=seed)
             ar = eng.generate(PROMPT, GenerationParams(mode="ar", max_tokens=16, sampling=s)).run().tokens
             for mode in MODES:
-                gen = eng.generate(PROMPT, GenerationParams(mode=mode, k=2, fanout=2, max_tokens=16, sampling=s))
-                assert gen.run().tokens == ar, f"{mode}, seed {seed}"
+                gen = eng.generate(PROMPT, GenerationParams(mode=mode, k=2, fanout=2, max_tokens=16, sampling=s)).run()
+                assert gen.tokens == ar, f"{mode}, seed {seed}"
+                assert gen.stats.sampling_path == path
 
 
 def _ssd_hits(eng: Engine, scheme: str) -> tuple[int, int]:
