@@ -16,7 +16,7 @@ from typing import Any
 from engine.core import bufts
 from engine.core.errors import EngineError
 
-from . import deadline
+from . import deadline, relay
 from .endpoints import Endpoint
 from .wire import probe
 
@@ -122,7 +122,7 @@ def add_server(endpoint: Endpoint) -> tuple[int, ...]:
             return _servers[endpoint]
         add = rpc_function("ggml_backend_rpc_add_server", ctypes.c_void_p, ctypes.c_char_p)
         probe(endpoint, devices=False)
-        reg = add(str(endpoint).encode())
+        reg = add(relay.route(endpoint).encode())  # through this process's counting relay to it
         if not reg:
             raise EngineError(f"llama.cpp could not add remote machine {endpoint}")
         n = _fn("ggml_backend_reg_dev_count", ctypes.c_size_t, ctypes.c_void_p)(reg)
