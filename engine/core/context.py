@@ -12,8 +12,6 @@ import llama_cpp as ll
 import numpy as np
 import numpy.typing as npt
 
-from engine.remote import deadline
-
 from .backend import Model
 from .errors import ContextFullError, DecodeError, ModelLoadError, ParameterError, PrefillStopped
 from .options import MAX_K
@@ -193,10 +191,9 @@ class Context:
                 ptrs[i][0] = seq_ids[i]
         self._batch.n_tokens = n
         t0, c0 = time.perf_counter(), time.thread_time()
-        with deadline.watching():  # a remote machine gone silent ends the process instead of hanging it
-            rc = ll.llama_decode(self._ptr, self._batch)
-            if self.synchronizes:  # a GPU decode returns before the device is done: its wait is llama.cpp time
-                ll.llama_synchronize(self._ptr)
+        rc = ll.llama_decode(self._ptr, self._batch)  # a remote gone silent: engine.remote.deadline ends the process
+        if self.synchronizes:  # a GPU decode returns before the device is done: its wait is llama.cpp time
+            ll.llama_synchronize(self._ptr)
         self.decode_seconds += time.perf_counter() - t0
         self.decode_cpu_seconds += time.thread_time() - c0
         self.n_decodes += 1

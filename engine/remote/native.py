@@ -16,7 +16,7 @@ from typing import Any
 from engine.core import bufts
 from engine.core.errors import EngineError
 
-from . import deadline, relay
+from . import relay
 from .endpoints import Endpoint
 from .wire import probe
 
@@ -131,7 +131,6 @@ def add_server(endpoint: Endpoint) -> tuple[int, ...]:
         if not devs:
             raise EngineError(f"remote machine {endpoint} offers no device")
         _servers[endpoint] = devs
-        deadline.arm([str(e) for e in _servers])
         log.info("remote machine %s: %s", endpoint, ", ".join(device_name(d) for d in devs))
         return devs
 
