@@ -17,9 +17,9 @@ UP_BYTES_PER_ROW = 7_000  # a row's inputs, sent up
 DOWN_BYTES_PER_ROW = 6_100  # its hidden state back, for the output layer at home (not a 608 KB logits row)
 BANDWIDTH_BPS = 1e9  # a gigabit LAN
 DRAFT_TOKEN_S = 37.5e-3  # the draft at home on one thread: 35-40 ms a token
-# Greedy acceptance of a draft token on this pair: about 0.9 of a 4-token draft (4.5-4.9 tokens a round at K 4);
-# per position 0.98, falling as the simulated regimes' does with depth, accepts 0.89 of it (4.5 tokens a round).
-ACCEPT = 0.98
+# Greedy, sd at K 4 emitted 4.23 tokens a round over scenario R's four prompts (docs/benchmarks.md): per position
+# 0.943, falling with depth as the simulated regimes' acceptance does (engine/tools/simcoupled.position_acceptance).
+SD_TOKENS_PER_ROUND = 4.23
 
 
 def remote_verify(rtt_ms: float, bandwidth_bps: float = BANDWIDTH_BPS) -> tuple[tuple[int, float], ...]:

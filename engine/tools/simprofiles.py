@@ -4,7 +4,7 @@ measured figures (docs/benchmarks.md)."""
 from __future__ import annotations
 
 from engine.remote import simprofile as remote
-from engine.tools.simcoupled import CPU_SAMPLED_ACCEPT, coupled
+from engine.tools.simcoupled import CPU_SAMPLED_ACCEPT, MEASURED_K, coupled, position_acceptance
 from engine.tools.simmachine import Machine, Profile, Regime
 
 
@@ -33,6 +33,7 @@ CPU_C = Machine("cpu-2core-C", _ms((1, 191.0), (3, 200.0), (5, 215.0), (9, 250.0
 # The real pair's target on an RPC server 50 ms away (a round trip), the draft at home: engine/remote/simprofile.py.
 RPC_CPU_50MS = Machine("rpc-cpu-50ms", remote.remote_verify(50.0), remote.DRAFT_TOKEN_S, CPU_B.level_slope,
                        concurrent_slowdown=CPU_B.concurrent_slowdown, host_s=2e-3, noise=0.1)
+RPC_GREEDY = Regime("rpc-greedy", position_acceptance((remote.SD_TOKENS_PER_ROUND - 1) / MEASURED_K))
 
 HIGH, MEDIUM, LOW = Regime("high", 0.9), Regime("medium", 0.7), Regime("low", 0.3)
 H200_SAMPLED = Regime("h200-sampled", 0.78, top1=0.25)
@@ -54,5 +55,5 @@ PROFILES = {p.name: p for p in (
     Profile("deep-high", H200_DEEP, HIGH), Profile("deep-medium", H200_DEEP, MEDIUM),
     Profile("deep-low", H200_DEEP, LOW), Profile("deep-drifting", H200_DEEP, DRIFT),
     Profile("deep-code-edit", H200_DEEP, CODE_EDIT), Profile("cpu-A-code-edit", CPU_A, CODE_EDIT),
-    Profile("rpc-cpu-50ms", RPC_CPU_50MS, Regime("rpc-greedy", remote.ACCEPT), "1.5B Q4 target 50 ms away, 1 thread"),
+    Profile("rpc-cpu-50ms", RPC_CPU_50MS, RPC_GREEDY, "1.5B Q4 target 50 ms away, 1 thread"),
 )}
