@@ -23,10 +23,8 @@ LATER, FIRST, EVERY = simbench.BARS  # the bars: replies 2-10, the first reply, 
 # Where auto is below a bar today, and why (its figure on the draw the tests run)
 B_COUPLED = ("auto runs ssd K 5 and K 3 where K 4 leads them by 5-9 % (cpu-2core-B's case: a plan that wins by a few "
              "percent); replies 2-10 0.94, worst reply 0.86")
-RPC = ("the first sd rounds (1 and 3 of 4 accepted) leave the third and fourth draft positions at 0.82 and 0.65; "
-       "ssd K 2 never reaches them again, so auto keeps K 2 (8.6 tok/s) where K 3 runs at 9.0; replies 2-10 0.94")
 BELOW: dict[str, dict[str, str]] = {
-    "later": {"cpu-2core-B-sampled-coupled": B_COUPLED, "rpc-cpu-50ms": RPC},
+    "later": {"cpu-2core-B-sampled-coupled": B_COUPLED},
     "every": {"cpu-2core-B-sampled-coupled": B_COUPLED},
     "first": {},
     # the first reply after a memory written while busy: the first reply's bar's profiles and these

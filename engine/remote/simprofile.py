@@ -16,7 +16,7 @@ COMPUTE_MS = ((1, 147.0), (5, 357.5))
 UP_BYTES_PER_ROW = 7_000  # a row's inputs, sent up
 DOWN_BYTES_PER_ROW = 6_100  # its hidden state back, for the output layer at home (not a 608 KB logits row)
 BANDWIDTH_BPS = 1e9  # a gigabit LAN
-DRAFT_TOKEN_S = 37.5e-3  # the draft at home on one thread: 35-40 ms a token
+DRAFT_TOKEN_S = 70.8e-3  # the draft at home on one thread, measured alone (greedy ar of the 0.5B, 48 tokens)
 # Greedy, sd at K 4 emitted 4.23 tokens a round over scenario R's four prompts (docs/benchmarks.md): per position
 # 0.943, falling with depth as the simulated regimes' acceptance does (engine/tools/simcoupled.position_acceptance).
 SD_TOKENS_PER_ROUND = 4.23
