@@ -64,7 +64,9 @@ def test_a_new_session_starts_from_what_the_last_one_measured(tiny: TinyPair, ca
         assert eng._cost_model.stale
         after = eng.measured_rates()
         assert after.keys() == before.keys()
-        assert all(after[m].tokens_per_second == pytest.approx(before[m].tokens_per_second) for m in before)
+        # the same figures, aged: the pace is folded into the verify times and the plans' own tallies weigh less,
+        # which moves a prediction a little where the host's pace drifted (a lost figure would fall to the priors)
+        assert all(after[m].tokens_per_second == pytest.approx(before[m].tokens_per_second, rel=0.25) for m in before)
     with Engine(_config(tiny, threads=1, draft_threads=1)) as eng:  # another setup: measured anew
         assert eng.measured_rates() == {}
     with Engine(EngineConfig(str(tiny.target), str(tiny.draft_related), n_ctx=1024)) as eng:  # not asked to remember

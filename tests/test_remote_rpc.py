@@ -125,11 +125,21 @@ def test_a_frozen_server_runs_into_the_deadline(tiny: TinyPair, tmp_path: Path) 
                     "no answer for 2 s (frozen, or the network cut): the engine stopped waiting")
 
 
+def _read(sock: socket.socket, n: int) -> bytes:
+    """``n`` bytes from a stream (a reply may arrive in more than one segment)."""
+    got = b""
+    while len(got) < n:
+        chunk = sock.recv(n - len(got))
+        assert chunk, f"the server closed the connection after {len(got)} bytes"
+        got += chunk
+    return got
+
+
 def test_a_second_client_hears_busy_not_a_hang(tiny: TinyPair, server: str) -> None:
     host, port = server.rsplit(":", 1)
     with socket.create_connection((host, int(port)), timeout=10) as first:  # the first client: HELLO answered
         first.sendall(struct.pack("<BQ", 14, 24) + bytes(24))
-        assert first.recv(8 + 28)[8] == 7
+        assert _read(first, 9)[8] == 7  # the reply's size (8 bytes), then the protocol's major version
         t0 = time.monotonic()
         r = subprocess.run(generate_argv(tiny.target, server, "--max-tokens", "4"), capture_output=True, text=True,
                            timeout=120, check=False)
