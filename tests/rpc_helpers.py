@@ -5,44 +5,20 @@ from __future__ import annotations
 
 import os
 import signal
-import socket
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
 
-from engine.remote import RemoteError, parse_endpoint, probe
 from engine.remote.native import NO_RPC, available
+from engine.tools.bench_remote_link import free_port, start_server
+
+__all__ = ["address", "end", "free_port", "generate_argv", "needs_rpc", "rpc_server", "start_server"]
 
 needs_rpc = pytest.mark.skipif(not available(), reason=NO_RPC)
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-def start_rpc_server(port: int, log: Path, *args: str) -> subprocess.Popen[bytes]:
-    """An RPC server child on 127.0.0.1:``port`` (one CPU thread), once it answers HELLO."""
-    with open(log, "ab") as out:
-        proc = subprocess.Popen([sys.executable, "-m", "engine", "rpc-server", "--port", str(port), "--threads", "1",
-                                 *args], stdout=out, stderr=subprocess.STDOUT)
-    ep = parse_endpoint(f"127.0.0.1:{port}")
-    deadline = time.monotonic() + 60
-    while True:
-        try:
-            probe(ep, devices=False)
-            return proc
-        except RemoteError:
-            if proc.poll() is not None or time.monotonic() > deadline:
-                proc.kill()
-                raise AssertionError(f"rpc-server did not start: {log.read_text(errors='replace')[-2000:]}") from None
-            time.sleep(0.2)
 
 
 def end(proc: subprocess.Popen[bytes]) -> None:
@@ -56,7 +32,7 @@ def end(proc: subprocess.Popen[bytes]) -> None:
 def rpc_server(tmp_path: Path, port: int | None = None) -> Iterator[tuple[str, subprocess.Popen[bytes]]]:
     """``(endpoint, process)`` of a running RPC server, ended afterwards."""
     port = port or free_port()
-    proc = start_rpc_server(port, tmp_path / f"rpc-{port}.log")
+    proc = start_server(port, tmp_path / f"rpc-{port}.log")
     try:
         yield f"127.0.0.1:{port}", proc
     finally:

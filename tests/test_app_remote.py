@@ -16,7 +16,7 @@ from app.settings.store import SettingsStore
 from app.settings.values import Settings, load_fields
 from engine import CpuCheckStatus, CpuCheckVerdict
 from tests.app_helpers import QT_STRICT, fast_settings, open_window, send, tiny_pair
-from tests.rpc_helpers import end, free_port, needs_rpc, rpc_server, start_rpc_server
+from tests.rpc_helpers import end, free_port, needs_rpc, rpc_server, start_server
 from tests.test_app_engine_process import CHARS, fault_mid_reply
 from tests.tiny_models import TinyPair
 
@@ -73,7 +73,7 @@ def test_a_remote_machine_lost_mid_reply_keeps_the_window_and_the_partial_reply(
         qtbot: QtBot, data_dir: Path, tmp_path: Path, tiny: TinyPair) -> None:
     port = free_port()
     endpoint = f"127.0.0.1:{port}"
-    srv = start_rpc_server(port, tmp_path / "rpc.log")
+    srv = start_server(port, tmp_path / "rpc.log")
     try:
         w = open_window(qtbot, tiny_pair(tiny), fast_settings(mode="sd", max_tokens=900, rpc=endpoint))
         shown = fault_mid_reply(qtbot, w, srv.kill)
@@ -82,7 +82,7 @@ def test_a_remote_machine_lost_mid_reply_keeps_the_window_and_the_partial_reply(
         reply = w.history.messages(w.conversation_id)[-1]
         assert reply.role == "assistant" and not reply.complete and len(reply.content) > CHARS
         assert w.isVisible() and w.replies.restart_banner.isVisible()
-        srv = start_rpc_server(port, tmp_path / "rpc.log")  # the machine is back: the next message loads again
+        srv = start_server(port, tmp_path / "rpc.log")  # the machine is back: the next message loads again
         w.apply_settings(fast_settings(mode="sd", rpc=endpoint))
         again = send(qtbot, w, "And now a short one")
         assert w.history.message(again).complete and w.history.message(again).content

@@ -19,16 +19,11 @@ from app.server.panel import ServerPanel, status_texts
 from app.worker.engine_worker import EngineState
 from engine import TinyPair, server
 from tests.app_helpers import QT_STRICT, TIMEOUT_MS, closing, fast_settings, open_window, send, tiny_pair
+from tests.rpc_helpers import free_port
 
 pytestmark = [*QT_STRICT, pytest.mark.timeout(180)]
 
-__all__ = ["closing"]
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+__all__ = ["closing", "free_port"]
 
 
 def port_is_free(port: int) -> bool:

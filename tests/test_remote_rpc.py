@@ -26,7 +26,7 @@ from engine.process import RemoteEngine
 from engine.remote.deadline import DEADLINE_ENV
 from engine.remote.proxy import DelayProxy
 from engine.tools.tinymodel import TinyPair
-from tests.rpc_helpers import address, end, free_port, generate_argv, needs_rpc, rpc_server, start_rpc_server
+from tests.rpc_helpers import address, end, free_port, generate_argv, needs_rpc, rpc_server, start_server
 from tests.server_helpers import client, serve, wait_until
 
 pytestmark = [needs_rpc, pytest.mark.timeout(300)]
@@ -94,7 +94,7 @@ def _last_line(proc: subprocess.Popen[bytes]) -> str:
 
 def test_a_server_killed_mid_reply_ends_generate_with_one_line_naming_it(tiny: TinyPair, tmp_path: Path) -> None:
     port = free_port()
-    srv = start_rpc_server(port, tmp_path / "rpc.log")
+    srv = start_server(port, tmp_path / "rpc.log")
     try:
         with DelayProxy(("127.0.0.1", port), 0.01) as proxy:  # 20 ms a token: the reply is long under way
             proc = subprocess.Popen(generate_argv(tiny.target, proxy.endpoint, "--max-tokens", "1500"),
@@ -150,7 +150,7 @@ def test_a_second_client_hears_busy_not_a_hang(tiny: TinyPair, server: str) -> N
 
 def test_serve_answers_503_while_the_remote_is_gone_and_recovers(tiny: TinyPair, tmp_path: Path) -> None:
     port = free_port()
-    srv = start_rpc_server(port, tmp_path / "rpc.log")
+    srv = start_server(port, tmp_path / "rpc.log")
     endpoint = f"127.0.0.1:{port}"
     eng = RemoteEngine(EngineConfig(str(tiny.target), n_ctx=512, threads=1, rpc=(endpoint,)), auto_restart=True)
     try:
@@ -167,7 +167,7 @@ def test_serve_answers_503_while_the_remote_is_gone_and_recovers(tiny: TinyPair,
             assert err.value.status_code == 503 and endpoint in err.value.message
             with pytest.raises(openai.InternalServerError):  # gone still: the restarts cannot load
                 ask(4)
-            srv = start_rpc_server(port, tmp_path / "rpc.log")
+            srv = start_server(port, tmp_path / "rpc.log")
             wait_until(lambda: eng.state == "ready", "the engine loaded again", limit_s=120)
             assert ask(4) == 4
     finally:
