@@ -17,8 +17,9 @@ import json
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from engine.core.errors import ParameterError
 from engine.core.options import cpu_cores
@@ -28,6 +29,8 @@ from engine.remote.native import require
 
 from .bench_remote_link import SERVER_THREADS, proxies, servers, since, snapshot
 from .bench_remote_peer import PEER, run_peer
+
+N = TypeVar("N", int, float)
 
 GREEDY = SamplingParams(temperature=0.0)
 WARM_PROMPT = "Say hello."
@@ -124,23 +127,14 @@ def notes(server_counts: list[int]) -> list[str]:
     return lines
 
 
-def _counts(text: str, what: str) -> list[int]:
+def _numbers(text: str, kind: Callable[[str], N], lowest: N, error: str) -> list[N]:
+    """A comma list of ``kind`` values, each at least ``lowest``; ParameterError(``error``) otherwise."""
     try:
-        values = [int(x) for x in text.split(",") if x.strip()]
+        values = [kind(x) for x in text.split(",") if x.strip()]
     except ValueError:
         values = []
-    if not values or min(values) < 1:
-        raise ParameterError(f"--{what} must be a comma list of whole numbers from 1, got {text!r}")
-    return values
-
-
-def _delays(text: str) -> list[float]:
-    try:
-        values = [float(x) for x in text.split(",") if x.strip()]
-    except ValueError:
-        values = []
-    if not values or min(values) < 0:
-        raise ParameterError(f"--delays must be a comma list of milliseconds (0 or more), got {text!r}")
+    if not values or min(values) < lowest:
+        raise ParameterError(error)
     return values
 
 
@@ -151,8 +145,10 @@ def cmd_remote(args: argparse.Namespace) -> int:
     from .bench import load_prompts, machine
 
     require()
-    server_counts = _counts(args.servers, "servers")
-    delays = _delays(args.delays)
+    server_counts = _numbers(args.servers, int, 1,
+                             f"--servers must be a comma list of whole numbers from 1, got {args.servers!r}")
+    delays = _numbers(args.delays, float, 0.0,
+                      f"--delays must be a comma list of milliseconds (0 or more), got {args.delays!r}")
     modes = [m.strip() for m in args.modes.split(",") if m.strip()] or list(MODES)
     bad = [m for m in modes if m not in MODES]
     if bad:
