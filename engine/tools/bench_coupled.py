@@ -22,19 +22,15 @@ from engine.models import offline
 from engine.models.convert import ensure_f16
 
 from .bench import Row, load_prompts, machine, run_scenario, scenarios
-from .coupled_margin import divergences
+from .coupled_margin import coupled_replies, divergences, one_reply
 
 MODES = ["sd", "ssd", "auto"]
 
 
 def _same_reply(rows: list[Row]) -> tuple[int, int]:
     """Prompts whose coupled replies are one token list in every mode, of the prompts run."""
-    by_prompt: dict[str, set[tuple[int, ...]]] = {}
-    for row in rows:
-        if row.setting == COUPLED:
-            for run in row.runs:
-                by_prompt.setdefault(run["prompt"], set()).add(tuple(run["tokens"]))
-    return sum(len(v) == 1 for v in by_prompt.values()), len(by_prompt)
+    replies = coupled_replies(rows)
+    return sum(one_reply(r) for r in replies.values()), len(replies)
 
 
 def _line(row: Row) -> dict[str, Any]:

@@ -25,14 +25,24 @@ def _first_difference(a: list[int], b: list[int]) -> int:
     return next((i for i, (x, y) in enumerate(zip(a, b, strict=False)) if x != y), min(len(a), len(b)))
 
 
-def split_replies(rows: list[Row]) -> dict[str, dict[str, list[int]]]:
-    """Prompt id -> mode -> tokens, for the prompts whose coupled replies are not one token list in every mode."""
+def coupled_replies(rows: list[Row]) -> dict[str, dict[str, list[int]]]:
+    """Prompt id -> mode -> tokens of the coupled runs."""
     replies: dict[str, dict[str, list[int]]] = {}
     for row in rows:
         if row.setting == COUPLED:
             for run in row.runs:
                 replies.setdefault(run["prompt"], {})[row.mode] = list(run["tokens"])
-    return {p: r for p, r in replies.items() if len({tuple(t) for t in r.values()}) > 1}
+    return replies
+
+
+def one_reply(by_mode: dict[str, list[int]]) -> bool:
+    """Whether every mode gave the same tokens."""
+    return len({tuple(t) for t in by_mode.values()}) == 1
+
+
+def split_replies(rows: list[Row]) -> dict[str, dict[str, list[int]]]:
+    """:func:`coupled_replies` of the prompts whose coupled replies are not one token list in every mode."""
+    return {p: r for p, r in coupled_replies(rows).items() if not one_reply(r)}
 
 
 def _row_after(kv: KVTrack, prompt: list[int], reply: list[int], width: int) -> FloatRow:
