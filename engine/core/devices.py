@@ -30,9 +30,8 @@ class Devices:
     loads) and how the load uses it."""
 
     array: ctypes.Array[ctypes.c_void_p]
-    remote: tuple[int, ...] = ()  # the remote machines' devices, in the array's order
-    home: int | None = None  # the device after them that holds a remote model's output layer
-    home_is_cpu: bool = False
+    remote: tuple[int, ...] = ()  # the remote machines' devices, in the array's order; the home device follows
+    home_is_cpu: bool = False  # a remote model's output layer runs on this machine's CPU (no local GPU)
 
     @property
     def address(self) -> int:
@@ -52,7 +51,7 @@ def device_list(remote: Sequence[str]) -> Devices | None:
     devs = tuple(d for ep in parse_endpoints(list(remote)) for d in native.add_server(ep))
     gpus = native.local_gpus()
     home = gpus[0] if gpus else next(d for d, kind in native.local_devices() if kind == native.DEV_CPU)
-    return Devices(native.device_array([*devs, home]), devs, home, not gpus)
+    return Devices(native.device_array([*devs, home]), devs, not gpus)
 
 
 def check_split(split: Sequence[float], n: int) -> None:
