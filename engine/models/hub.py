@@ -15,6 +15,7 @@ from __future__ import annotations
 import logging
 import os
 import threading
+from collections.abc import Callable
 from pathlib import Path
 
 import httpx2
@@ -256,17 +257,33 @@ def download_pair(
         NotFoundError, AuthError, ChecksumError, NotEnoughSpaceError, DownloadCancelled, DownloadError,
         VocabMismatchError, ModelLoadError.
     """
-    cancel = cancel or threading.Event()
     files = [(f, _remote_for(f), store.hub_dir(f.repo)) for f in (spec.target, spec.draft)]
     plan = [(remote, dest, _expected_sha(f.sha256, remote)) for f, remote, dest in files]
+    return pull_pair(plan, 1, store, spec.id, spec.name, check_headers=lambda: _check_remote(plan[0][0], plan[1][0]),
+                     total=sum(r.size or f.size for f, r, _ in files), progress=progress, cancel=cancel, free=free,
+                     floor=floor)
+
+
+Planned = tuple[RemoteFile, Path, str | None]  # a file to fetch, the folder it goes to, its expected sha256
+
+
+def pull_pair(plan: list[Planned], draft_at: int, store: ModelStore, pair_id: str, name: str, *,
+              check_headers: Callable[[], None], total: int, progress: ProgressCallback | None = None,
+              cancel: threading.Event | None = None, free: FreeBytes | None = None,
+              floor: RateFloor = RATE_FLOOR) -> InstalledPair:
+    """Fetch a pair's files (``plan``; the target's first file first, the draft's first at ``draft_at``) as one unit:
+    disk space for what is left of all of them, ``check_headers`` before any byte, then every file, the pairing rule
+    on the downloaded models (their files discarded if it fails), and registration. ``total``: bytes for progress."""
+    cancel = cancel or threading.Event()
     need = sum(remaining(r, dest / Path(r.filename).name, sha) for r, dest, sha in plan)
     check_space(store.root, need, free or free_bytes)
-    _check_remote(plan[0][0], plan[1][0])
-    tracker = Progress(progress, sum(r.size or f.size for f, r, _ in files))
-    (t_path, t_sha), (d_path, d_sha) = (fetch(r, dest, sha, tracker, cancel, floor) for r, dest, sha in plan)
+    check_headers()
+    tracker = Progress(progress, total)
+    got = [fetch(r, dest, sha, tracker, cancel, floor) for r, dest, sha in plan]
+    (t_path, t_sha), (d_path, d_sha) = got[0], got[draft_at]
     try:
         check_pair_files(t_path, d_path)
     except EngineError:
-        store.discard_files([t_path, d_path])
+        store.discard_files([p for p, _ in got])
         raise
-    return store.register(spec.id, spec.name, t_path, d_path, "hub", target_sha256=t_sha, draft_sha256=d_sha)
+    return store.register(pair_id, name, t_path, d_path, "hub", target_sha256=t_sha, draft_sha256=d_sha)

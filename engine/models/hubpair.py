@@ -12,16 +12,14 @@ import threading
 from dataclasses import dataclass
 from pathlib import Path
 
-from engine.core.diskio import free_bytes
-from engine.core.errors import EngineError, VocabMismatchError
+from engine.core.errors import VocabMismatchError
 from engine.core.vocab import check_vocab_rule
 
 from .headers import HeaderReader, NotGgufError
-from .hub import remote_file
-from .hub_http import FreeBytes, ProgressCallback, RemoteFile
+from .hub import Planned, pull_pair, remote_file
+from .hub_http import FreeBytes, ProgressCallback
 from .search import GgufModel
-from .store import InstalledPair, ModelStore, check_pair_files, explain_mismatch
-from .transfer import Progress, check_space, fetch, remaining
+from .store import InstalledPair, ModelStore, explain_mismatch
 
 
 @dataclass(frozen=True)
@@ -68,22 +66,10 @@ def download_hub_pair(pair: HubPair, store: ModelStore, *, progress: ProgressCal
         NotFoundError, AuthError, ChecksumError, NotEnoughSpaceError, DownloadCancelled, DownloadError,
         VocabMismatchError, ModelLoadError, EngineError.
     """
-    cancel = cancel or threading.Event()
-    plan: list[tuple[RemoteFile, Path, str | None]] = []
+    plan: list[Planned] = []
     for m in (pair.target, pair.draft):
         for f in m.files:
             remote = remote_file(m.repo, f)
             plan.append((remote, store.hub_dir(m.repo), remote.sha256))
-    need = sum(remaining(r, dest / Path(r.filename).name, sha) for r, dest, sha in plan)
-    check_space(store.root, need, free or free_bytes)
-    _header_check(pair)
-    tracker = Progress(progress, sum(r.size or 0 for r, _, _ in plan))
-    got = [fetch(r, dest, sha, tracker, cancel) for r, dest, sha in plan]
-    t_path, t_sha = got[0]
-    d_path, d_sha = got[len(pair.target.files)]
-    try:
-        check_pair_files(t_path, d_path)
-    except EngineError:
-        store.discard_files([p for p, _ in got])
-        raise
-    return store.register(pair.id, pair.name, t_path, d_path, "hub", target_sha256=t_sha, draft_sha256=d_sha)
+    return pull_pair(plan, len(pair.target.files), store, pair.id, pair.name, check_headers=lambda: _header_check(pair),
+                     total=sum(r.size or 0 for r, _, _ in plan), progress=progress, cancel=cancel, free=free)
