@@ -23,6 +23,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from app.chat.stats_text import plural
 from app.narrow import never_widen
 from app.server.slot import ServerEvent, ServerRequest
 from app.settings.store import SettingsStore
@@ -191,11 +192,6 @@ class ServerPanel(QWidget):
     def _say(self, text: str, *, error: bool = False) -> None:
         self.message.setText(text)
         self.message.setStyleSheet(ERROR_STYLE if error else NOTE_STYLE)
-
-
-def plural(n: int, noun: str) -> str:
-    """``1 request``, ``2 requests``."""
-    return f"{n} {noun}" if n == 1 else f"{n} {noun}s"
 
 
 def status_texts(status: server.ServerStatus, model_id: str, now: float) -> tuple[str, str, str]:
