@@ -64,8 +64,9 @@ def _seed(profile: Profile, seed: int) -> int:
 
 def _steps(profile: Profile, i: int, length: int, seed: int) -> SimSteps:
     seed = _seed(profile, seed)
-    reply = Reply.make(profile.regime, np.random.default_rng([seed, i, 0]), length)
-    return SimSteps(profile.machine, profile.regime, reply, np.random.default_rng([seed, i, 1]), length)
+    regime = profile.regime_at(i)
+    reply = Reply.make(regime, np.random.default_rng([seed, i, 0]), length)
+    return SimSteps(profile.machine, regime, reply, np.random.default_rng([seed, i, 1]), length)
 
 
 def _finish(steps: SimSteps, step: Callable[[], RoundResult], length: int) -> float:
@@ -100,7 +101,7 @@ def run_fixed(profile: Profile, plan: Plan, replies: int = REPLIES, length: int 
             lookup.start(steps.target.committed)
             run.rates.append(_finish(steps, LookupMode(steps, lookup, greedy=True).step, length))
         else:
-            run.rates.append(_finish(steps, FixedSSD(steps, plan, profile.regime.accept).step, length))
+            run.rates.append(_finish(steps, FixedSSD(steps, plan, steps.regime.accept).step, length))
     return run
 
 

@@ -72,6 +72,11 @@ class Regime:
     branch_power: float = 0.7  # f branches at one outcome count as f**branch_power guesses (they guess alike)
     copies: bool = False  # the reply copies long stretches of its prompt (a code edit)
     copy_accept: float = 0.97  # a draft token's acceptance inside a copied stretch
+    # Chat text comes in stretches: runs of tokens the draft rarely gets (hard_accept) among ones it nearly always
+    # gets, so a draft is mostly all accepted or rejected at once (0: every position as ``accept`` says).
+    hard_share: float = 0.0  # the share of the reply's tokens in hard runs
+    hard_run: float = 3.0  # a hard run's mean length (tokens)
+    hard_accept: float = 0.15
 
     def acceptance(self, pos: int, half: int) -> float:
         return self.drift_to if self.drift_to is not None and pos >= half else self.accept
@@ -83,6 +88,13 @@ class Profile:
     machine: Machine
     regime: Regime
     note: str = ""
+    # Regimes the replies take in turn after the first one's (a user whose prompts differ: code, then chat)
+    then: tuple[Regime, ...] = ()
+
+    def regime_at(self, reply: int) -> Regime:
+        """The regime of reply ``reply`` (from 0): ``regime``, then ``then`` in turn, over and over."""
+        cycle = (self.regime, *self.then)
+        return cycle[reply % len(cycle)]
 
 
 @dataclass
@@ -92,13 +104,14 @@ class Reply:
     prompt: list[int]
     truth: list[int]
     copied: list[bool]
+    hard: list[bool] | None = None  # the tokens in hard runs (Regime.hard_share)
 
     @staticmethod
     def make(regime: Regime, rng: np.random.Generator, length: int) -> Reply:
         if not regime.copies:
             prompt = [int(t) for t in rng.integers(100, VOCAB, 48)]
             said = [int(t) for t in rng.integers(100, VOCAB, length + 16)]
-            return Reply(prompt, said, [False] * len(said))
+            return Reply(prompt, said, [False] * len(said), _hard_runs(regime, rng, len(said)))
         prompt = [int(t) for t in rng.integers(100, VOCAB, 600)]  # the file being edited
         truth: list[int] = []
         copied: list[bool] = []
@@ -113,6 +126,20 @@ class Reply:
             truth += [int(t) for t in rng.integers(100, VOCAB, new)]
             copied += [False] * new
         return Reply(prompt, truth, copied)
+
+
+def _hard_runs(regime: Regime, rng: np.random.Generator, n: int) -> list[bool] | None:
+    """Which of ``n`` tokens lie in hard runs: a two-state chain whose runs average ``hard_run`` tokens and cover
+    ``hard_share`` of the reply."""
+    if regime.hard_share <= 0:
+        return None
+    leave_hard = 1 / regime.hard_run
+    enter_hard = leave_hard * regime.hard_share / (1 - regime.hard_share)  # the chain's share of hard tokens
+    u, hard, out = rng.random(n), False, []
+    for x in u:
+        hard = bool(x >= leave_hard) if hard else bool(x < enter_hard)
+        out.append(hard)
+    return out
 
 
 @functools.lru_cache(maxsize=4096)
@@ -181,6 +208,9 @@ class SimSteps(Steps):
     def _accepts(self, pos: int) -> float:
         if self.regime.copies and self._copied[min(pos, len(self._copied) - 1)]:
             return self.regime.copy_accept
+        hard = self.sim.reply.hard
+        if hard is not None and hard[min(pos, len(hard) - 1)]:
+            return self.regime.hard_accept
         return self.regime.acceptance(pos, self.half)
 
     def _model_draft(self, k: int, source: str) -> Draft:

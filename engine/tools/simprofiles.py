@@ -34,6 +34,11 @@ CPU_C = Machine("cpu-2core-C", _ms((1, 191.0), (3, 200.0), (5, 215.0), (9, 250.0
 RPC_CPU_50MS = Machine("rpc-cpu-50ms", remote.remote_verify(50.0), remote.DRAFT_TOKEN_S, CPU_B.level_slope,
                        concurrent_slowdown=CPU_B.concurrent_slowdown, host_s=2e-3, noise=0.1)
 RPC_GREEDY = Regime("rpc-greedy", position_acceptance((remote.SD_TOKENS_PER_ROUND - 1) / MEASURED_K))
+# ... scenario R's prompts one by one: code, code, chat, a summary, over and over (auto keeps one cost model for all)
+RPC_CODE = Regime("rpc-code", position_acceptance(remote.CODE_SHARE, decay=1.0), depth_decay=1.0)
+RPC_SUMMARY = Regime("rpc-summary", position_acceptance(remote.SUMMARY_SHARE, decay=1.0), depth_decay=1.0)
+# hard runs fitted to chat's share (0.57 simulated) and as near its one-branch hit rate as runs allow (0.45 simulated)
+RPC_CHAT = Regime("rpc-chat", 0.98, depth_decay=1.0, hard_share=0.15, hard_run=4.0, hard_accept=0.2)
 
 HIGH, MEDIUM, LOW = Regime("high", 0.9), Regime("medium", 0.7), Regime("low", 0.3)
 H200_SAMPLED = Regime("h200-sampled", 0.78, top1=0.25)
@@ -56,4 +61,6 @@ PROFILES = {p.name: p for p in (
     Profile("deep-low", H200_DEEP, LOW), Profile("deep-drifting", H200_DEEP, DRIFT),
     Profile("deep-code-edit", H200_DEEP, CODE_EDIT), Profile("cpu-A-code-edit", CPU_A, CODE_EDIT),
     Profile("rpc-cpu-50ms", RPC_CPU_50MS, RPC_GREEDY, "1.5B Q4 target 50 ms away, 1 thread"),
+    Profile("rpc-cpu-50ms-mixed", RPC_CPU_50MS, RPC_CODE, "code, code, chat, summary",
+            then=(RPC_CODE, RPC_CHAT, RPC_SUMMARY)),
 )}
