@@ -197,6 +197,7 @@ class Engine:
             # read before the draft thread starts (during a prompt read: what the read will have left; a read that
             # fails leaves the whole context to the first drafting round, which then catches up, unpriced)
             lag = reading.lag(self.target.committed) if reading else self.drafter.lag(self.target.committed)
+            self._cost_model.acceptance.new_text()
             planner = AutoPlanner(self._cost_model, k, adaptive=params.adaptive,
                                   max_branches=self.drafter.max_branches, early_stop=params.early_stop,
                                   draft_lag=lag, remaining=params.max_tokens,

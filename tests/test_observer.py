@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from engine import Engine, EngineConfig, GenerationParams
+from engine.speculative.knobs import ACCEPT_SEED_TRIALS
 from engine.speculative.observer import tree_budget
 from engine.speculative.plan import Plan
 from engine.speculative.planner import AutoPlanner, fitted_budget
@@ -82,3 +83,14 @@ def test_a_real_tree_times_its_glue_decode_apart_from_its_levels(tiny: TinyPair)
                                    interrupt=lambda: False)
         assert stats.levels == 3 and stats.branches == 4
         assert 0 < stats.glue_s and 0 < stats.level_s and stats.glue_s + stats.level_s <= stats.seconds
+
+
+def test_an_auto_reply_counts_what_earlier_replies_taught_its_acceptance_as_a_restart_would(tiny: TinyPair) -> None:
+    with Engine(EngineConfig(str(tiny.target), str(tiny.draft_related), n_ctx=1024)) as eng:
+        prompt = [eng.target_model.bos, *range(20, 40)]
+        list(eng.generate(prompt, GenerationParams(mode="sd", k=4, max_tokens=24)))
+        acceptance = eng._cost_model.acceptance
+        acceptance.hits, acceptance.trials = 990.0, 1000.0  # a long session of earlier replies
+        list(eng.generate(prompt, GenerationParams(mode="auto", k=4, max_tokens=24)))
+        # at most ACCEPT_SEED_TRIALS from before, and this reply's few trials (a memory of 1000 would fade to 600)
+        assert acceptance.trials < ACCEPT_SEED_TRIALS + 4 * 24

@@ -14,7 +14,7 @@ import pytest
 from engine.speculative import memory
 from engine.speculative.costmodel import CostModel
 from engine.speculative.figures import Acceptance
-from engine.speculative.knobs import ACCEPT_PRIOR, FIRST_PROBE_ROUNDS, TIMING_CLIP, TOP1_PRIOR
+from engine.speculative.knobs import ACCEPT_PRIOR, ACCEPT_SEED_TRIALS, FIRST_PROBE_ROUNDS, TIMING_CLIP, TOP1_PRIOR
 from engine.speculative.lookup import Lookup
 from engine.speculative.plan import AR, Plan
 from engine.speculative.planner import AutoPlanner
@@ -46,6 +46,22 @@ def test_a_restored_acceptance_outweighs_one_unlucky_round() -> None:
     a.value = 0.85  # as read back from the memory file
     a.add_round(0, 4)
     assert a.value is not None and a.value > 0.7
+
+
+def test_a_new_replys_acceptance_follows_its_own_drafts_within_a_few_rounds() -> None:
+    """Replies of code leave a long memory of near-certain drafts; a chat reply after them counts it as a value read
+    back from disk counts (ACCEPT_SEED_TRIALS trials), so three rejected drafts already move it, as on a restart."""
+    kept, restarted = Acceptance(), Acceptance()
+    for _ in range(40):
+        kept.add_round(4, 4)
+    restarted.value = kept.value
+    kept.new_text()
+    assert kept.value == restarted.value and kept.trials == ACCEPT_SEED_TRIALS
+    for a in (kept, restarted):
+        for _ in range(3):
+            a.add_round(0, 4)
+    assert kept.value is not None and kept.value == pytest.approx(restarted.value)
+    assert kept.value < 0.9
 
 
 def sd_model() -> CostModel:

@@ -88,6 +88,13 @@ class Acceptance(Ema):
             self.pos_trials[i] = self.decay * self.pos_trials[i] + 1.0
         self._at = None
 
+    def new_text(self) -> None:
+        """A new reply: what earlier replies taught counts as at most ACCEPT_SEED_TRIALS trials, as a value read
+        back from disk does (a chat reply after code replies has its own acceptance, learnt within a few rounds)."""
+        if self.trials > ACCEPT_SEED_TRIALS:
+            share = ACCEPT_SEED_TRIALS / self.trials
+            self.hits, self.trials = self.hits * share, ACCEPT_SEED_TRIALS
+
     def at(self, position: int) -> float:
         """P(the draft token at ``position`` is accepted | the ones before it were), within [0, ACCEPT_MAX]."""
         if self._at is None:

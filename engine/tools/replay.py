@@ -127,6 +127,8 @@ def replay(events: list[Event]) -> list[str]:
             model = model or CostModel(split=e["split"])
             lookup = lookup or Lookup(model)
             settings = {s: e[s] for s in SETTINGS}
+            if settings["draft"]:
+                model.acceptance.new_text()  # as the engine starts an auto reply with a draft model
             planner = AutoPlanner(model, **settings, draft_busy=lambda: busy.pop(0) if busy else False)
         elif kind == "busy":
             busy.append(e["busy"])
