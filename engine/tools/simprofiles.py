@@ -37,7 +37,7 @@ RPC_GREEDY = Regime("rpc-greedy", position_acceptance((remote.SD_TOKENS_PER_ROUN
 # ... scenario R's prompts one by one: code, code, chat, a summary, over and over (auto keeps one cost model for all)
 RPC_CODE = Regime("rpc-code", position_acceptance(remote.CODE_SHARE, decay=1.0), depth_decay=1.0)
 RPC_SUMMARY = Regime("rpc-summary", position_acceptance(remote.SUMMARY_SHARE, decay=1.0), depth_decay=1.0)
-# hard runs fitted to chat's share (0.57 simulated) and as near its one-branch hit rate as runs allow (0.45 simulated)
+# hard runs fitted to chat's share (0.59 simulated) and as near its one-branch hit rate as runs allow (0.48 simulated)
 RPC_CHAT = Regime("rpc-chat", 0.98, depth_decay=1.0, hard_share=0.15, hard_run=4.0, hard_accept=0.2)
 
 HIGH, MEDIUM, LOW = Regime("high", 0.9), Regime("medium", 0.7), Regime("low", 0.3)
