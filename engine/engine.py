@@ -46,8 +46,7 @@ INLINE_DRAFT_MODES = ("sd",)  # modes whose draft decodes run on the generating 
 
 
 class Engine:
-    """Loads a target (and optionally a draft) and generates with ``ar``, ``sd``, ``ssd``, ``lookup`` or ``auto``
-    (``lookup``, and ``auto`` on ar and lookup, also run without a draft).
+    """Loads a target and optionally a draft, and generates in any mode (``lookup`` and ``auto`` also without one).
 
     Example:
         >>> with Engine(EngineConfig("target.gguf", "draft.gguf")) as eng:
