@@ -14,18 +14,8 @@ REPLIES = 12
 
 
 def _fixed(regime: Regime, plan: Plan) -> tuple[float, float | None]:
-    """The share of draft tokens accepted and the cache-hit rate of ``plan`` run fixed on ``regime``'s replies."""
-    profile = Profile("fit", RPC_CPU_50MS, regime)
-    accepted = drafted = hits = rounds = 0
-    for i in range(REPLIES):
-        steps = simbench._steps(profile, i, simbench.LENGTH, 0)
-        ssd = simbench.FixedSSD(steps, plan, regime.accept) if plan.mode == "ssd" else None
-        while steps.sim.emitted < simbench.LENGTH:
-            rr = ssd.step() if ssd is not None else steps.sd(plan.k)
-            accepted, drafted = accepted + rr.accepted, drafted + rr.drafted
-            if rr.hit is not None:
-                hits, rounds = hits + bool(rr.hit), rounds + 1
-    return accepted / drafted, hits / rounds if rounds else None
+    """The share accepted and the hit rate of ``plan`` run fixed on ``regime``'s replies, on scenario R's machine."""
+    return simbench.fixed_figures(Profile("fit", RPC_CPU_50MS, regime), plan, REPLIES)
 
 
 def test_the_mixed_profiles_replies_take_its_regimes_in_turn() -> None:

@@ -97,15 +97,9 @@ def test_over_several_seeds_the_bench_prints_each_bar_at_its_lowest_and_mean(
 
 def _one_branch_hits(regime: Regime, replies: int = 20) -> float:
     """ssd's hit rate with one branch and K 4 (the coupled bench's fixed ssd) on cpu-2core-B under ``regime``."""
-    profile, hits, rounds = Profile("one-branch", CPU_B, regime), 0, 0
-    for i in range(replies):
-        steps = simbench._steps(profile, i, simbench.LENGTH, 0)
-        ssd = simbench.FixedSSD(steps, Plan("ssd", 4, 1), regime.accept)
-        while steps.sim.emitted < simbench.LENGTH:
-            rr = ssd.step()
-            if rr.hit is not None:
-                rounds, hits = rounds + 1, hits + bool(rr.hit)
-    return hits / rounds
+    hits = simbench.fixed_figures(Profile("one-branch", CPU_B, regime), Plan("ssd", 4, 1), replies)[1]
+    assert hits is not None
+    return hits
 
 
 def test_the_coupled_regime_reproduces_the_measured_rise_of_a_one_branch_trees_hit_rate() -> None:

@@ -20,15 +20,15 @@ DRAFT_TOKEN_S = 70.8e-3  # the draft at home on one thread, measured alone (gree
 # Greedy, sd at K 4 emitted 4.23 tokens a round over scenario R's four prompts (docs/benchmarks.md): per position
 # 0.943, falling with depth as the simulated regimes' acceptance does (engine/tools/simcoupled.position_acceptance).
 SD_TOKENS_PER_ROUND = 4.23
-
-
-def remote_verify(rtt_ms: float, bandwidth_bps: float = BANDWIDTH_BPS) -> tuple[tuple[int, float], ...]:
-    """``(width, seconds)`` of one verify with the target ``rtt_ms`` away (a simulated machine's verify times)."""
-    per_row = (UP_BYTES_PER_ROW + DOWN_BYTES_PER_ROW) * 8 / bandwidth_bps
-    return tuple((w, (ms + rtt_ms) / 1000 + w * per_row) for w, ms in COMPUTE_MS)
 # The share of a 4-token sd draft accepted on scenario R's prompts, greedy: code-fib 0.96 and code-csv 0.98, sum-http
 # 0.86, chat-git 0.57. Chat's drafts are mostly all accepted or rejected at once: fixed ssd's one branch (after a
 # full acceptance) hit 0.57 of its rounds there, where independent positions at that share would hit a third.
 CODE_SHARE = (0.96 + 0.98) / 2
 SUMMARY_SHARE = 0.86
 CHAT_SHARE = 0.57
+
+
+def remote_verify(rtt_ms: float, bandwidth_bps: float = BANDWIDTH_BPS) -> tuple[tuple[int, float], ...]:
+    """``(width, seconds)`` of one verify with the target ``rtt_ms`` away (a simulated machine's verify times)."""
+    per_row = (UP_BYTES_PER_ROW + DOWN_BYTES_PER_ROW) * 8 / bandwidth_bps
+    return tuple((w, (ms + rtt_ms) / 1000 + w * per_row) for w, ms in COMPUTE_MS)

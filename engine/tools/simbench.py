@@ -105,6 +105,22 @@ def run_fixed(profile: Profile, plan: Plan, replies: int = REPLIES, length: int 
     return run
 
 
+def fixed_figures(profile: Profile, plan: Plan, replies: int = REPLIES, length: int = LENGTH,
+                  seed: int = 0) -> tuple[float, float | None]:
+    """The share of draft tokens accepted and the cache-hit rate (None: no round could hit) of an sd or ssd ``plan``
+    run fixed on ``profile``'s replies (what a regime is fitted by)."""
+    accepted = drafted = hits = rounds = 0
+    for i in range(replies):
+        steps = _steps(profile, i, length, seed)
+        ssd = FixedSSD(steps, plan, steps.regime.accept) if plan.mode == "ssd" else None
+        while steps.sim.emitted < length:
+            rr = ssd.step() if ssd is not None else steps.sd(plan.k)
+            accepted, drafted = accepted + rr.accepted, drafted + rr.drafted
+            if rr.hit is not None:
+                hits, rounds = hits + bool(rr.hit), rounds + 1
+    return accepted / drafted, hits / rounds if rounds else None
+
+
 def run_auto(profile: Profile, replies: int = REPLIES, length: int = LENGTH, model: CostModel | None = None,
              k: int = 4, seed: int = 0) -> Run:
     """auto on ``profile``: one cost model (``model``, else a fresh one) over the replies, kept on 'disk'
