@@ -25,6 +25,7 @@ class FakeTarget:
         self.committed: list[int] = [TRUTH[0]]
         self.threads: list[int] = []
         self.verified: list[list[int]] = []
+        self.new_shape = False  # a fake verify's time is never a graph build
 
     def verify(self, draft: Draft) -> Verdict:
         self.verified.append(list(draft.tokens))

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from engine import Engine, EngineConfig, GenerationParams
 from engine.speculative.knobs import ACCEPT_SEED_TRIALS
-from engine.speculative.observer import tree_budget
+from engine.speculative.observer import fitted_budget, tree_budget
 from engine.speculative.plan import Plan
-from engine.speculative.planner import AutoPlanner, fitted_budget
+from engine.speculative.planner import AutoPlanner
 from engine.speculative.ssd import SSDMode
 from tests.tiny_models import TinyPair
 

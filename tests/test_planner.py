@@ -11,9 +11,9 @@ from engine.speculative.auto import AutoMode
 from engine.speculative.costmodel import CostModel
 from engine.speculative.knobs import FAR_HOLD_ROUNDS, GUESS_ALPHA, HOLD_ROUNDS, TOP1_PRIOR
 from engine.speculative.lookup import Lookup, NgramPool
-from engine.speculative.observer import RoundObserver
+from engine.speculative.observer import RoundObserver, fitted_budget
 from engine.speculative.plan import Plan, tree_budgets
-from engine.speculative.planner import AutoPlanner, fitted_budget
+from engine.speculative.planner import AutoPlanner
 from engine.speculative.ssd import SSDOptions
 from engine.speculative.steps import Steps
 from engine.speculative.types import CACHE, JIT, NGRAM, ROUND_SYNC, Draft, RoundResult, TreeStats

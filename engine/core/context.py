@@ -80,6 +80,9 @@ class Context:
         self.decode_seconds = 0.0  # time spent inside llama_decode, for per-phase accounting
         self.decode_cpu_seconds = 0.0  # CPU time of the calling thread inside llama_decode (load-independent)
         self.n_decodes = 0  # outputs of an earlier decode are stale once this moves on
+        # a batch shape new to the context builds its graph first (over RPC, round trips): not its width's time
+        self._shapes: set[tuple[int, int, ChainSpec | None]] = set()
+        self.new_shape = False
         self.samplers = BackendSamplers(ptr, max(1, params.n_seq_max))
         # Whether a decode waits for the device before its time is counted, so the getters after it time host
         # work only (a CPU decode has finished when it returns)
@@ -104,10 +107,8 @@ class Context:
         return choose_path(self.params.sampling, params, self.on_gpu)
 
     def set_sampling(self, spec: ChainSpec | None) -> None:
-        """Sample inside llama.cpp with ``spec``'s chain on every sequence (None: the host path, logits rows).
-
-        Changing the chain makes llama.cpp rebuild its graph at the next decode: set it once per generation.
-        """
+        """Sample inside llama.cpp with ``spec``'s chain on every sequence (None: the host path, logits rows); a
+        new chain's first decode builds its graph (:attr:`new_shape`): set it once per generation."""
         self.samplers.attach(spec)
 
     def __enter__(self) -> Context:
@@ -119,7 +120,6 @@ class Context:
     def set_threads(self, n_threads: int, n_threads_batch: int) -> None:
         ll.llama_set_n_threads(self._ptr, n_threads, n_threads_batch)
 
-    # -- decoding ---------------------------------------------------------------------------
     def decode_out(
         self,
         tokens: Sequence[int],
@@ -190,6 +190,9 @@ class Context:
             for i in range(n):
                 ptrs[i][0] = seq_ids[i]
         self._batch.n_tokens = n
+        shape = (n, len(outputs), self.samplers.spec)
+        self.new_shape = shape not in self._shapes
+        self._shapes.add(shape)
         t0, c0 = time.perf_counter(), time.thread_time()
         rc = ll.llama_decode(self._ptr, self._batch)  # a remote gone silent: engine.remote.deadline ends the process
         if self.synchronizes:  # a GPU decode returns before the device is done: its wait is llama.cpp time

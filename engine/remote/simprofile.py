@@ -16,6 +16,9 @@ COMPUTE_MS = ((1, 147.0), (5, 357.5))
 UP_BYTES_PER_ROW = 7_000  # a row's inputs, sent up
 DOWN_BYTES_PER_ROW = 6_100  # its hidden state back, for the output layer at home (not a 608 KB logits row)
 BANDWIDTH_BPS = 1e9  # a gigabit LAN
+# A verify width the target's context runs for the first time costs four more round trips (llama.cpp builds its graph
+# and RPC's buffer calls go out): +200 to +213 ms at 25 ms each way for widths 1 to 9, nothing measurable at no delay.
+NEW_SHAPE_TRIPS = 4
 DRAFT_TOKEN_S = 70.8e-3  # the draft at home on one thread, measured alone (greedy ar of the 0.5B, 48 tokens)
 # Greedy, sd at K 4 emitted 4.23 tokens a round over scenario R's four prompts (docs/benchmarks.md): per position
 # 0.943, falling with depth as the simulated regimes' acceptance does (engine/tools/simcoupled.position_acceptance).
@@ -32,3 +35,8 @@ def remote_verify(rtt_ms: float, bandwidth_bps: float = BANDWIDTH_BPS) -> tuple[
     """``(width, seconds)`` of one verify with the target ``rtt_ms`` away (a simulated machine's verify times)."""
     per_row = (UP_BYTES_PER_ROW + DOWN_BYTES_PER_ROW) * 8 / bandwidth_bps
     return tuple((w, (ms + rtt_ms) / 1000 + w * per_row) for w, ms in COMPUTE_MS)
+
+
+def new_shape_seconds(rtt_ms: float) -> float:
+    """What a verify of a width new to the target's context adds with the target ``rtt_ms`` away."""
+    return NEW_SHAPE_TRIPS * rtt_ms / 1000

@@ -66,8 +66,8 @@ class CostModel(VerifyTimes, PoolFigures):
     _hit_at: dict[tuple[int, int, bool], float] = field(default_factory=dict, repr=False, compare=False)
     _hit_from: tuple[float | None, ...] = field(default=(), repr=False, compare=False)
 
-    def add_verify(self, width: int, seconds: float, split: bool = False) -> None:
-        super().add_verify(width, seconds, split)
+    def add_verify(self, width: int, seconds: float, split: bool = False, build: bool = False) -> None:
+        super().add_verify(width, seconds, split, build)
         self._level_at.clear()  # the unmeasured level widths scale as the verify widths do
 
     def add_tree(self, branches: int, levels: int, glue_s: float, level_s: float) -> None:

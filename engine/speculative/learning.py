@@ -63,8 +63,8 @@ class RoundLearner:
         measured = rr.drafted + 1 in table and (plan.mode == "ar" or m.draft_token.value is not None)
         # The verify first: the round is weighed against a prediction at the pace it showed (a slow spell of the
         # machine is not the plan's).
-        m.add_verify(rr.drafted + 1, rr.verify_s, beside)
-        if measured and not split_threads:
+        m.add_verify(rr.drafted + 1, rr.verify_s, beside, build=rr.new_shape)
+        if measured and not rr.new_shape and not split_threads:  # a graph build's time is not the plan's
             pred_tokens, pred_seconds = self.predicted(plan)  # from measured figures, not the defaults
             tokens: float = len(rr.tokens)
             hit = None

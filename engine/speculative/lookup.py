@@ -57,7 +57,7 @@ class Lookup:
         # Plain steps' (verify seconds, round seconds, tokens) not yet folded into the model: folded, in order,
         # before the model is next read (a decision, or the reply's end, where a fixed mode's rounds are folded
         # too), so a round the pool cannot draft in costs what an ar round costs and the model learns each step
-        self._steps: list[tuple[float, float, int]] = []
+        self._steps: list[tuple[float, float, int, bool]] = []
 
     def start(self, context: Sequence[int]) -> None:
         """A new generation. A context that continues the one fed so far (the next turn of the
@@ -181,14 +181,14 @@ class Lookup:
         d = rr.draft
         orders = d.orders[: rr.drafted] if d is not None else []
         if timed and not rr.drafted:
-            self._steps.append((rr.verify_s, rr.verify_s + rr.wait_s, len(rr.tokens)))
+            self._steps.append((rr.verify_s, rr.verify_s + rr.wait_s, len(rr.tokens), rr.new_shape))
             if len(self._steps) >= FOLD_AFTER:
                 self.fold()
         elif timed:
             self.fold()
             measured = rr.drafted + 1 in m.verify  # a prediction from measured figures, not from the defaults
-            m.add_verify(rr.drafted + 1, rr.verify_s)  # first: the prediction is at the pace the round showed
-            if measured:
+            m.add_verify(rr.drafted + 1, rr.verify_s, build=rr.new_shape)  # first: the round's pace predicts it
+            if measured and not rr.new_shape:  # a graph build's time is not the pool's
                 m.observe(_LOOKUP, len(rr.tokens), rr.verify_s + rr.wait_s, m.lookup_expected(orders)[-1],
                           m.t_verify(rr.drafted + 1))
         if d is not None and d.source == NGRAM and rr.drafted:
@@ -198,10 +198,10 @@ class Lookup:
     def fold(self) -> None:
         """Fold the plain steps kept by :meth:`learn` into the model, as each would have been folded then."""
         m = self.model
-        for verify_s, seconds, tokens in self._steps:
+        for verify_s, seconds, tokens, build in self._steps:
             measured = 1 in m.verify
-            m.add_verify(1, verify_s)
-            if measured:
+            m.add_verify(1, verify_s, build=build)
+            if measured and not build:
                 m.observe(_AR, tokens, seconds, 1.0, m.t_verify(1))
         self._steps.clear()
 

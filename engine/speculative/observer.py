@@ -13,8 +13,7 @@ from typing import TYPE_CHECKING
 
 from .costmodel import CostModel
 from .learning import RoundLearner
-from .plan import Plan
-from .planner import fitted_budget
+from .plan import Plan, tree_budgets
 from .ssd import SSDOptions
 from .types import RoundResult
 
@@ -64,3 +63,14 @@ def tree_budget(model: CostModel, params: GenerationParams) -> int:
     before its first round: the mode builds it, the observer files the rounds under it."""
     most = SSDOptions(k=params.k, fanout=params.fanout, budget=params.budget).tree_budget
     return most if params.budget else fitted_budget(model, params.k, most, early_stop=params.early_stop)
+
+
+def fitted_budget(model: CostModel, k: int, most: int, *, early_stop: bool) -> int:
+    """The tree for a fixed K on this machine: of the sizes up to ``most`` (:func:`tree_budgets`, and ``most``
+    itself) whose tree fits one verify, the one with the best predicted rate; ``most`` while the machine has
+    no measured draft and verify times, the smallest tree when none fits (a CPU draft pays for every branch)."""
+    if most <= 1 or model.draft_token.value is None or 1 not in model.verify:
+        return most
+    sizes = sorted({*tree_budgets(k, most), most})
+    fits = [b for b in sizes if model.fits_window(k, b, early_stop)] or sizes[:1]
+    return max(fits, key=lambda b: (model.rate(Plan("ssd", k, b)), -b))

@@ -137,9 +137,15 @@ class AutoPlanner:
         gain = UNTRIED_GAIN if risky else SWITCH_GAIN
         return m.rate(plan) > gain * current and self._pays(plan, current)
 
+    def first_cost(self, plan: Plan) -> float:
+        """Seconds ``plan``'s first round adds: its catch-up, and its verify's graph build where the target's context
+        has not run its width (over RPC, round trips)."""
+        width = plan.k + 1 if plan.mode in DRAFT_MODES else 1
+        return self.catchup(plan) + (0.0 if width in self.model.built else self.model.build_cost())
+
     def _pays(self, plan: Plan, current: float) -> bool:
-        """Whether moving to ``plan`` saves more over the rest of the reply than its catch-up costs."""
-        cost = self.catchup(plan)
+        """Whether moving to ``plan`` saves more over the rest of the reply than its first round adds."""
+        cost = self.first_cost(plan)
         if not cost or current <= 0:
             return True
         n = self.remaining or HORIZON_TOKENS
@@ -281,8 +287,7 @@ class AutoPlanner:
         for mode, plan in sorted(best_by_mode.items(), key=lambda kv: -rate[kv[1]]):
             if mode == self.plan.mode or not _worth_probing(rate[plan], current):
                 continue
-            catchup = self.catchup(plan)
-            if catchup > PROBE_CATCHUP_SHARE * (self.remaining or HORIZON_TOKENS) / current:
+            if self.first_cost(plan) > PROBE_CATCHUP_SHARE * (self.remaining or HORIZON_TOKENS) / current:
                 continue  # the draft model would first decode more than the rest of the reply can pay back
             gap = m.probe_gap.get(mode, FIRST_PROBE_GAP)
             if m.rounds - m.last_run.get(mode, 0) >= gap:
@@ -308,13 +313,3 @@ def _worth_probing(rate: float, current: float) -> bool:
     """Whether another mode predicted at ``rate`` is close enough to the current plan's to be re-measured."""
     return rate > PROBE_IF_WITHIN * current
 
-
-def fitted_budget(model: CostModel, k: int, most: int, *, early_stop: bool) -> int:
-    """The tree for a fixed K on this machine: of the sizes up to ``most`` (:func:`tree_budgets`, and ``most``
-    itself) whose tree fits one verify, the one with the best predicted rate; ``most`` while the machine has
-    no measured draft and verify times, the smallest tree when none fits (a CPU draft pays for every branch)."""
-    if most <= 1 or model.draft_token.value is None or 1 not in model.verify:
-        return most
-    sizes = sorted({*tree_budgets(k, most), most})
-    fits = [b for b in sizes if model.fits_window(k, b, early_stop)] or sizes[:1]
-    return max(fits, key=lambda b: (model.rate(Plan("ssd", k, b)), -b))

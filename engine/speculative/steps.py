@@ -50,7 +50,8 @@ class Steps:
         self._threads(concurrent=False)
         t0 = time.perf_counter()
         v = self.target.verify(Draft([], None))
-        return RoundResult([v.next_token], "ar", verify_s=time.perf_counter() - t0, why=why, rates=rates)
+        return RoundResult([v.next_token], "ar", verify_s=time.perf_counter() - t0, why=why, rates=rates,
+                           new_shape=self.target.new_shape)
 
     def sd(self, k: int, *, accepted: int = -1, concurrent: bool = False, why: str = "",
            rates: PlanRates = ()) -> RoundResult:
@@ -76,7 +77,7 @@ class Steps:
         v = self.target.verify(draft)
         return RoundResult(v.tokens(draft.tokens), "lookup", draft.source if draft.tokens else None,
                            len(draft.tokens), v.accepted, verify_s=time.perf_counter() - t0, wait_s=draft.serve_s,
-                           why=why, rates=rates, draft=draft)
+                           why=why, rates=rates, draft=draft, new_shape=self.target.new_shape)
 
     def close(self) -> None:
         """Stop the draft side; give both models back their sequential threads."""
@@ -105,7 +106,7 @@ class Steps:
         hit = d.hit if mode == "ssd" and req.accepted >= 0 else None
         return RoundResult(v.tokens(d.tokens), mode, d.source, len(d.tokens), v.accepted, hit,
                            verify_s=time.perf_counter() - t1, wait_s=t1 - t0, trees=trees, why=why, rates=rates,
-                           draft=d)
+                           draft=d, new_shape=self.target.new_shape)
 
 
 class Mode(Protocol):

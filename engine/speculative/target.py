@@ -41,6 +41,11 @@ class Target:
         self.constraint: Constraint | None = None  # the reply's bias, penalties and grammar, after ``committed``
         self._threads = ctx.params.n_threads
 
+    @property
+    def new_shape(self) -> bool:
+        """The latest verify built its graph over RPC (round trips); a local build costs next to nothing."""
+        return self.ctx.new_shape and bool(self.model.remote)
+
     def set_threads(self, n: int) -> None:
         if n != self._threads:
             self.ctx.set_threads(n, n)

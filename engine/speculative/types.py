@@ -80,6 +80,7 @@ class RoundResult:
     hit: bool | None = None  # None: not an SSD round, or the forced first miss
     verify_s: float = 0.0
     wait_s: float = 0.0  # time the target spent waiting for the draft (sd inline: drafting itself)
+    new_shape: bool = False  # the verify's batch shape was new to the target's context: its time is not the width's
     trees: tuple[TreeStats, ...] = ()  # speculation trees the draft side finished since the previous round
     why: str = ""  # why this round's step was chosen (reported when the step differs from the previous one)
     rates: PlanRates = ()  # auto: predicted tok/s of the best plan per mode, best first
@@ -110,6 +111,11 @@ class Verifier(Protocol):
 
     @property
     def committed(self) -> list[int]: ...
+
+    @property
+    def new_shape(self) -> bool:
+        """Whether the latest verify's batch shape was new to the context (its graph was built first)."""
+        ...
 
     def verify(self, draft: Draft) -> Verdict:
         """Run the pending token and ``draft`` through the target, accept a prefix, commit it."""

@@ -18,6 +18,7 @@ from .knobs import (
     PACE_HANDOVER,
     SPELL_VERIFIES,
     SPLIT_VERIFY_COST,
+    TIMING_ALPHA,
     TIMING_CLIP,
     VERIFY_PRIOR,
     VERIFY_SLOPE_PRIOR,
@@ -40,13 +41,31 @@ class VerifyTimes:
     _known: dict[tuple[bool, bool], list[tuple[int, float]]] = field(default_factory=dict, repr=False, compare=False)
     _away: int = field(default=0, repr=False, compare=False)  # verifies the pace has stayed on one side of PACE_BAND
     _side: int = field(default=0, repr=False, compare=False)  # ... and which: 1 slow, -1 fast, 0 within the band
+    # Seconds a verify's graph build adds (a batch shape new to the target's context: over RPC, round trips), and the
+    # widths the context has run (any other builds its graph first). Neither is kept on disk: a context is a process's.
+    build: Ema = field(default_factory=lambda: Ema(TIMING_ALPHA))
+    built: set[int] = field(default_factory=set, repr=False, compare=False)
+    # the seconds of each figure (width, split) that is one build's verify: the width's next verify replaces it
+    _builds: dict[tuple[int, bool], float] = field(default_factory=dict, repr=False, compare=False)
 
-    def add_verify(self, width: int, seconds: float, split: bool = False) -> None:
+    def add_verify(self, width: int, seconds: float, split: bool = False, build: bool = False) -> None:
         """One verify of ``width`` tokens: a width with a figure of PACE_AFTER samples moves the pace first (the
         pace it implies: its seconds over the figure), then the width's figure learns the seconds at that pace, and
-        takes over a share of a pace that has lasted past a spell (:meth:`_hand_over`)."""
+        takes over a share of a pace that has lasted past a spell (:meth:`_hand_over`). ``build``: the verify built
+        its graph first (a batch shape new to the context; over RPC, round trips): it stands in for a width without a
+        figure until the width's next verify (the two teach :attr:`build`), less a build's cost past noise."""
         table = self.verify_split if split else self.verify
         e = table.get(width)
+        self.built.add(width)
+        if build and e is not None and e.value is not None:  # a figure read back from disk: the build's cost
+            self._learn_build(seconds - self.t_verify(width, split))
+            return
+        built_s = self._builds.pop((width, split), None)
+        if built_s is not None and not build:  # the width's first verify since its build: the figure starts anew
+            del table[width]
+            e = None
+        elif build:
+            self._builds[(width, split)] = seconds
         if e is None:  # ssd's first verify of a width is clipped against what sd's widths predict for it
             e = table[width] = verify_figure(self._estimate_verify(width, split) if split and self.verify else None)
         new_width = e.n == 0
@@ -54,6 +73,10 @@ class VerifyTimes:
             self.pace.add(seconds / e.value)
         e.add(seconds / self.pace.get(1.0))
         self._hand_over(e)
+        if built_s is not None and not build:
+            self._learn_build(built_s - seconds)
+        elif build:
+            self._learn_build(None)
         self._verify_at.clear()  # the split table's estimate may derive from the other one
         # widths read back and not measured since are read off the measured ones: they move with them
         read_back = any(f.n == 0 and f.value is not None for f in table.values())
@@ -65,6 +88,21 @@ class VerifyTimes:
                 i = bisect.bisect_left(known, (width,))
                 if i < len(known) and known[i][0] == width:
                     known[i] = (width, e.get(0.0))  # (measured since the memory was read: n > 0)
+
+    def build_cost(self) -> float:
+        """Seconds a verify's graph build adds, as measured (0 before any: a CPU's build costs next to nothing)."""
+        return max(0.0, self.build.get(0.0))
+
+    def _learn_build(self, extra: float | None) -> None:
+        """One build's ``extra`` seconds (None: none measured this time); then each figure that is still a build's
+        verify is that verify less the build's cost, where the cost takes more than TIMING_CLIP's noise off it."""
+        if extra is not None:
+            self.build.add(extra)
+        cost, pace = self.build_cost(), self.pace.get(1.0)
+        for (width, split), seconds in self._builds.items():
+            if seconds > TIMING_CLIP * (seconds - cost) > 0:
+                (self.verify_split if split else self.verify)[width].value = (seconds - cost) / pace
+                self._known.clear()
 
     def _hand_over(self, figure: Ema) -> None:
         """Once the pace has stayed away from 1 past a spell, move PACE_HANDOVER of its distance into ``figure``

@@ -36,6 +36,7 @@ def round_event(rr: RoundResult) -> dict[str, Any]:
     d = rr.draft
     return {"tokens": list(rr.tokens), "mode": rr.mode, "speculator": rr.speculator, "drafted": rr.drafted,
             "accepted": rr.accepted, "hit": rr.hit, "verify_s": rr.verify_s, "wait_s": rr.wait_s,
+            "new_shape": rr.new_shape,
             "trees": [[t.levels, t.branches, t.seconds, t.glue_s, t.level_s] for t in rr.trees],
             "draft": None if d is None else {**{f: getattr(d, f) for f in DRAFT_FIELDS},
                                              "top": [[int(i) for i in row] for row in d.top]}}
@@ -50,7 +51,7 @@ def round_from(e: dict[str, Any]) -> RoundResult:
                       orders=d["orders"], expected=d["expected"])
     return RoundResult(e["tokens"], e["mode"], e["speculator"], e["drafted"], e["accepted"], e["hit"],
                        verify_s=e["verify_s"], wait_s=e["wait_s"], trees=tuple(TreeStats(*t) for t in e["trees"]),
-                       draft=draft)
+                       draft=draft, new_shape=e.get("new_shape", False))
 
 
 @contextlib.contextmanager

@@ -62,11 +62,12 @@ def _seed(profile: Profile, seed: int) -> int:
     return zlib.crc32(profile.name.encode()) + seed
 
 
-def _steps(profile: Profile, i: int, length: int, seed: int) -> SimSteps:
+def _steps(profile: Profile, i: int, length: int, seed: int, shapes: set[int] | None = None) -> SimSteps:
+    """Reply ``i``'s steps; ``shapes``: the verify widths the target's context has run in the replies before."""
     seed = _seed(profile, seed)
     regime = profile.regime_at(i)
     reply = Reply.make(regime, np.random.default_rng([seed, i, 0]), length)
-    return SimSteps(profile.machine, regime, reply, np.random.default_rng([seed, i, 1]), length)
+    return SimSteps(profile.machine, regime, reply, np.random.default_rng([seed, i, 1]), length, shapes)
 
 
 def _finish(steps: SimSteps, step: Callable[[], RoundResult], length: int) -> float:
@@ -91,8 +92,9 @@ class FixedSSD:
 def run_fixed(profile: Profile, plan: Plan, replies: int = REPLIES, length: int = LENGTH, seed: int = 0) -> Run:
     run = Run(str(plan))
     lookup = Lookup(CostModel(split=profile.machine.split))
+    shapes: set[int] = set()  # one target context over the replies
     for i in range(replies):
-        steps = _steps(profile, i, length, seed)
+        steps = _steps(profile, i, length, seed, shapes)
         if plan.mode == "ar":
             run.rates.append(_finish(steps, steps.ar, length))
         elif plan.mode == "sd":
@@ -128,8 +130,9 @@ def run_auto(profile: Profile, replies: int = REPLIES, length: int = LENGTH, mod
     split = profile.machine.split
     model = model if model is not None else CostModel(split=split)
     run = Run("auto")
+    shapes: set[int] = set()
     for i in range(replies):
-        steps = _steps(profile, i, length, seed)
+        steps = _steps(profile, i, length, seed, shapes)
         lookup = Lookup(model)
         lookup.start(steps.target.committed)
         planner = AutoPlanner(model, k, max_branches=MAX_BRANCHES, remaining=length, prompt_read=not split)
@@ -145,6 +148,7 @@ def run_auto(profile: Profile, replies: int = REPLIES, length: int = LENGTH, mod
 
         run.rates.append(_finish(steps, step, length))
         model = memory.restore(memory.dump(model), split)  # what the next start would read back
+        model.built = set(shapes)  # (the engine's process keeps its target context, and the model says what it ran)
     return run
 
 

@@ -44,6 +44,7 @@ class Machine:
     noise: float = 0.05  # per-call log-normal sigma
     stall_p: float = 0.0  # chance that a call is slowed by another process ...
     stall: float = 1.0  # ... by this factor
+    new_shape_s: float = 0.0  # a verify of a width the target's context has not run yet builds its graph first
 
     def t_verify(self, width: int) -> float:
         ws = [w for w, _ in self.verify]
@@ -153,6 +154,7 @@ class SimTarget:
     def __init__(self, reply: Reply) -> None:
         self.reply = reply
         self.committed: list[int] = list(reply.prompt)
+        self.new_shape = False  # (the rounds report theirs: SimSteps)
 
     @property
     def emitted(self) -> int:
@@ -178,7 +180,7 @@ class SimSteps(Steps):
     """The steps on a simulated machine: what each round emits and reports, and the virtual seconds it takes."""
 
     def __init__(self, machine: Machine, regime: Regime, reply: Reply, rng: np.random.Generator,
-                 length: int) -> None:
+                 length: int, shapes: set[int] | None = None) -> None:
         self.sim = SimTarget(reply)
         super().__init__(self.sim, None)
         self.machine, self.regime, self.rng, self.half = machine, regime, rng, length // 2
@@ -190,6 +192,15 @@ class SimSteps(Steps):
         self._u, self._ui = rng.random(RNG_BLOCK), 0
         self._z, self._zi = np.exp(rng.normal(0.0, machine.noise, RNG_BLOCK)), 0
         self._truth, self._copied = reply.truth, reply.copied
+        self.shapes = set() if shapes is None else shapes  # the widths the target's context has run (over replies)
+        self.new_shape = False
+
+    def _shaped(self, width: int, seconds: float) -> float:
+        """A verify's ``seconds`` at ``width``, with its graph's build where the width is new to the context (reported
+        where a build costs, as the engine reports a remote target's)."""
+        self.new_shape = self.machine.new_shape_s > 0 and width not in self.shapes
+        self.shapes.add(width)
+        return seconds + self.machine.new_shape_s if self.new_shape else seconds
 
     def _random(self) -> float:
         if self._ui == RNG_BLOCK:
@@ -252,8 +263,9 @@ class SimSteps(Steps):
         self._tree = None
         v = self.sim.verify(Draft([], None))
         self.lag += 1
-        return self._round(RoundResult([v.next_token], "ar", verify_s=self._t(self.machine.t_verify(1)),
-                                       why=why, rates=rates))
+        verify = self._shaped(1, self._t(self.machine.t_verify(1)))
+        return self._round(RoundResult([v.next_token], "ar", verify_s=verify, why=why, rates=rates,
+                                       new_shape=self.new_shape))
 
     def sd(self, k: int, *, accepted: int = -1, concurrent: bool = False, why: str = "",
            rates: PlanRates = ()) -> RoundResult:
@@ -263,8 +275,8 @@ class SimSteps(Steps):
         d.serve_s = self._t(k * m.draft_token_s) + self._catchup(d)
         v = self.sim.verify(d)
         return self._round(RoundResult(v.tokens(d.tokens), "sd", JIT, k, v.accepted,
-                                       verify_s=self._t(m.t_verify(k + 1)) + m.host_s, wait_s=d.serve_s,
-                                       why=why, rates=rates, draft=d))
+                                       verify_s=self._shaped(k + 1, self._t(m.t_verify(k + 1)) + m.host_s),
+                                       wait_s=d.serve_s, why=why, rates=rates, draft=d, new_shape=self.new_shape))
 
     def ssd(self, k: int, budget: int, *, accepted: int, backup: str, geometric: bool, acceptance: float,
             early_stop: bool, why: str = "", rates: PlanRates = ()) -> RoundResult:
@@ -288,8 +300,9 @@ class SimSteps(Steps):
         ts = TreeStats(levels=k, branches=budget, seconds=glue + levels, glue_s=glue, level_s=levels)
         verify = self._t(m.t_verify(k + 1) * m.concurrent_slowdown + m.tree_share * (glue + levels)) + m.host_s
         return self._round(RoundResult(v.tokens(d.tokens), "ssd", d.source, k, v.accepted,
-                                       hit if accepted >= 0 else None, verify_s=verify, wait_s=wait, trees=(ts,),
-                                       why=why, rates=rates, draft=d))
+                                       hit if accepted >= 0 else None, verify_s=self._shaped(k + 1, verify),
+                                       wait_s=wait, trees=(ts,), why=why, rates=rates, draft=d,
+                                       new_shape=self.new_shape))
 
     def lookup(self, draft: Draft, *, why: str = "", rates: PlanRates = ()) -> RoundResult:
         self._tree = None
@@ -297,8 +310,9 @@ class SimSteps(Steps):
         self.lag += len(draft.tokens) + 1
         n = len(draft.tokens)
         return self._round(RoundResult(v.tokens(draft.tokens), "lookup", NGRAM if n else None, n, v.accepted,
-                                       verify_s=self._t(self.machine.t_verify(n + 1)), wait_s=LOOKUP_HOST_S,
-                                       why=why, rates=rates, draft=draft))
+                                       verify_s=self._shaped(n + 1, self._t(self.machine.t_verify(n + 1))),
+                                       wait_s=LOOKUP_HOST_S, why=why, rates=rates, draft=draft,
+                                       new_shape=self.new_shape))
 
     def close(self) -> None:
         pass

@@ -32,7 +32,8 @@ CPU_C = Machine("cpu-2core-C", _ms((1, 191.0), (3, 200.0), (5, 215.0), (9, 250.0
                 stall_p=0.03, stall=2.0)
 # The real pair's target on an RPC server 50 ms away (a round trip), the draft at home: engine/remote/simprofile.py.
 RPC_CPU_50MS = Machine("rpc-cpu-50ms", remote.remote_verify(50.0), remote.DRAFT_TOKEN_S, CPU_B.level_slope,
-                       concurrent_slowdown=CPU_B.concurrent_slowdown, host_s=2e-3, noise=0.1)
+                       concurrent_slowdown=CPU_B.concurrent_slowdown, host_s=2e-3, noise=0.1,
+                       new_shape_s=remote.new_shape_seconds(50.0))
 RPC_GREEDY = Regime("rpc-greedy", position_acceptance((remote.SD_TOKENS_PER_ROUND - 1) / MEASURED_K))
 # ... scenario R's prompts one by one: code, code, chat, a summary, over and over (auto keeps one cost model for all)
 RPC_CODE = Regime("rpc-code", position_acceptance(remote.CODE_SHARE, decay=1.0), depth_decay=1.0)
