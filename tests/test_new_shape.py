@@ -109,3 +109,12 @@ def test_a_build_is_priced_into_the_first_round_of_a_plan_whose_width_the_contex
     assert planner.first_cost(Plan("sd", 4)) == 0.0
     assert planner.first_cost(Plan("ssd", 2, 3)) == pytest.approx(0.2)
     assert planner.first_cost(AR) == pytest.approx(0.2)
+
+
+def test_a_build_stands_in_for_its_width_only_while_no_two_widths_are_measured_without_one() -> None:
+    model = CostModel()
+    for width, seconds in ((1, 0.25), (5, 0.45)):
+        model.add_verify(width, seconds, build=True)
+        model.add_verify(width, seconds)
+    model.add_verify(3, 0.75, build=True)  # the build of a width that then never runs again
+    assert model.t_verify(3) == pytest.approx(0.35)  # on the line through 1 and 5, not the build's 0.75

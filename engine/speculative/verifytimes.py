@@ -133,6 +133,8 @@ class VerifyTimes:
         if known is None:
             table = self.verify_split if split else self.verify
             measured = [(w, e) for w, e in table.items() if e.value is not None and (e.n or not fresh)]
+            # a graph build's verify only where no width is measured without one
+            measured = [(w, e) for w, e in measured if (w, split) not in self._builds] or measured
             settled = [(w, e) for w, e in measured if e.n >= PACE_AFTER]
             trusted = settled if len(settled) >= 2 else measured
             # a width read back from disk at what it is trusted to take (:meth:`_estimate_verify`)
@@ -142,6 +144,10 @@ class VerifyTimes:
 
     def _estimate_verify(self, width: int, split: bool) -> float:
         e = (self.verify_split if split else self.verify).get(width)
+        if (width, split) in self._builds:  # a build's verify: read off two or more widths measured without one
+            known = self._known_verify(split)
+            if len(known) >= 2 and (known[0][0], split) not in self._builds:
+                return self._read_off(width, split, known)
         if e is not None and e.value is not None:  # measured
             fresh = [] if e.n else self._known_verify(split, fresh=True)
             if not fresh:
