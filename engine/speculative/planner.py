@@ -288,7 +288,7 @@ class AutoPlanner:
             if mode == self.plan.mode or not _worth_probing(rate[plan], current):
                 continue
             if self.first_cost(plan) > PROBE_CATCHUP_SHARE * (self.remaining or HORIZON_TOKENS) / current:
-                continue  # the draft model would first decode more than the rest of the reply can pay back
+                continue  # its catch-up (and graph build) would cost more than the rest of the reply can pay back
             gap = m.probe_gap.get(mode, FIRST_PROBE_GAP)
             if m.rounds - m.last_run.get(mode, 0) >= gap:
                 m.probe_gap[mode] = min(MAX_PROBE_GAP, 2 * gap)  # reset to the first gap only if it wins
