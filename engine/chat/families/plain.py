@@ -1,0 +1,7 @@
+"""A template of no known family: its reply is all content, and no tool-call format is known."""
+
+from __future__ import annotations
+
+from ..family import Family
+
+FAMILY = Family(name="plain", label="other templates", signature=(), transitions={})
