@@ -10,7 +10,8 @@ from . import plain
 
 ORDER = (
     "gpt_oss", "qwen3_coder", "glm45", "kimi_k2", "deepseek_v31", "deepseek_r1", "minimax", "command_r",
-    "functionary", "mistral", "lfm2", "gemma4", "granite", "phi4", "nemotron", "smollm3", "llama3", "hermes",
+    "functionary", "functionary_v32", "mistral", "lfm2", "gemma4", "granite", "phi4", "nemotron", "smollm3",
+    "llama3", "hermes",
 )
 """Most specific first: a template that holds several families' markers is the first one's (Qwen3-Coder and
 GLM write ``<tool_call>`` too, so they come before hermes)."""
