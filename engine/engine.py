@@ -14,7 +14,7 @@ import numpy as np
 
 from .config import EngineConfig as EngineConfig
 from .config import GenerationParams as GenerationParams
-from .core import chat, modelfile
+from .core import modelfile
 from .core.backend import Model
 from .core.context import Context, ContextParams
 from .core.errors import ContextFullError, EngineError, ParameterError
@@ -22,6 +22,7 @@ from .core.options import MAX_K, cpu_cores
 from .core.placement import place_layers
 from .core.vocab import check_compatible
 from .generation import Generation, TokenEvent
+from .prompts import Prompts
 from .speculative import memory
 from .speculative.auto import AutoMode, measured_rates
 from .speculative.drafter import Drafter, PromptRead
@@ -45,7 +46,7 @@ MODEL_DRAFT_MODES = ("sd", "ssd", "auto")  # modes that may draft with the draft
 INLINE_DRAFT_MODES = ("sd",)  # modes whose draft decodes run on the generating thread (counted as the loop's)
 
 
-class Engine:
+class Engine(Prompts):
     """Loads a target and optionally a draft, and generates in any mode (``lookup`` and ``auto`` also without one).
 
     Example:
@@ -93,6 +94,8 @@ class Engine:
                     sampling=cfg.sampling_path))
             )
             self.drafter = Drafter(dctx, self.draft_model.is_eog, cfg.max_branches)
+        # the family's turn ends end a reply; its thinking and call markers stay in the reply's text
+        self._shown = self._chat_markers([m for m in (self.target_model, self.draft_model) if m is not None])
         split = None
         if not pl.target_on_gpu and not pl.draft_on_gpu and threads + dthreads > cores:
             d = max(1, cores // 4)
@@ -120,19 +123,7 @@ class Engine:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
-    # -- prompts ----------------------------------------------------------------------------------
-    def tokenize(self, text: str) -> list[int]:
-        return self.target_model.tokenize(text, add_special=True, parse_special=False)
-
-    def chat_tokens(self, prompt: str, system: str | None = None) -> list[int]:
-        return chat.tokenize_chat(self.target_model, chat.build_messages(prompt, system))
-
-    def messages_tokens(self, messages: Sequence[chat.Message]) -> list[int]:
-        return chat.tokenize_chat(self.target_model, messages)
-
-    def detokenize(self, tokens: Sequence[int]) -> str:
-        return self.target_model.detokenize(tokens)
-
+    # -- prompts (tokenize, messages_tokens, chat_format...: engine.prompts) --------------------------
     def top2_margin(self, tokens: Sequence[int]) -> float:
         """The target's logit gap between its two best next tokens after ``tokens`` (near-tie check)."""
         with self._lock:
@@ -240,7 +231,8 @@ class Engine:
                         return
                     tokens.append(tok)
                     recorder.token()
-                    yield TokenEvent(tok, decoder.decode(model.token_bytes(tok)), from_draft, n_round)
+                    text = decoder.decode(model.token_bytes(tok, special=tok in self._shown))
+                    yield TokenEvent(tok, text, from_draft, n_round)
                     if len(tokens) >= params.max_tokens:
                         stats.finish_reason = "length"
                         return

@@ -11,7 +11,7 @@ import ctypes
 import logging
 import os
 import threading
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -191,6 +191,12 @@ class Model:
         self.close()
 
     # -- vocabulary -------------------------------------------------------------------------
+    def add_eog(self, tokens: Iterable[int]) -> None:
+        """Count ``tokens`` as ends of generation too (a chat format's turn ends the vocabulary does not mark)."""
+        for t in tokens:
+            if 0 <= t < self.n_vocab:
+                self._eog[t] = True
+
     def is_eog(self, token: int) -> bool:
         return bool(self._eog[token]) if 0 <= token < self.n_vocab else False
 
@@ -251,9 +257,11 @@ class Model:
             ll.llama_model_meta_val_str(self.ptr, key.encode(), buf, len(buf))
         return buf.value.decode("utf-8", "replace")
 
-    def chat_template(self) -> str | None:
-        raw = ll.llama_model_chat_template(self.ptr, None)
-        return raw.decode("utf-8") if raw else None
+    def chat_template(self, name: str | None = None) -> str | None:
+        """The GGUF's default chat template, or its named one (``tool_use``: ``tokenizer.chat_template.tool_use``,
+        which converted models that ship two templates keep for tool calls); None where the file has none."""
+        raw = ll.llama_model_chat_template(self.ptr, name.encode() if name else None)
+        return raw.decode("utf-8", "replace") if raw else None
 
     def piece_for(self, token: int) -> str:
         """Best-effort text of one token, for labels (special tokens rendered)."""

@@ -13,9 +13,10 @@ from __future__ import annotations
 import logging
 import queue
 import threading
-from collections.abc import Callable, Iterator, Sequence
-from typing import Any
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from typing import Any, cast
 
+from engine.chat.format import ChatFormat
 from engine.config import EngineConfig, GenerationParams
 from engine.core.chat import Message
 from engine.generation import TokenEvent
@@ -236,11 +237,22 @@ class RemoteEngine:
     def tokenize(self, text: str) -> list[int]:
         return list(self.call("tokenize", text))
 
-    def messages_tokens(self, messages: Sequence[Message]) -> list[int]:
-        return list(self.call("messages_tokens", list(messages)))
+    def messages_tokens(self, messages: Sequence[Message], variables: Mapping[str, Any] | None = None,
+                        template: str | None = None, tools: list[dict[str, Any]] | None = None) -> list[int]:
+        return list(self.call("messages_tokens", list(messages), dict(variables or {}), template, tools))
+
+    def chat_format(self, template: str | None = None) -> ChatFormat:
+        return cast(ChatFormat, self.call("chat_format", template))
+
+    def reply_section(self, messages: Sequence[Message], variables: Mapping[str, Any] | None = None,
+                      template: str | None = None, tools: list[dict[str, Any]] | None = None) -> str:
+        return str(self.call("reply_section", list(messages), dict(variables or {}), template, tools))
 
     def chat_tokens(self, prompt: str, system: str | None = None) -> list[int]:
         return list(self.call("chat_tokens", prompt, system))
+
+    def markup_tokens(self, text: str) -> list[int]:
+        return list(self.call("markup_tokens", text))
 
     def detokenize(self, tokens: Sequence[int]) -> str:
         return str(self.call("detokenize", list(tokens)))

@@ -18,12 +18,15 @@ from starlette.background import BackgroundTask
 from starlette.concurrency import run_in_threadpool
 
 from engine import GenerationParams, ParameterError, SamplingParams
+from engine.chat.budget import ThinkingBudget
+from engine.chat.family import CONTENT, THINKING, ToolCall
+from engine.chat.format import ChatFormat
 from engine.core.errors import ModelFileChangedError
 from engine.core.gumbel import fingerprint
-from engine.core.tools import ToolCall
 from engine.process import EngineStopped
 
 from . import endpoints, errors, replies
+from .chatreply import ChatReply, delta_calls, finish_reason, joined, message_calls, piece_chunk
 from .config import FinishedRequest, RunningRequest, ServerConfig
 from .errors import APIError
 from .gate import Gate, QueueFull
@@ -31,7 +34,6 @@ from .guard import BearerAuth, BodyLimit, HostGuard
 from .job import Job, Outcome, ServedEngine, engine_failure, engine_state, longest_piece
 from .schemas import ChatCompletionRequest, CompletionRequest
 from .structured import ChatPlan, VocabModel
-from .toolreply import CallStream, delta_calls, finish_reason, message_calls
 
 
 async def client_gone(request: Request) -> None:
@@ -52,13 +54,20 @@ class Service:
         self.jobs: dict[str, Job] = {}  # the generation running (and, while it winds down, the one before)
         self.closing = False  # set while the server stops: nothing new starts
         self._longest_piece = 0  # bytes of the vocabulary's longest token, looked up on the first long prompt
-        self.vocab = VocabModel(engine)  # the target's vocabulary here: tools, FIM, logit_bias's ids
+        self.vocab = VocabModel(engine)  # the target's vocabulary here: FIM, logit_bias's ids
+        self._chat_format: ChatFormat | None = None
 
     def model_card(self) -> dict[str, Any]:
         draft = self.engine.config.draft_path
         return {"id": self.model_id, "object": "model", "created": self.created, "owned_by": "ssd-chat",
                 "draft": Path(draft).stem if draft else None, "context_length": self.engine.n_ctx,
                 "modes": ["ar", "sd", "ssd", "lookup", "auto"] if draft else ["ar", "lookup"]}
+
+    async def chat_format(self) -> ChatFormat:
+        """The served model's chat format (looked up once: the model and the template do not change)."""
+        if self._chat_format is None:
+            self._chat_format = await self.ask(self.engine.chat_format, self.config.chat_template)
+        return self._chat_format
 
     def check_engine(self) -> None:
         """503 while the engine process is being started again after it stopped."""
@@ -171,8 +180,9 @@ class Service:
                 pass
 
         try:
+            budget = None if plan is None else ThinkingBudget(plan.family, plan.section, plan.thinking_budget)
             job = Job(self.engine, prompt, params, body.stop_strings,
-                      lambda n: self.gate.progressed(rid, n), on_end)
+                      lambda n: self.gate.progressed(rid, n), on_end, budget)
             self.gate.started(RunningRequest(rid, kind, body.stream, len(prompt), 0, time.time()))
             job.start()
         except BaseException:
@@ -207,18 +217,22 @@ class Service:
         if out.error is not None or (out.cancelled and self.closing):
             raise self._failure(out)
         found: list[ToolCall] = []
-        if plan is not None:  # a reply that may hold tool calls: they leave the text
-            calls = CallStream(plan)
-            text = calls.feed(text)
-            rest, found = calls.finish()
-            text += rest
+        reasoning, n_thinking = "", 0
+        if plan is not None:  # a chat reply: thinking and tool calls leave the text
+            reply = ChatReply(plan)
+            pieces = reply.feed(text)
+            rest, found = reply.finish()
+            text, reasoning = joined([*pieces, *rest], CONTENT), joined([*pieces, *rest], THINKING)
+            n_thinking = out.reasoning_tokens
+            if found:
+                text = text.strip()
         legacy = plan is not None and plan.legacy
         return JSONResponse(replies.whole(*head, text, finish_reason(found, legacy, out.finish_reason), n_prompt,
-                                          out.stats, message_calls(found, legacy)))
+                                          out.stats, message_calls(found, legacy), reasoning.strip(), n_thinking))
 
     async def _stream(self, job: Job, head: tuple[str, str, int, str, str], body: ChatCompletionRequest |
                       CompletionRequest, n_prompt: int, plan: ChatPlan | None) -> AsyncIterator[str]:
-        calls = CallStream(plan) if plan is not None else None
+        reply = ChatReply(plan) if plan is not None else None
         try:
             if head[0] == replies.CHAT:
                 yield replies.sse(replies.chunk(*head, role=True, text=""))
@@ -227,22 +241,26 @@ class Service:
                 if self.closing:
                     cut = True
                     break
-                text = calls.feed(piece) if calls is not None else piece
-                if text:
-                    yield replies.sse(replies.chunk(*head, text=text))
+                if reply is None:
+                    yield replies.sse(replies.chunk(*head, text=piece))
+                    continue
+                for part in reply.feed(piece):
+                    yield replies.sse(piece_chunk(head, part))
             out = job.outcome
             if out.error is not None or cut or (out.cancelled and self.closing):
                 self.gate.count_failure()
                 yield replies.sse(self._failure(out).body())
             else:
-                rest, found = calls.finish() if calls is not None else ("", [])
+                rest, found = reply.finish() if reply is not None else ([], [])
                 legacy = plan is not None and plan.legacy
-                if rest or found:
-                    yield replies.sse(replies.chunk(*head, text=rest or None, calls=delta_calls(found, legacy)))
+                for part in rest:
+                    yield replies.sse(piece_chunk(head, part))
+                if found:
+                    yield replies.sse(replies.chunk(*head, calls=delta_calls(found, legacy)))
                 yield replies.sse(replies.chunk(*head, finish=finish_reason(found, legacy, out.finish_reason),
                                                 stats=out.stats))
                 if body.include_usage:
-                    yield replies.sse(replies.usage_chunk(*head, n_prompt, out.stats))
+                    yield replies.sse(replies.usage_chunk(*head, n_prompt, out.stats, out.reasoning_tokens))
             yield replies.sse("[DONE]")
         finally:  # also when the client has gone: stop the generation within one round
             job.cancel()

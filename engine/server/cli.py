@@ -43,6 +43,11 @@ def add_serve_parser(subparsers: argparse._SubParsersAction) -> None:  # type: i
                    help=f"target layers on the GPU ({LAYERS_HELP}; default: %(default)s)")
     p.add_argument("--draft-gpu-layers", type=gpu_layers, default="auto",
                    help=f"draft layers on the GPU ({LAYERS_HELP}; default: %(default)s)")
+    p.add_argument("--chat-template", metavar="NAME|FILE",
+                   help="a chat template for a model without one (a base model), or instead of its own: a builtin "
+                        "(chatml, llama3, gemma, mistral, phi3) or a .jinja file")
+    p.add_argument("--thinking-budget", type=int, default=None, metavar="N",
+                   help="the most tokens a reply may think before its answer (default: no limit)")
     add_rpc_argument(p)
     p.set_defaults(func=cmd_serve)
 
@@ -50,6 +55,7 @@ def add_serve_parser(subparsers: argparse._SubParsersAction) -> None:  # type: i
 def cmd_serve(args: argparse.Namespace) -> int:
     """Load the engine (in its own process), serve until interrupted; errors are ``EngineError`` (one line, exit 2)."""
     from engine import EngineConfig, EngineError, GenerationParams
+    from engine.chat import builtin
     from engine.process import RemoteEngine
 
     from .config import MAX_BODY_BYTES, ServerConfig
@@ -60,11 +66,15 @@ def cmd_serve(args: argparse.Namespace) -> int:
         raise EngineError(f"--mode {mode} needs --draft")
     gen = GenerationParams(mode=mode, k=args.k, fanout=args.fanout)
     body = MAX_BODY_BYTES if args.max_body_mb is None else int(args.max_body_mb * (1 << 20))
+    if args.thinking_budget is not None and args.thinking_budget < 0:
+        raise EngineError(f"--thinking-budget must be 0 or more, got {args.thinking_budget}")
+    template = builtin.source(args.chat_template) if args.chat_template else None
     config = ServerConfig(host=args.host, port=args.port, api_key=args.api_key, model_id=args.model_id,
                           any_model_name=args.any_model_name,
                           generation=gen, max_queue=args.queue, cors_origins=tuple(args.cors_origin),
                           allowed_hosts=tuple(args.allow_host), max_body_bytes=body,
-                          access_log=bool(getattr(args, "verbose", False)))
+                          access_log=bool(getattr(args, "verbose", False)), chat_template=template,
+                          thinking_budget=args.thinking_budget)
     engine_config = EngineConfig(
         args.target, args.draft if mode != "ar" else None, n_ctx=args.ctx, threads=args.threads,
         draft_threads=args.draft_threads, gpu_layers=args.gpu_layers, draft_gpu_layers=args.draft_gpu_layers,
@@ -81,6 +91,10 @@ def cmd_serve(args: argparse.Namespace) -> int:
             if isinstance(cause, OSError) and cause.errno in (errno.EADDRINUSE, errno.EACCES):
                 raise ServerError(f"{exc}; serve on another port with --port N") from exc
             raise
+        if template is None and not engine.chat_format().has_template:
+            print("note: this model file has no chat template (a base model?): chat requests are refused with a "
+                  "400 that says so; /v1/completions takes plain text, or restart with --chat-template NAME|FILE",
+                  file=sys.stderr, flush=True)
         urls = server.urls
         more = f" (also {', '.join(urls[1:])})" if len(urls) > 1 else ""
         print(f"serving {urls[0]}{more} (model {server.model_id!r}, mode {mode}); "

@@ -30,6 +30,8 @@ class ServerConfig:
     allowed_hosts: tuple[str, ...] = ()  # Host names accepted besides addresses, localhost and this machine's name
     max_body_bytes: int = MAX_BODY_BYTES  # a request body over this is answered 413
     access_log: bool = False
+    chat_template: str | None = None  # a template source that stands in for the model's (--chat-template)
+    thinking_budget: int | None = None  # thinking tokens a reply may spend before its answer (a request may lower it)
 
     def __post_init__(self) -> None:
         if not 0 <= self.port <= 65535:

@@ -9,13 +9,12 @@ from fastapi import FastAPI, Request
 from fastapi.responses import Response
 
 from engine import ChatTemplateError, ParameterError
-from engine.core.chat import tokenize_chat
 from engine.core.fim import fim_tokens
 
 from . import errors, replies, responses
 from .errors import APIError
 from .schemas import ChatCompletionRequest, CompletionRequest
-from .structured import chat_plan, sampling_extras, uses_tools
+from .structured import chat_plan, sampling_extras
 
 if TYPE_CHECKING:
     from .app import Service
@@ -42,17 +41,24 @@ def add(app: FastAPI, service: Service) -> None:
 async def chat(service: Service, request: Request, body: ChatCompletionRequest) -> Response:
     service.check_model(body.model)
     await service.check_size([m.text for m in body.messages], "messages")
-    tooled = uses_tools(body)
-    model = await service.ask(service.vocab.get) if tooled or body.logit_bias else None
-    plan = chat_plan(body, model.chat_template() if model is not None else None)
+    template = service.config.chat_template
+    fmt = await service.chat_format()
+    if not fmt.has_template and template is None:
+        raise APIError(400, "this model file has no chat template (it is likely a base model, trained on plain "
+                       "text), so chat messages cannot be turned into its prompt: use /v1/completions with the "
+                       "text itself, or start the server with --chat-template NAME|FILE", param="messages",
+                       code="no_chat_template")
+    plan = chat_plan(body, fmt)
+    engine = service.engine
     try:
-        if tooled and model is not None:  # tools and tool turns are rendered here, with the template's own markup
-            prompt = await service.ask(tokenize_chat, model, plan.messages, plan.tools)
-        else:
-            prompt = await service.ask(service.engine.messages_tokens, plan.messages)
+        prompt = await service.ask(engine.messages_tokens, plan.messages, plan.variables, template, plan.tools)
+        plan.section = await service.ask(engine.reply_section, plan.messages, plan.variables, template, plan.tools)
     except (ChatTemplateError, ParameterError) as exc:  # e.g. a template that insists on alternating turns
         raise APIError(400, str(exc), param="messages", code="invalid_messages") from exc
+    model = await service.ask(service.vocab.get) if body.logit_bias else None
     extras = sampling_extras(body, plan.grammar, model.n_vocab if model is not None else 0)
+    budget = min((b for b in (body.thinking_budget, service.config.thinking_budget) if b is not None), default=None)
+    plan.thinking_budget = budget
     return await service.serve(request, replies.CHAT, body, prompt, "messages", extras, plan)
 
 

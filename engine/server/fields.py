@@ -33,12 +33,13 @@ _COMMON: dict[str, tuple[str, str]] = {
 }
 CHAT: dict[str, tuple[str, str]] = {
     **_COMMON,
-    "messages": (NOTED, "system, developer (as system), user, assistant (with tool_calls), tool and function "
-                 "roles; text content only"),
+    "messages": (NOTED, "system, developer (as system), user, assistant (with tool_calls and reasoning_content), "
+                 "tool and function roles; text content only"),
     "max_completion_tokens": (NOTED, "as max_tokens"),
     "response_format": (HONOURED, "text, json_object (a JSON object) and json_schema (strict or not, the schema is "
                         "enforced by a grammar; a keyword the grammar cannot enforce is refused by name)"),
-    "tools": (NOTED, "function tools, rendered by the model's own chat template (400 if it renders none)"),
+    "tools": (NOTED, "function tools, rendered by the model's own chat template and parsed in its family's format "
+              "(400 for a template whose format is not known: docs/families.md)"),
     "tool_choice": (NOTED, "none, auto, required, or a named function; required and named are forced by a grammar "
                     "and produce one call"),
     "parallel_tool_calls": (NOTED, "auto may return several calls; required and named return one"),
@@ -52,7 +53,8 @@ CHAT: dict[str, tuple[str, str]] = {
     "web_search_options": (REFUSED, "no web search"),
     "verbosity": (REFUSED, "no verbosity control"),
     "moderation": (REFUSED, "no moderation"),
-    "reasoning_effort": (IGNORED, "the served models have no reasoning setting this server passes on"),
+    "reasoning_effort": (NOTED, "passed to the chat template: GPT-OSS's effort; none or minimal switches thinking "
+                         "off and low to high on where the template has only a switch (enable_thinking)"),
     "metadata": (IGNORED, "stored-completion bookkeeping; changes no reply"),
     "store": (IGNORED, "nothing is stored"),
     "service_tier": (IGNORED, "one tier"),
@@ -74,6 +76,8 @@ EXTENSIONS: dict[str, str] = {
     "mode": "ar, sd, ssd, lookup or auto: this request's speculation mode",
     "top_k": "0 (off) or the number of likeliest tokens sampled among",
     "min_p": "0 (off) to below 1",
+    "chat_template_kwargs": "variables for the model's chat template (enable_thinking...), as llama.cpp and vLLM take",
+    "thinking_budget": "the most thinking tokens: past it the thinking block is closed and the answer follows",
 }
 
 # The value of each refused field that asks for nothing (sent by clients that fill in every default).

@@ -6,10 +6,12 @@ import asyncio
 import logging
 import threading
 from collections.abc import AsyncIterator, Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
-from engine import ContextFullError, Engine, EngineError, GenerationParams, GenerationStats, ParameterError
+from engine import ContextFullError, Engine, EngineError, Generation, GenerationParams, GenerationStats, ParameterError
+from engine.chat.budget import ThinkingBudget
 from engine.process import EngineStopped, RemoteEngine, protocol
+from engine.process.client import RemoteGeneration
 
 from .errors import APIError
 
@@ -63,6 +65,7 @@ class Outcome:
     finish_reason: str = "stop"
     error: EngineError | None = None
     cancelled: bool = False
+    reasoning_tokens: int = 0  # of the reply's tokens, those that were thinking
 
 
 _END = object()
@@ -83,8 +86,10 @@ class Job:
         stops: Sequence[str],
         on_token: Callable[[int], None],
         on_end: Callable[[Outcome], None],
+        budget: ThinkingBudget | None = None,
     ) -> None:
         self._engine = engine
+        self._budget = budget
         self._prompt = list(prompt)
         self._params = params
         self._matcher = StopMatcher(stops)
@@ -95,6 +100,7 @@ class Job:
         self._queue: asyncio.Queue[object] = asyncio.Queue()
         self._thread = threading.Thread(target=self._work, name="ssd-chat-server-gen", daemon=True)
         self.outcome = Outcome()
+        self._over = False  # the generation running stopped at the thinking budget
 
     def start(self) -> None:
         self._thread.start()
@@ -126,15 +132,20 @@ class Job:
 
     def _work(self) -> None:
         gen = None
+        made = 0  # tokens of the generations before the one running (a thinking block closed by the budget)
         try:
-            gen = self._engine.generate(self._prompt, self._params, self._stop)
-            for n, ev in enumerate(gen, 1):
-                text = self._matcher.feed(ev.text)
-                if text:
-                    self._put(text)
-                self._on_token(n)
-                if self._matcher.hit or self._stop.is_set():
-                    break
+            prompt, params = self._prompt, self._params
+            while gen is None or self._close_thinking(gen):
+                if gen is not None:  # the budget is spent: the block's end is written and the answer follows
+                    assert self._budget is not None and self._budget.close is not None
+                    close = self._engine.markup_tokens(self._budget.close)
+                    made += len(gen.tokens) + len(close)
+                    prompt = [*prompt, *gen.tokens, *close]
+                    params = replace(params, max_tokens=max(1, params.max_tokens - len(gen.tokens) - len(close)))
+                    self._put(self._matcher.feed(self._budget.close))
+                    self._budget.closed()
+                gen = self._engine.generate(prompt, params, self._stop)
+                self._run(gen, made)
             gen.close()
             if not self._matcher.hit:
                 tail = self._matcher.flush()
@@ -150,10 +161,33 @@ class Job:
             if gen is not None:
                 gen.close()
                 self.outcome.stats = gen.stats
+                if made:
+                    gen.stats.set_count(gen.stats.new_tokens + made)
+            if self._budget is not None:
+                self.outcome.reasoning_tokens = self._budget.spent
             try:
                 self._on_end(self.outcome)
             finally:
                 self._put(_END)
+
+    def _run(self, gen: Generation | RemoteGeneration, made: int) -> None:
+        """Send ``gen``'s text until it ends, a stop string, a stop, or the thinking budget."""
+        self._over = False
+        for n, ev in enumerate(gen, made + 1):
+            text = self._matcher.feed(ev.text)
+            if text:
+                self._put(text)
+            self._on_token(n)
+            if self._matcher.hit or self._stop.is_set():
+                break
+            if self._budget is not None and self._budget.feed(ev.text):
+                self._over = True
+                break
+
+    def _close_thinking(self, gen: Generation | RemoteGeneration) -> bool:
+        """Whether ``gen`` stopped at the thinking budget with room left for the answer."""
+        gen.close()
+        return self._over and not self._stop.is_set() and gen.stats.finish_reason != "length"
 
 
 def engine_failure(exc: Exception) -> APIError:

@@ -35,9 +35,11 @@ def speculation(stats: GenerationStats) -> dict[str, Any]:
     return out
 
 
-def usage(prompt_tokens: int, stats: GenerationStats | None) -> dict[str, int]:
+def usage(prompt_tokens: int, stats: GenerationStats | None, reasoning_tokens: int = 0) -> dict[str, Any]:
+    """Token counts; ``reasoning_tokens``: the completion's tokens that were thinking (counted in completion)."""
     completion = stats.new_tokens if stats is not None else 0
-    return {"prompt_tokens": prompt_tokens, "completion_tokens": completion, "total_tokens": prompt_tokens + completion}
+    return {"prompt_tokens": prompt_tokens, "completion_tokens": completion, "total_tokens": prompt_tokens + completion,
+            "completion_tokens_details": {"reasoning_tokens": min(reasoning_tokens, completion)}}
 
 
 def _head(kind: str, rid: str, created: int, model: str, fingerprint: str, chunk: bool) -> dict[str, Any]:
@@ -48,19 +50,22 @@ def _head(kind: str, rid: str, created: int, model: str, fingerprint: str, chunk
 
 def whole(
     kind: str, rid: str, created: int, model: str, fingerprint: str, text: str, finish: str, prompt_tokens: int,
-    stats: GenerationStats | None, calls: dict[str, Any] | None = None,
+    stats: GenerationStats | None, calls: dict[str, Any] | None = None, reasoning: str = "",
+    reasoning_tokens: int = 0,
 ) -> dict[str, Any]:
-    """A non-streamed reply; ``calls``: the message's tool-call fields (:mod:`.toolreply`; content None with
+    """A non-streamed reply; ``calls``: the message's tool-call fields (:mod:`.chatreply`; content None with
     calls and no text, as OpenAI sends it)."""
     choice: dict[str, Any] = {"index": 0, "finish_reason": finish, "logprobs": None}
     if kind == CHAT:
         content = None if calls and not text else text
         choice["message"] = {"role": "assistant", "content": content, "refusal": None, **(calls or {})}
+        if reasoning:
+            choice["message"]["reasoning_content"] = reasoning
     else:
         choice["text"] = text
     out = _head(kind, rid, created, model, fingerprint, chunk=False)
     out["choices"] = [choice]
-    out["usage"] = usage(prompt_tokens, stats)
+    out["usage"] = usage(prompt_tokens, stats, reasoning_tokens)
     if stats is not None:
         out["speculation"] = speculation(stats)
     return out
@@ -69,8 +74,9 @@ def whole(
 def chunk(
     kind: str, rid: str, created: int, model: str, fingerprint: str, *, text: str | None = None, role: bool = False,
     finish: str | None = None, stats: GenerationStats | None = None, calls: dict[str, Any] | None = None,
+    reasoning: str | None = None,
 ) -> dict[str, Any]:
-    """One streamed piece: text, the opening role (chat), tool calls (``calls``: :func:`.toolreply.delta_calls`),
+    """One streamed piece: text, the opening role (chat), tool calls (``calls``: :func:`.chatreply.delta_calls`),
     or the closing finish reason with stats."""
     choice: dict[str, Any] = {"index": 0, "finish_reason": finish, "logprobs": None}
     if kind == CHAT:
@@ -79,6 +85,8 @@ def chunk(
             delta["role"] = "assistant"
         if text is not None:
             delta["content"] = text
+        if reasoning is not None:
+            delta["reasoning_content"] = reasoning
         delta.update(calls or {})
         choice["delta"] = delta
     else:
@@ -91,11 +99,11 @@ def chunk(
 
 
 def usage_chunk(kind: str, rid: str, created: int, model: str, fingerprint: str, prompt_tokens: int,
-                stats: GenerationStats | None) -> dict[str, Any]:
+                stats: GenerationStats | None, reasoning_tokens: int = 0) -> dict[str, Any]:
     """The last chunk when ``stream_options.include_usage`` is set: no choices, only usage."""
     out = _head(kind, rid, created, model, fingerprint, chunk=True)
     out["choices"] = []
-    out["usage"] = usage(prompt_tokens, stats)
+    out["usage"] = usage(prompt_tokens, stats, reasoning_tokens)
     return out
 
 

@@ -36,6 +36,7 @@ class ResponsesRequest(BaseModel):
     tool_choice: Literal["none", "auto", "required"] | dict[str, Any] | None = None
     text: dict[str, Any] | None = None
     mode: Literal["ar", "sd", "ssd", "lookup", "auto"] | None = None
+    reasoning: dict[str, Any] | None = None  # {"effort": ...}: the chat request's reasoning_effort
 
     @model_validator(mode="before")
     @classmethod
@@ -82,7 +83,8 @@ def _messages(body: ResponsesRequest) -> list[dict[str, Any]]:
 def chat_request(body: ResponsesRequest) -> ChatCompletionRequest:
     """The chat request that ``body`` asks for (validated as any chat request is)."""
     chat: dict[str, Any] = {"model": body.model, "messages": _messages(body), "temperature": body.temperature,
-                            "top_p": body.top_p, "max_tokens": body.max_output_tokens, "mode": body.mode}
+                            "top_p": body.top_p, "max_tokens": body.max_output_tokens, "mode": body.mode,
+                            "reasoning_effort": (body.reasoning or {}).get("effort")}
     if body.tools:
         for i, tool in enumerate(body.tools):
             if tool.get("type") != "function":
@@ -109,6 +111,9 @@ def reply(body: ResponsesRequest, chat_reply: Response) -> Response:
     choice = done["choices"][0]
     msg = choice["message"]
     output: list[dict[str, Any]] = []
+    if msg.get("reasoning_content"):  # the thinking, as a reasoning item before the answer (OpenAI's shape)
+        output.append({"type": "reasoning", "id": "rs_" + uuid.uuid4().hex[:24], "summary": [],
+                       "content": [{"type": "reasoning_text", "text": msg["reasoning_content"]}]})
     if msg.get("content"):
         output.append({"type": "message", "id": "msg_" + uuid.uuid4().hex[:24], "status": "completed",
                        "role": "assistant", "content": [{"type": "output_text", "text": msg["content"],
@@ -129,6 +134,7 @@ def reply(body: ResponsesRequest, chat_reply: Response) -> Response:
         "text": body.text or {"format": {"type": "text"}},
         "usage": {"input_tokens": usage["prompt_tokens"], "output_tokens": usage["completion_tokens"],
                   "total_tokens": usage["total_tokens"], "input_tokens_details": {"cached_tokens": 0},
-                  "output_tokens_details": {"reasoning_tokens": 0}},
+                  "output_tokens_details": {"reasoning_tokens":
+                                            usage["completion_tokens_details"]["reasoning_tokens"]}},
         "speculation": done.get("speculation"),
     })

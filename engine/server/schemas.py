@@ -29,12 +29,14 @@ class ChatMessage(BaseModel):
     function_call: FunctionCallSpec | None = None
     tool_call_id: str | None = None
     name: str | None = None
+    reasoning_content: str | None = None  # an assistant turn's thinking, rendered back where the template reads it
+    reasoning: str | None = None  # the same under the name some clients send
 
     @field_validator("content")
     @classmethod
-    def _text_only(cls, value: Any) -> str:
+    def _text_only(cls, value: Any) -> str | None:
         if value is None:
-            return ""
+            return None  # templates branch on a missing content (an assistant turn that only calls tools)
         if isinstance(value, str):
             return value
         if isinstance(value, list):
@@ -49,6 +51,10 @@ class ChatMessage(BaseModel):
     @property
     def text(self) -> str:
         return "" if self.content is None else str(self.content)  # an omitted content is never validated
+
+    @property
+    def thinking(self) -> str | None:
+        return self.reasoning_content if self.reasoning_content is not None else self.reasoning
 
 
 class StreamOptions(BaseModel):
@@ -124,6 +130,9 @@ class ChatCompletionRequest(_Sampling):
     parallel_tool_calls: bool | None = None
     functions: list[FunctionSpec] | None = None  # legacy: tools of type function
     function_call: Literal["none", "auto"] | FunctionName | None = None  # legacy: tool_choice
+    reasoning_effort: Literal["none", "minimal", "low", "medium", "high"] | None = None
+    chat_template_kwargs: dict[str, Any] | None = None  # extension: variables for the model's chat template
+    thinking_budget: int | None = Field(default=None, ge=0)  # extension: thinking tokens before the answer is due
     FIELDS = fields.CHAT
 
     @property

@@ -8,7 +8,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from engine import Engine
-from engine.core import tools as tl
+from engine.chat.families import by_name, plain
+from engine.chat.family import CONTENT, Family
+from engine.chat.format import ChatFormat, thinking_variables
+from engine.chat.history import template_tool_calls
 from engine.core.backend import Model
 from engine.core.chat import Message
 from engine.core.constraints import check_bias
@@ -21,6 +24,7 @@ from .job import ServedEngine
 from .schemas import ChatCompletionRequest, ChatMessage, CompletionRequest
 
 SCHEMA_PARAM = "response_format.json_schema.schema"
+OFF_EFFORTS = ("none", "minimal")  # reasoning_effort values that ask for no thinking where a template has a switch
 
 
 @dataclass(slots=True)
@@ -28,15 +32,18 @@ class ChatPlan:
     """What a chat request asks of the prompt and of the reply."""
 
     messages: list[Message]
+    family: Family = field(default_factory=lambda: plain.FAMILY)  # the reply's format
     tools: list[dict[str, Any]] | None = None  # rendered by the template
-    style: str | None = None  # tools' style (engine.core.tools), when the reply may hold calls
     names: list[str] = field(default_factory=list)  # the tools the reply may call
     grammar: str = ""  # GBNF the reply must follow ("" = free)
     legacy: bool = False  # the request used ``functions``: the reply carries ``function_call``
+    variables: dict[str, Any] = field(default_factory=dict)  # the template's switches (enable_thinking...)
+    section: str = CONTENT  # where the reply starts: thinking when the prompt opened a thinking block
+    thinking_budget: int | None = None  # thinking tokens before the block is closed
 
     @property
     def calls_possible(self) -> bool:
-        return self.style is not None and bool(self.names)
+        return self.family.calls and bool(self.names)
 
 
 class VocabModel:
@@ -67,39 +74,54 @@ def uses_tools(body: ChatCompletionRequest) -> bool:
     return bool(body.tool_list) or _tool_history(body)
 
 
-def chat_plan(body: ChatCompletionRequest, template: str | None) -> ChatPlan:
-    """The plan for ``body`` on a model with this chat template (which decides whether tools can be offered)."""
-    style = tl.tool_style(template)
+def chat_plan(body: ChatCompletionRequest, fmt: ChatFormat) -> ChatPlan:
+    """The plan for ``body`` on a model with this chat format (which decides whether tools can be offered)."""
+    family = by_name(fmt.family) or plain.FAMILY
     offered = body.tool_list
     choice, name = body.choice
     tool_field = "tools" if body.tools else "functions"
-    if style is None and (_tool_history(body) or (offered and choice != "none")):
-        raise APIError(400, f"{tool_field if offered else 'messages'}: this model's chat template does not render "
-                       "tools or tool calls, so the model cannot be offered any", param=tool_field if offered
-                       else "messages", code="tools_unsupported")
-    plan = ChatPlan([_message(m, i) for i, m in enumerate(body.messages)], legacy=body.legacy)
-    if offered and style is not None:
+    if not family.calls and (_tool_history(body) or (offered and choice != "none")):
+        raise APIError(400, f"{tool_field if offered else 'messages'}: this model's chat template ({fmt.label}) has "
+                       "no tool-call format this server knows, so the model cannot be offered tools",
+                       param=tool_field if offered else "messages", code="tools_unsupported")
+    plan = ChatPlan([_message(m, i) for i, m in enumerate(body.messages)], family=family, legacy=body.legacy,
+                    variables=_variables(body, fmt), thinking_budget=body.thinking_budget)
+    if offered:
         plan.tools = offered
         if choice != "none":
-            plan.style = style
             plan.names = [t["function"]["name"] for t in offered]
-    fmt = body.response_format
-    wants_json = fmt is not None and fmt.type != "text"
+    fmt_ = body.response_format
+    wants_json = fmt_ is not None and fmt_.type != "text"
     if choice in ("required", "named") and offered:
-        assert style is not None
-        try:
-            plan.grammar = tl.call_grammar(offered, style, name)
-        except ParameterError as exc:
-            raise APIError(400, str(exc), param="tool_choice", code="invalid_value") from exc
-        except SchemaError as exc:
-            raise APIError(400, f"{tool_field}: a parameter schema: {exc}", param=tool_field,
-                           code="unsupported_schema") from exc
+        plan.grammar = _call_grammar(family, offered, name, tool_field)
     elif wants_json:
         plan.grammar = _json_grammar(body)
         if plan.calls_possible:  # auto: the reply is either one tool call or the JSON asked for
-            assert style is not None
-            plan.grammar = either(tl.call_grammar(offered, style), plan.grammar)
+            plan.grammar = either(_call_grammar(family, offered, None, tool_field), plan.grammar)
     return plan
+
+
+def _call_grammar(family: Family, offered: list[dict[str, Any]], name: str | None, tool_field: str) -> str:
+    if family.call_grammar is None:
+        raise APIError(400, f"tool_choice: this model's format ({family.label}) cannot be forced to call a tool",
+                       param="tool_choice", code="invalid_value")
+    try:
+        return family.call_grammar(offered, name)
+    except ParameterError as exc:
+        raise APIError(400, str(exc), param="tool_choice", code="invalid_value") from exc
+    except SchemaError as exc:
+        raise APIError(400, f"{tool_field}: a parameter schema: {exc}", param=tool_field,
+                       code="unsupported_schema") from exc
+
+
+def _variables(body: ChatCompletionRequest, fmt: ChatFormat) -> dict[str, Any]:
+    """The template's switches: ``reasoning_effort`` in the family's terms, then the request's own kwargs."""
+    out: dict[str, Any] = {}
+    effort = body.reasoning_effort
+    if effort is not None:
+        out.update(thinking_variables(fmt, effort not in OFF_EFFORTS, effort if effort not in OFF_EFFORTS else None))
+    out.update(body.chat_template_kwargs or {})
+    return out
 
 
 def _json_grammar(body: ChatCompletionRequest) -> str:
@@ -118,13 +140,15 @@ def _json_grammar(body: ChatCompletionRequest) -> str:
 
 def _message(m: ChatMessage, i: int) -> Message:
     role = {"developer": "system", "function": "tool"}.get(m.role, m.role)
-    out = Message(role=role, content=m.text)
+    out = Message(role=role, content=m.content)
+    if m.thinking is not None and role == "assistant":
+        out["reasoning_content"] = m.thinking
     calls = [c.model_dump() for c in m.tool_calls or ()]
     if m.function_call is not None:
         calls.append({"id": "", "type": "function", "function": m.function_call.model_dump()})
     if calls:
         try:
-            out["tool_calls"] = tl.template_tool_calls(calls, f"messages[{i}].tool_calls")
+            out["tool_calls"] = template_tool_calls(calls, f"messages[{i}].tool_calls")
         except ParameterError as exc:
             raise APIError(400, str(exc), param=f"messages[{i}].tool_calls", code="invalid_value") from exc
     if m.tool_call_id is not None:

@@ -17,7 +17,7 @@ from engine.remote import server as rpc_server
 from engine.remote.cli import add_rpc_argument
 from engine.server import add_serve_parser
 
-from . import models_cli
+from . import chatformat_cli, models_cli
 from .clihelp import LAYERS_HELP, HelpFormatter, gpu_layers, one_line
 
 
@@ -148,6 +148,7 @@ def build_parser() -> argparse.ArgumentParser:
     models_cli.register(sub)
     add_serve_parser(sub)
     rpc_server.register(sub)
+    chatformat_cli.register(sub)
     try:
         from . import bench
     except ImportError:  # pragma: no cover - bench is optional while it is built
