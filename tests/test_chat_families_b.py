@@ -1,5 +1,5 @@
-"""Reply formats of Functionary, GLM, Kimi K2, LFM2, Gemma 4, Phi-4, Nemotron, MiniMax and SmolLM3: each model output
-splits into the content, thinking and calls its family means, whole and streamed, and each template finds its family."""
+"""Reply formats of Functionary, GLM, Kimi K2, LFM2, Gemma 4, Phi-4, Nemotron, MiniMax, SmolLM3 and Seed-OSS: each
+model output splits into the content, thinking and calls its family means, whole and streamed; templates find them."""
 
 from __future__ import annotations
 
@@ -150,6 +150,15 @@ CASES: list[tuple[str, str, str, str, str, list[Call]]] = [
     ("minimax", THINKING, "\n</think>\n\n<minimax:tool_call>\n<invoke name=\"special_function\">\n<parameter "
      "name=\"arg1\">1</parameter>\n</invoke>\n<invoke name=\"get_time\">\n<parameter name=\"city\">Lyon</parameter>"
      "\n</invoke>\n</minimax:tool_call>", "", "", [(SF, {"arg1": 1}), ("get_time", {"city": "Lyon"})]),
+    # Seed-OSS
+    ("seed_oss", CONTENT, "<seed:think>Weighing it</seed:think>\nGood day!", "Good day!", "Weighing it", []),
+    ("seed_oss", CONTENT, "<seed:tool_call>\n<function=special_function>\n<parameter=arg1>1</parameter>\n"
+     "</function>\n</seed:tool_call>", "", "", ONE),
+    ("seed_oss", CONTENT, "<seed:tool_call>\n<function=special_function>\n<parameter=arg1>1</parameter>\n</function>"
+     "\n</seed:tool_call>\n<seed:tool_call>\n<function=special_function_with_opt>\n<parameter=arg1>1</parameter>\n"
+     "<parameter=arg2>2</parameter>\n</function>\n</seed:tool_call>", "", "", TWO),
+    ("seed_oss", CONTENT, "<seed:tool_call>\n<function=todo_list>\n<parameter=todos>[{\"t\": \"a\", \"done\": false}]"
+     "</parameter>\n</function>\n</seed:tool_call>", "", "", [("todo_list", {"todos": [{"t": "a", "done": False}]})]),
     # SmolLM3
     ("smollm3", CONTENT, "<think>\nQuick one\n</think>\nGood day!", "Good day!", "Quick one", []),
     ("smollm3", CONTENT, "<tool_call>\n{\"name\": \"special_function\", \"arguments\": {\"arg1\": 1}}\n</tool_call>",
@@ -206,6 +215,8 @@ def test_call_inside_thinking_is_thinking(name: str, section: str, text: str, re
     ("minimax", CONTENT, "<minimax:tool_call><invoke name=\"special_function\"><parameter name=\"arg1\">1"
      "</parameter></invoke></minimax:tool_call>"),
     ("smollm3", CONTENT, "<tool_call>{\"name\": \"special_function\", \"arguments\": {\"arg1\": 1}}</tool_call>"),
+    ("seed_oss", CONTENT, "<seed:tool_call><function=special_function><parameter=arg1>1</parameter></function>"
+     "</seed:tool_call>"),
 ])
 def test_call_of_a_tool_not_offered_stays_content(name: str, section: str, text: str) -> None:
     content, _, calls = split_whole(_family(name), text, ["other_tool"], section)
@@ -224,10 +235,10 @@ FOUND = [
     ("LFM2-8B-A1B.jinja", "lfm2"), ("LFM2.5-Instruct.jinja", "lfm2"), ("LFM2.5-8B-A1B.jinja", "lfm2"),
     ("google-gemma-4-31B-it.jinja", "gemma4"), ("google-gemma-4-31B-it-interleaved.jinja", "gemma4"),
     ("NVIDIA-Nemotron-Nano-v2.jinja", "nemotron"), ("MiniMax-M2.jinja", "minimax"),
-    ("HuggingFaceTB-SmolLM3-3B.jinja", "smollm3"),
+    ("HuggingFaceTB-SmolLM3-3B.jinja", "smollm3"), ("ByteDance-Seed-OSS.jinja", "seed_oss"),
 ]
 """Each real template these families take; no other template may take one of them."""
-MINE = (F31, F32, "glm45", "kimi_k2", "lfm2", "gemma4", "phi4", "nemotron", "minimax", "smollm3")
+MINE = (F31, F32, "glm45", "kimi_k2", "lfm2", "gemma4", "phi4", "nemotron", "minimax", "smollm3", "seed_oss")
 
 
 @pytest.mark.parametrize(("template", "name"), [*FOUND, ("google-gemma-2-2b-it.jinja", "plain")])

@@ -9,7 +9,7 @@ from ..family import Family
 from . import plain
 
 ORDER = (
-    "gpt_oss", "qwen3_coder", "glm45", "kimi_k2", "deepseek_v31", "deepseek_r1", "minimax", "command_r",
+    "gpt_oss", "seed_oss", "qwen3_coder", "glm45", "kimi_k2", "deepseek_v31", "deepseek_r1", "minimax", "command_r",
     "functionary", "functionary_v32", "mistral", "lfm2", "gemma4", "granite", "phi4", "nemotron", "smollm3",
     "llama3", "hermes",
 )
