@@ -11,12 +11,14 @@ from typing import Any
 from PySide6.QtCore import QObject, QTimer, Signal
 
 from app.chat.conversations import short_title
+from app.chat.editing import Editing
 from app.chat.pane import ChatPane
 from app.chat.readout import Readout
-from app.chat.stats_text import CRASHED, stats_text
+from app.chat.stats_text import stats_text
 from app.history.save_queue import DISK_FULL, SaveQueue
 from app.history.store import DiskFullError, History, Message
 from app.startup import crash
+from app.worker.chat_setup import ChatChoice, Turn
 from app.worker.engine_worker import FinishedReply
 from app.worker.host import EngineHost
 from app.worker.restart_banner import RestartBanner
@@ -54,8 +56,10 @@ class ReplySession(QObject):
     problem = Signal(str)
 
     def __init__(self, host: EngineHost, history: History, pane: ChatPane, params_for: ParamsFor,
-                 overflow_for: Callable[[], str], parent: QObject | None = None) -> None:
+                 overflow_for: Callable[[], str], parent: QObject | None = None,
+                 chat_for: Callable[[], ChatChoice] = ChatChoice) -> None:
         super().__init__(parent)
+        self.chat_for = chat_for  # the thinking switch, and the template picked for the loaded model
         self.host = host
         self.history = history
         self.pane = pane
@@ -68,7 +72,7 @@ class ReplySession(QObject):
         self.reply_id: int | None = None
         self.conversation_id: int | None = None  # the conversation the reply streams into
         self.shown_id: int | None = None  # the conversation on screen
-        self.editing_id: int | None = None
+        self.editing = Editing(pane)
         self._request_id = 0
         self._mode = ""
         self._last_stats: dict[str, Any] | None = None
@@ -83,6 +87,7 @@ class ReplySession(QObject):
         self._save_timer.timeout.connect(self._on_save_timeout)
         host.context_fitted.connect(self._on_context_fitted)
         host.token_generated.connect(self._on_token_generated)
+        host.thinking_generated.connect(self._on_thinking_generated)
         host.stats_changed.connect(self._on_stats_changed)
         host.generation_finished.connect(self._on_generation_finished)
         host.failed.connect(self._on_failed)
@@ -117,8 +122,8 @@ class ReplySession(QObject):
         """
         self.saves.flush()  # a reply kept in memory goes first, if there is room now
         try:
-            if self.editing_id is not None:
-                self.history.delete_from(conversation_id, self.editing_id)
+            if self.editing.message_id is not None:
+                self.history.delete_from(conversation_id, self.editing.message_id)
             if self.history.conversation(conversation_id).title == NEW_TITLE:
                 self.history.rename(conversation_id, short_title(text))
             placeholder = self.history.add_turn(conversation_id, text)
@@ -177,21 +182,12 @@ class ReplySession(QObject):
 
     def begin_edit(self, message_id: int) -> None:
         """Put an earlier user message into the input box; sending replaces it and what follows."""
-        if self.reply_id is not None:
-            return
-        self.editing_id = message_id
-        self.pane.prompt_edit.setPlainText(self.history.message(message_id).content)
-        self.pane.edit_note.setText("Editing an earlier message: sending replaces it and everything after it"
-                                    " (Esc cancels).")
-        self.pane.edit_note.show()
-        self.pane.prompt_edit.setFocus()
+        if self.reply_id is None:
+            self.editing.begin(message_id, self.history.message(message_id).content)
 
     def cancel_edit(self) -> None:
         """Leave editing mode (the input box is cleared)."""
-        if self.editing_id is not None:
-            self.editing_id = None
-            self.pane.prompt_edit.clear()
-        self.pane.edit_note.hide()
+        self.editing.cancel()
 
     def shutdown(self) -> None:
         """Save what was shown of a reply in flight; the app is closing."""
@@ -202,22 +198,25 @@ class ReplySession(QObject):
         self.saves.flush()
         self.saves.close()
 
-    def mark_crashed(self, note: crash.CrashNote) -> None:
-        """Mark the reply the previous run died in (it stays, cut short, with the reason under it)."""
-        if note.message_id is None or note.fault is None:
-            return
+    def answer(self, conversation_id: int) -> bool:
+        """Reply to the conversation's last message where it is the user's and unanswered (a reply refused for want
+        of a chat template, once one is picked); whether a reply started."""
+        messages = self.history.messages(conversation_id)
+        if self.reply_id is not None or not messages or messages[-1].role != "user":
+            return False
         try:
-            message = self.history.message(note.message_id)
-        except KeyError:
-            return
-        stats = {**(message.stats or {}), "finish_reason": CRASHED}
-        self.saves.write(message.id, message.content, stats=stats, runs=message.runs, complete=False)
+            placeholder = self.history.add_message(conversation_id, "assistant", "", complete=False)
+        except DiskFullError:
+            self.problem.emit(NOT_SENT)
+            return False
+        self._start(conversation_id, placeholder.id)
+        return True
 
     # -- the reply in flight ----------------------------------------------------------------------
     def _start(self, conversation_id: int, reply_id: int) -> None:
         system = self.history.conversation(conversation_id).system_prompt.strip()
-        chat = [("system", system)] if system else []
-        chat += [(m.role, m.content) for m in self.messages(conversation_id) if m.id != reply_id]
+        chat: list[Turn] = [("system", system)] if system else []
+        chat += [(m.role, m.content, m.reasoning) for m in self.messages(conversation_id) if m.id != reply_id]
         params = self.params_for(self._regenerations)
         crash.reply_started(conversation_id, reply_id)
         self.conversation_id, self.reply_id, self._mode = conversation_id, reply_id, params.mode
@@ -225,7 +224,7 @@ class ReplySession(QObject):
         self.pane.chat_view.begin_stream()
         self.history_changed.emit()
         self._save_timer.start()
-        self._request_id = self.host.generate(chat, params, self.overflow_for())
+        self._request_id = self.host.generate(chat, params, self.overflow_for(), self.chat_for())
 
     def _streaming_shown(self) -> bool:
         return self.reply_id is not None and self.shown_id == self.conversation_id
@@ -235,12 +234,15 @@ class ReplySession(QObject):
         return {**stats, "dropped_turns": self._dropped} if self._dropped else stats
 
     def _save_partial(self, reason: str) -> None:
-        """Save what the view has shown of the streaming reply (complete=False)."""
+        """Save what the view has shown of the streaming reply, its thinking apart (complete=False)."""
         text = self.pane.chat_view.live_text()
         if self.reply_id is None or text is None:
             return
-        stats = self._with_fit({**self._last_stats, "finish_reason": reason}) if self._last_stats else None
-        self.saves.write(self.reply_id, text, stats=stats, runs=self.pane.chat_view.live_runs(), complete=False)
+        thinking, seconds = self.pane.chat_view.live_thinking()
+        thought = {"thinking_s": round(seconds, 2)} if thinking and seconds is not None else {}
+        stats = self._with_fit({**self._last_stats, "finish_reason": reason, **thought}) if self._last_stats else None
+        self.saves.write(self.reply_id, text, stats=stats, runs=self.pane.chat_view.live_runs(), complete=False,
+                         reasoning=thinking)
         self._save_pending = False
 
     def _flush_or_raise(self) -> None:
@@ -265,6 +267,10 @@ class ReplySession(QObject):
         self.pane.chat_view.append_token(text, from_draft)
         self._save_pending = True
 
+    def _on_thinking_generated(self, text: str) -> None:
+        self.pane.chat_view.append_thinking(text)
+        self._save_pending = True
+
     def _on_stats_changed(self, stats: dict[str, Any]) -> None:
         if self.reply_id is None:
             return
@@ -279,7 +285,7 @@ class ReplySession(QObject):
         reply_id = self.reply_id
         stats = self.readout.finished(reply.stats)  # the speed-up's baseline is kept with the reply
         self.saves.write(reply_id, reply.text, stats=self._with_fit(stats), runs=list(reply.runs),
-                         complete=True)
+                         complete=True, reasoning=reply.reasoning)
         self._end()
         self.reply_saved.emit(reply_id)
 
@@ -287,7 +293,7 @@ class ReplySession(QObject):
         if self.reply_id is None or self.conversation_id is None:
             return
         try:
-            if self.pane.chat_view.live_text():  # cut off where it was; a dead engine is named under it
+            if self.pane.chat_view.live_text() or self.pane.chat_view.live_thinking()[0]:  # cut off where it was
                 if ENGINE_STOPPED in message:
                     self._last_stats = self._last_stats or {"mode": self._mode}  # died before its first stats
                     self._save_partial(message[message.find(ENGINE_STOPPED):])

@@ -11,6 +11,7 @@ from PySide6.QtWidgets import QTextBrowser, QWidget
 
 from app.chat.render import Renderer, mark_runs
 from app.chat.stats_text import message_status
+from app.chat.thinking import LiveThinking, ThinkingBlocks
 from app.history.store import Message
 
 REPAINT_MS = 33
@@ -59,6 +60,7 @@ class ChatView(QTextBrowser):
         self._cache: dict[tuple[int, bool, str], tuple[str, list[str]]] = {}
         self._code: dict[str, list[str]] = {}
         self._live: _Live | None = None
+        self.thinking = ThinkingBlocks()  # each reply's thinking block: open or closed
         self._live_visible = True
         self._tint = False
         self._dirty = False
@@ -89,6 +91,7 @@ class ChatView(QTextBrowser):
     def begin_stream(self) -> None:
         """Start showing a new streaming reply; the view follows it (and the message it answers)."""
         self._live = _Live("", [], "")
+        self.thinking.live = LiveThinking()
         self._live_visible = True
         self.following = True
         self._repaint_timer.start()
@@ -104,6 +107,8 @@ class ChatView(QTextBrowser):
         """Add streamed text; the repaint happens on the next timer tick."""
         if self._live is None:
             return
+        if self.thinking.live is not None:
+            self.thinking.live.answer_began()
         self._live.text += text
         runs = self._live.runs
         if runs and runs[-1][1] == from_draft:
@@ -111,6 +116,17 @@ class ChatView(QTextBrowser):
         else:
             runs.append((len(text), from_draft))
         self._dirty = True
+
+    def append_thinking(self, text: str) -> None:
+        """Add streamed thinking (shown in its block above the answer, open until the answer starts)."""
+        if self._live is not None and self.thinking.live is not None:
+            self.thinking.live.add(text)
+            self._dirty = True
+
+    def live_thinking(self) -> tuple[str, float | None]:
+        """The streaming reply's thinking so far and how long it took (None: it has not thought)."""
+        live = self.thinking.live
+        return (live.text, live.seconds) if live is not None else ("", None)
 
     def set_live_status(self, status: str) -> None:
         """Line under the streaming reply (live stats)."""
@@ -131,6 +147,7 @@ class ChatView(QTextBrowser):
     def end_stream(self) -> None:
         """Stop streaming (the caller then shows the saved message with :meth:`set_messages`)."""
         self._live = None
+        self.thinking.live = None
         self._repaint_timer.stop()
         self._repaint()
 
@@ -184,7 +201,9 @@ class ChatView(QTextBrowser):
             body, code = self._render("live", live.text, self.live_runs())
             self._code["live"] = code
             status = html.escape(live.status or "…")
-            parts.append(_bubble("Assistant", "", body or "<p>…</p>", status, ASSISTANT_BG))
+            thought = self.thinking.live.html() if self.thinking.live is not None else ""
+            parts.append(_bubble("Assistant", "", thought + (body or ("" if thought else "<p>…</p>")), status,
+                                 ASSISTANT_BG))
         if not parts:
             parts.append(f'<p style="color:{MUTED}" align="center"><br/><br/>'
                          "Type a message below to start.</p>")
@@ -234,7 +253,8 @@ class ChatView(QTextBrowser):
         if m.versions > 1:
             links = _version_links(m) + " &nbsp; " + links
         status = html.escape(message_status(m.stats, complete=m.complete, unsaved=m.unsaved))
-        return _bubble("Assistant", links, body, status, ASSISTANT_BG)
+        thought = self.thinking.saved_html(m.id, m.reasoning, (m.stats or {}).get("thinking_s"))
+        return _bubble("Assistant", links, thought + body, status, ASSISTANT_BG)
 
     def _render(self, key: str, text: str, runs: list[tuple[int, bool]]) -> tuple[str, list[str]]:
         self._renderer.reset()
@@ -257,6 +277,9 @@ class ChatView(QTextBrowser):
             self.edit_requested.emit(int(rest))
         elif scheme == "regen":
             self.regenerate_requested.emit()
+        elif scheme == "think":
+            self.thinking.toggle(rest)
+            self._repaint()
         elif scheme == "version":
             message_id, _, step = rest.partition(":")
             self.version_requested.emit(int(message_id), int(step))

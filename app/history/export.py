@@ -1,4 +1,5 @@
-"""A conversation as Markdown or JSON, with every version of a regenerated reply."""
+"""A conversation as Markdown or JSON, with every version of a regenerated reply; a reply's thinking is its own
+part (``reasoning_content`` in JSON, as OpenAI-style APIs carry it; a collapsed ``<details>`` block in Markdown)."""
 
 from __future__ import annotations
 
@@ -6,6 +7,7 @@ import re
 from typing import TYPE_CHECKING, Any
 
 from app.chat.stats_text import stats_text
+from app.chat.thinking import thought_for
 
 if TYPE_CHECKING:
     from app.history.store import History, Message, Version
@@ -20,10 +22,13 @@ def export_json(history: History, conversation_id: int) -> dict[str, Any]:
     for m in history.messages(conversation_id):
         item: dict[str, Any] = {"role": m.role, "content": m.content, "stats": m.stats, "complete": m.complete,
                                 "created": m.created}
+        if m.reasoning:
+            item["reasoning_content"] = m.reasoning
         if m.versions > 1:
             item["version"] = m.version
-            item["versions"] = [{"content": v.content, "stats": v.stats, "complete": v.complete,
-                                 "created": v.created, "shown": v.shown} for v in history.versions(m.id)]
+            item["versions"] = [{"content": v.content, "stats": v.stats, "complete": v.complete, "created": v.created,
+                                 "shown": v.shown, **({"reasoning_content": v.reasoning} if v.reasoning else {})}
+                                for v in history.versions(m.id)]
         messages.append(item)
     return {"title": conv.title, "system_prompt": conv.system_prompt, "created": conv.created,
             "messages": messages}
@@ -50,13 +55,21 @@ def export_markdown(history: History, conversation_id: int) -> str:
 def _reply(heading: str, m: Message, other: tuple[int, Version] | None) -> str:
     if other is None:
         title = f"Assistant (version {m.version} of {m.versions}, shown)" if m.versions > 1 else "Assistant"
-        content, stats = m.content, m.stats
+        content, stats, reasoning = m.content, m.stats, m.reasoning
     else:
         n, version = other
         title = f"Assistant, version {n} of {m.versions}"
-        content, stats = version.content, version.stats
-    text = f"{heading} {title}\n\n{closed(content)}\n"
+        content, stats, reasoning = version.content, version.stats, version.reasoning
+    text = f"{heading} {title}\n\n{thinking_details(reasoning, stats)}{closed(content)}\n"
     return f"{text}\n_{stats_text(stats)}_\n" if stats else text
+
+
+def thinking_details(reasoning: str, stats: dict[str, Any] | None) -> str:
+    """A reply's thinking as a collapsed HTML ``<details>`` block (Markdown renderers show it closed), or ""."""
+    if not reasoning.strip():
+        return ""
+    summary = thought_for((stats or {}).get("thinking_s"))
+    return f"<details>\n<summary>{summary}</summary>\n\n{closed(reasoning.strip())}\n\n</details>\n\n"
 
 
 def closed(text: str) -> str:

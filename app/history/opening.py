@@ -12,12 +12,12 @@ import sqlite3
 import tempfile
 from pathlib import Path
 
-from app.history.db import COLUMNS, SCHEMA_VERSION, Recovery, open_database
+from app.history.db import ADDED, COLUMNS, SCHEMA_VERSION, Recovery, open_database
 
 log = logging.getLogger(__name__)
 
 LOCK_WAIT_S = 5.0  # how long a start waits for another program's write to the history before it says so
-OPTIONAL = {"messages": {"position"}}  # columns schema 1 lacks (migrate adds them)
+OPTIONAL = {table: set(added) for table, added in ADDED.items()}  # columns older schemas lack (migrate adds them)
 
 
 class HistoryOpenError(Exception):

@@ -32,6 +32,7 @@ class PendingReply:
     stats: dict[str, Any] | None
     runs: Runs | None
     complete: bool
+    reasoning: str = ""
 
 
 class SaveQueue(QObject):
@@ -56,9 +57,10 @@ class SaveQueue(QObject):
         self._retry.timeout.connect(self.flush)
 
     def write(self, message_id: int, content: str, *, stats: dict[str, Any] | None, runs: Runs | None,
-              complete: bool) -> bool:
-        """Save a reply's text now if the disk allows, else keep it; True when it is in the database."""
-        self.pending[message_id] = PendingReply(content, stats, runs, complete)
+              complete: bool, reasoning: str = "") -> bool:
+        """Save a reply's text (and its thinking) now if the disk allows, else keep it; True when it is in the
+        database."""
+        self.pending[message_id] = PendingReply(content, stats, runs, complete, reasoning)
         return self.flush() and message_id not in self.pending
 
     def flush(self) -> bool:
@@ -66,7 +68,7 @@ class SaveQueue(QObject):
         for message_id, reply in list(self.pending.items()):
             try:
                 self.history.update_message(message_id, reply.content, stats=reply.stats, runs=reply.runs,
-                                            complete=reply.complete)
+                                            complete=reply.complete, reasoning=reply.reasoning)
             except DiskFullError as exc:
                 log.warning("reply %d kept in memory: %s", message_id, exc)
                 self._retry.start()
@@ -100,5 +102,6 @@ class SaveQueue(QObject):
         for m in messages:
             reply = self.pending.get(m.id)
             out.append(m if reply is None else replace(m, content=reply.content, stats=reply.stats,
-                                                      runs=reply.runs, complete=reply.complete, unsaved=True))
+                                                      runs=reply.runs, complete=reply.complete, unsaved=True,
+                                                      reasoning=reply.reasoning))
         return out

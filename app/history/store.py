@@ -47,7 +47,8 @@ class Message:
     """One message as shown; ``stats`` and ``runs`` only for replies, ``complete`` False if cut short.
 
     A reply regenerated keeps every version: this is version ``version`` of ``versions`` (1-based).
-    ``unsaved`` marks text held in memory because the disk was full when it was written.
+    ``unsaved`` marks text held in memory because the disk was full when it was written; ``reasoning`` is the
+    reply's thinking, kept apart from its answer (``content``).
     """
 
     id: int
@@ -61,6 +62,7 @@ class Message:
     version: int = 1
     versions: int = 1
     unsaved: bool = False
+    reasoning: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -72,6 +74,7 @@ class Version:
     complete: bool
     created: float
     shown: bool
+    reasoning: str = ""
 
 
 def history_path() -> Path:
@@ -166,11 +169,11 @@ class History:
         return self.message(reply_id)
 
     def update_message(self, message_id: int, content: str, *, stats: dict[str, Any] | None = None,
-                       runs: Runs | None = None, complete: bool = True) -> None:
+                       runs: Runs | None = None, complete: bool = True, reasoning: str = "") -> None:
         """Overwrite a message's shown version (used while a reply streams, and when it ends)."""
         with self._write() as db:
-            db.execute("UPDATE messages SET content = ?, stats = ?, runs = ?, complete = ? WHERE id = ?",
-                       (content, _dump(stats), _dump(runs), int(complete), message_id))
+            db.execute("UPDATE messages SET content = ?, stats = ?, runs = ?, complete = ?, reasoning = ? WHERE id = ?",
+                       (content, _dump(stats), _dump(runs), int(complete), reasoning, message_id))
 
     def message(self, message_id: int) -> Message:
         """One message by id (``KeyError`` if absent)."""
@@ -199,7 +202,8 @@ class History:
                 raise KeyError(message_id)
             self._keep(db, row)
             top = db.execute("SELECT MAX(position) FROM versions WHERE message_id = ?", (message_id,)).fetchone()[0]
-            db.execute("UPDATE messages SET content = '', stats = NULL, runs = NULL, complete = 0, position = ?,"
+            db.execute("UPDATE messages SET content = '', reasoning = '', stats = NULL, runs = NULL, complete = 0,"
+                       " position = ?,"
                        " created = ? WHERE id = ?", (top + 1, time.time(), message_id))
 
     def drop_version(self, message_id: int) -> None:
@@ -229,20 +233,21 @@ class History:
     def versions(self, message_id: int) -> list[Version]:
         """Every version of a message, oldest first (``shown`` marks the one the conversation shows)."""
         rows = self._db.execute(
-            "SELECT content, stats, complete, created, position, 1 AS shown FROM messages WHERE id = ? UNION ALL"
-            " SELECT content, stats, complete, created, position, 0 FROM versions WHERE message_id = ?"
-            " ORDER BY position", (message_id, message_id)).fetchall()
-        return [Version(r["content"], _load(r["stats"]), bool(r["complete"]), r["created"], bool(r["shown"]))
-                for r in rows]
+            "SELECT content, stats, complete, created, position, 1 AS shown, reasoning FROM messages WHERE id = ?"
+            " UNION ALL SELECT content, stats, complete, created, position, 0, reasoning FROM versions"
+            " WHERE message_id = ? ORDER BY position", (message_id, message_id)).fetchall()
+        return [Version(r["content"], _load(r["stats"]), bool(r["complete"]), r["created"], bool(r["shown"]),
+                        r["reasoning"]) for r in rows]
 
     def _keep(self, db: sqlite3.Connection, row: sqlite3.Row) -> None:
-        db.execute("INSERT INTO versions (message_id, position, content, stats, runs, complete, created)"
-                   " VALUES (?, ?, ?, ?, ?, ?, ?)", (row["id"], row["position"], row["content"], row["stats"],
-                                                     row["runs"], row["complete"], row["created"]))
+        db.execute("INSERT INTO versions (message_id, position, content, stats, runs, complete, created, reasoning)"
+                   " VALUES (?, ?, ?, ?, ?, ?, ?, ?)", (row["id"], row["position"], row["content"], row["stats"],
+                                                        row["runs"], row["complete"], row["created"], row["reasoning"]))
 
     def _restore(self, db: sqlite3.Connection, message_id: int, version_id: int) -> None:
-        db.execute("UPDATE messages SET (content, stats, runs, complete, created, position) = (SELECT content,"
-                   " stats, runs, complete, created, position FROM versions WHERE id = ?) WHERE id = ?",
+        db.execute("UPDATE messages SET (content, stats, runs, complete, created, position, reasoning) = (SELECT"
+                   " content, stats, runs, complete, created, position, reasoning FROM versions WHERE id = ?)"
+                   " WHERE id = ?",
                    (version_id, message_id))
         db.execute("DELETE FROM versions WHERE id = ?", (version_id,))
 
@@ -281,7 +286,8 @@ def _message(row: sqlite3.Row) -> Message:
     runs = _load(row["runs"])
     return Message(row["id"], row["conversation_id"], row["role"], row["content"], _load(row["stats"]),
                    [(int(n), bool(d)) for n, d in runs] if runs is not None else None,
-                   bool(row["complete"]), row["created"], row["before"] + 1, row["others"] + 1)
+                   bool(row["complete"]), row["created"], row["before"] + 1, row["others"] + 1,
+                   reasoning=row["reasoning"])
 
 
 def _dump(value: object) -> str | None:

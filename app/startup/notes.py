@@ -8,6 +8,7 @@ from PySide6.QtCore import QObject, QTimer
 from PySide6.QtWidgets import QMessageBox, QWidget
 
 from app.chat.reply_session import ReplySession
+from app.chat.stats_text import CRASHED
 from app.history.store import History
 from app.startup import crash
 
@@ -27,7 +28,7 @@ class StartupNotes(QObject):
         self._window = window
         texts: list[str] = []
         if self.crash_note is not None:
-            replies.mark_crashed(self.crash_note)
+            mark_crashed(replies, self.crash_note)
             texts.append(self.crash_note.text)
         if history.recovery is not None:
             texts.append(history.recovery.text)
@@ -40,3 +41,16 @@ class StartupNotes(QObject):
         title = "ssd-chat: the last run crashed" if self.crash_note else "ssd-chat: the chat history was damaged"
         self.box = QMessageBox(QMessageBox.Icon.Warning, title, "\n\n".join(texts), parent=self._window)
         self.box.open()
+
+
+def mark_crashed(replies: ReplySession, note: crash.CrashNote) -> None:
+    """Mark the reply the previous run died in (it stays, cut short, with the reason under it)."""
+    if note.message_id is None or note.fault is None:
+        return
+    try:
+        message = replies.history.message(note.message_id)
+    except KeyError:
+        return
+    stats = {**(message.stats or {}), "finish_reason": CRASHED}
+    replies.saves.write(message.id, message.content, stats=stats, runs=message.runs, complete=False,
+                        reasoning=message.reasoning)

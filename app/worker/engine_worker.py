@@ -4,8 +4,9 @@ The engine itself runs in a process of its own (:class:`~engine.process.RemoteEn
 there ends that process, not the app. The reply in flight then fails with "the engine stopped: <cause>",
 ``engine_stopped`` says so at once, and the next request starts the process again with the same pair.
 
-The protocol per request is fixed: ``generation_started``, then ``token_generated`` and
-``stats_changed`` as tokens arrive, then exactly one of ``generation_finished`` or ``failed``.
+The protocol per request is fixed: ``generation_started``, then ``token_generated`` (the answer),
+``thinking_generated`` and ``stats_changed`` as tokens arrive, then exactly one of ``generation_finished``
+or ``failed``. A reply's text is split into thinking and answer here (:mod:`app.worker.chat_setup`).
 Loading emits ``state_changed(LOADING)`` then ``model_loaded`` or ``failed``.
 """
 
@@ -16,22 +17,16 @@ import threading
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any, cast
+from typing import Any
 
 from PySide6.QtCore import QObject, Signal, Slot
 
 from app.exactness.run import run_check
 from app.server.slot import ServerEvent, ServerRequest, ServerSlot
+from app.worker import chat_setup
 from app.worker.boundary import WorkerBoundary
-from engine import (
-    DROP_OLDEST,
-    ChatMessage,
-    EngineConfig,
-    GenerationParams,
-    RemoteEngine,
-    drafting_warning,
-    fit_messages,
-)
+from app.worker.chat_setup import ChatChoice, ReplyPiece, ReplyText, Turn
+from engine import DROP_OLDEST, EngineConfig, GenerationParams, NoChatTemplateError, RemoteEngine, drafting_warning
 
 
 class EngineState(enum.Enum):
@@ -57,20 +52,23 @@ class GenerateRequest:
     """A chat turn to answer; ``stop`` is set by :meth:`EngineWorker.request_stop`."""
 
     request_id: int
-    messages: tuple[tuple[str, str], ...]
+    messages: tuple[Turn, ...]  # (role, content) or, for a reply, (role, content, its thinking)
     params: GenerationParams
     stop: threading.Event = field(default_factory=threading.Event, compare=False)
     overflow: str = DROP_OLDEST  # what a chat longer than the context does (engine.OVERFLOW_POLICIES)
+    chat: ChatChoice = field(default_factory=ChatChoice)  # the thinking switch; a template picked for the model
 
 
 @dataclass(frozen=True, slots=True)
 class FinishedReply:
-    """A finished (or stopped) reply: its text, runs of draft/non-draft characters and final stats."""
+    """A finished (or stopped) reply: its answer's text, runs of draft/non-draft characters, final stats (with
+    ``thinking_s`` where it thought) and its thinking."""
 
     request_id: int
     text: str
     runs: tuple[tuple[int, bool], ...]
     stats: dict[str, Any]
+    reasoning: str = ""
 
 
 class EngineSignals(QObject):
@@ -81,7 +79,10 @@ class EngineSignals(QObject):
         model_loaded(str): a model pair is loaded; the payload describes it.
         generation_started(int): a request began (payload: its id).
         context_fitted(int, int): the chat was cut to fit the context (request id, oldest turns left out).
-        token_generated(str, bool): text of one token and whether it came from an accepted draft.
+        token_generated(str, bool): the answer's text of one token and whether it came from an accepted draft.
+        thinking_generated(str): the thinking's text of one token (shown apart, above the answer).
+        format_read(ModelFormat): the loaded model's chat format (after :meth:`read_format`, or a reply refused for
+            want of a template).
         stats_changed(dict): the engine's running stats (``GenerationStats.to_dict()``), at most every
             ``STATS_INTERVAL_S`` and once more at the end.
         generation_finished(FinishedReply): the reply ended (done, length, stopped...).
@@ -98,6 +99,8 @@ class EngineSignals(QObject):
     generation_started = Signal(int)
     context_fitted = Signal(int, int)
     token_generated = Signal(str, bool)
+    thinking_generated = Signal(str)
+    format_read = Signal(object)
     stats_changed = Signal(object)
     generation_finished = Signal(object)
     verification_progressed = Signal(object)
@@ -128,12 +131,12 @@ class EngineWorker(EngineSignals):
         self.server = ServerSlot()
 
     # -- called from the UI thread ----------------------------------------------------------------
-    def new_request(self, messages: Sequence[tuple[str, str]], params: GenerationParams,
-                    overflow: str = DROP_OLDEST) -> GenerateRequest:
+    def new_request(self, messages: Sequence[Turn], params: GenerationParams,
+                    overflow: str = DROP_OLDEST, chat: ChatChoice | None = None) -> GenerateRequest:
         """Make a request whose stop Event :meth:`request_stop` can reach (thread-safe)."""
         with self._stops_lock:
             self._next_id += 1
-            req = GenerateRequest(self._next_id, tuple(messages), params, overflow=overflow)
+            req = GenerateRequest(self._next_id, tuple(messages), params, overflow=overflow, chat=chat or ChatChoice())
             self._stops.add(req.stop)
         return req
 
@@ -184,37 +187,41 @@ class EngineWorker(EngineSignals):
             return
         self.state_changed.emit(EngineState.GENERATING)
         self.generation_started.emit(request.request_id)
-        text: list[str] = []
-        runs: list[tuple[int, bool]] = []
+        reply: ReplyText | None = None
         with WorkerBoundary("Generation failed", self.failed.emit) as job, \
                 self.server.hold(request.stop, self._on_server_busy):
-            fitted = fit_messages(eng.messages_tokens, _chat(request.messages), n_ctx=eng.n_ctx,
-                                  max_tokens=request.params.max_tokens, policy=request.overflow)
+            try:
+                fitted, splitter = chat_setup.prepare(eng, request.messages, request.chat,
+                                                      max_tokens=request.params.max_tokens, policy=request.overflow)
+            except NoChatTemplateError:
+                self.format_read.emit(chat_setup.model_format(eng, request.chat.template))  # the app's offer
+                raise
             if fitted.dropped_turns:
                 self.context_fitted.emit(request.request_id, fitted.dropped_turns)
+            reply = ReplyText(splitter)
             gen = eng.generate(fitted.tokens, request.params, request.stop)
             last = time.perf_counter()
             for ev in gen:
                 if ev.text:
-                    text.append(ev.text)
-                    _extend_runs(runs, len(ev.text), ev.from_draft)
-                    self.token_generated.emit(ev.text, ev.from_draft)
+                    self._emit_pieces(reply.feed(ev.text, ev.from_draft), ev.from_draft)
                 now = time.perf_counter()
                 if now - last >= self.STATS_INTERVAL_S:
                     last = now
                     self.stats_changed.emit(gen.stats.to_dict())
-            final = gen.stats.to_dict()
+            self._emit_pieces(reply.finish(), False)
+            final = {**gen.stats.to_dict(), **reply.stats()}  # every generated token counts, thinking's too
             warning = drafting_warning(gen.stats, eng.placement)  # a fixed sd/ssd that cannot pay here
             if warning:
                 final["warning"] = warning
             if request.params.mode == "auto":
                 self.rates_measured.emit(eng.measured_rates())
         self._forget(request)
-        if job.failed:
+        if job.failed or reply is None:
             self.state_changed.emit(EngineState.READY)
             return
         self.stats_changed.emit(final)
-        self.generation_finished.emit(FinishedReply(request.request_id, "".join(text), tuple(runs), final))
+        self.generation_finished.emit(FinishedReply(request.request_id, "".join(reply.content), tuple(reply.runs),
+                                                    final, "".join(reply.reasoning)))
         self.state_changed.emit(EngineState.READY)
 
     @Slot(object)
@@ -228,12 +235,20 @@ class EngineWorker(EngineSignals):
         with WorkerBoundary("Verification failed", self.failed.emit) as job, \
                 self.server.hold(request.stop, self._on_server_busy):
             result = eng.run_task(f"{run_check.__module__}:{run_check.__name__}",  # in the engine process
-                                  (_chat(request.messages), request.params), request.stop,
+                                  (chat_setup.chat_messages(request.messages), request.params), request.stop,
                                   self.verification_progressed.emit)
         self._forget(request)
         if not job.failed:
             self.verification_finished.emit(result)
         self.state_changed.emit(EngineState.READY)
+
+    @Slot(str)
+    def read_format(self, template: str) -> None:
+        """Read the loaded model's chat format with ``template`` (a builtin name, plain text, or "": its own)."""
+        eng = self._engine
+        if eng is not None:
+            with WorkerBoundary("Could not read the model's chat format", self.failed.emit):
+                self.format_read.emit(chat_setup.model_format(eng, template))
 
     @Slot(object)
     def start_server(self, request: ServerRequest) -> None:
@@ -290,14 +305,9 @@ class EngineWorker(EngineSignals):
         with self._stops_lock:
             self._stops.discard(request.stop)
 
-
-def _extend_runs(runs: list[tuple[int, bool]], length: int, from_draft: bool) -> None:
-    """Add ``length`` characters to the runs of (length, came from an accepted draft)."""
-    if runs and runs[-1][1] == from_draft:
-        runs[-1] = (runs[-1][0] + length, from_draft)
-    else:
-        runs.append((length, from_draft))
-
-
-def _chat(messages: Sequence[tuple[str, str]]) -> list[ChatMessage]:
-    return [cast(ChatMessage, {"role": role, "content": content}) for role, content in messages]
+    def _emit_pieces(self, pieces: list[ReplyPiece], from_draft: bool) -> None:
+        for p in pieces:
+            if p.kind == chat_setup.THINKING_PIECE:
+                self.thinking_generated.emit(p.text)
+            else:
+                self.token_generated.emit(p.text, from_draft)

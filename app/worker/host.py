@@ -11,6 +11,7 @@ from collections.abc import Sequence
 from PySide6.QtCore import QObject, QThread, Signal
 
 from app.server.slot import ServerRequest
+from app.worker.chat_setup import ChatChoice, Turn
 from app.worker.engine_worker import EngineSignals, EngineWorker, LoadRequest
 from engine import DROP_OLDEST, EngineConfig, GenerationParams
 
@@ -26,7 +27,7 @@ class EngineHost(EngineSignals):
     Signals:
         load_requested(LoadRequest), generate_requested(GenerateRequest),
         verify_requested(GenerateRequest), unload_requested(), server_start_requested(ServerRequest),
-        server_stop_requested(), restart_requested(): queued to the worker's slots.
+        server_stop_requested(), restart_requested(), format_requested(str): queued to the worker's slots.
         The rest: as on :class:`EngineSignals`.
     """
 
@@ -37,6 +38,7 @@ class EngineHost(EngineSignals):
     server_start_requested = Signal(object)
     server_stop_requested = Signal()
     restart_requested = Signal()
+    format_requested = Signal(str)
 
     def __init__(self, parent: QObject | None = None) -> None:
         super().__init__(parent)
@@ -51,6 +53,7 @@ class EngineHost(EngineSignals):
         self.server_start_requested.connect(self.worker.start_server)
         self.server_stop_requested.connect(self.worker.stop_server)
         self.restart_requested.connect(self.worker.restart)
+        self.format_requested.connect(self.worker.read_format)
         for name in EngineSignals.signal_names():
             getattr(self.worker, name).connect(getattr(self, name))
         self.engine_thread.start()
@@ -60,14 +63,15 @@ class EngineHost(EngineSignals):
         """Ask the worker to load a pair."""
         self.load_requested.emit(LoadRequest(config, label))
 
-    def generate(self, messages: Sequence[tuple[str, str]], params: GenerationParams,
-                 overflow: str = DROP_OLDEST) -> int:
-        """Ask for a reply (``overflow``: what a chat longer than the context does); returns the request id."""
-        req = self.worker.new_request(messages, params, overflow)
+    def generate(self, messages: Sequence[Turn], params: GenerationParams, overflow: str = DROP_OLDEST,
+                 chat: ChatChoice | None = None) -> int:
+        """Ask for a reply (``overflow``: what a chat longer than the context does; ``chat``: the thinking switch and
+        a template picked for the model); returns the request id."""
+        req = self.worker.new_request(messages, params, overflow, chat)
         self.generate_requested.emit(req)
         return req.request_id
 
-    def verify(self, messages: Sequence[tuple[str, str]], params: GenerationParams) -> int:
+    def verify(self, messages: Sequence[Turn], params: GenerationParams) -> int:
         """Ask for an exactness check of ``params.mode`` against ``ar``."""
         req = self.worker.new_request(messages, params)
         self.verify_requested.emit(req)
@@ -84,6 +88,10 @@ class EngineHost(EngineSignals):
     def restart_engine(self) -> None:
         """Ask the worker to start the engine process again with the same pair (after it stopped)."""
         self.restart_requested.emit()
+
+    def read_format(self, template: str = "") -> None:
+        """Ask for the loaded model's chat format with ``template`` (the answer comes as ``format_read``)."""
+        self.format_requested.emit(template)
 
     def request_stop(self) -> None:
         """Stop the running generation within one round."""

@@ -1,0 +1,181 @@
+"""How a chat reaches the loaded model and its reply comes back apart: the model's chat format (or a template the
+user picked for a model without one, or a plain-text conversation), the thinking switch, the prompt's tokens, and
+the reply's text split into thinking and answer as it streams.
+
+Runs on the worker thread (it calls the engine); it never touches a widget.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, cast
+
+from app.worker.engine_chat import (
+    CHAT_TEMPLATES,
+    CONTENT_PIECE,
+    THINKING_PIECE,
+    ChatFormat,
+    ReplyPiece,
+    ReplySplitter,
+    chat_family,
+    chat_template_source,
+    suggest_template,
+    thinking_variables,
+)
+from engine import DROP_OLDEST, ChatMessage, FittedChat, RemoteEngine, fit_messages
+
+PLAIN_TEXT = "plain"  # a model's remembered choice: a plain-text (completion) conversation, no chat template
+THINKING_CHOICES = ("default", "on", "off")  # the Settings switch: the template's default, or forced on / off
+BUILTIN_TEMPLATES: tuple[str, ...] = tuple(CHAT_TEMPLATES)
+Turn = tuple[str, ...]  # (role, content) or (role, content, reasoning): the chat as the reply session sends it
+
+
+@dataclass(frozen=True, slots=True)
+class ChatChoice:
+    """How to talk to the model: ``thinking`` one of :data:`THINKING_CHOICES`; ``template`` "" (the model's own), a
+    builtin template's name, or :data:`PLAIN_TEXT`."""
+
+    thinking: str = "default"
+    template: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class ModelFormat:
+    """What the app shows of the loaded model's format (``template``: the choice it was read with)."""
+
+    label: str
+    has_template: bool
+    thinking_switch: bool
+    suggested: str | None
+    template: str = ""
+
+
+class _AnyTool(list[str]):
+    """The tool names a reply may call, as the splitter asks: any name. The app offers no tools, but a call the model
+    writes anyway is held and parsed as a call, so its markup never shows as text."""
+
+    def __init__(self) -> None:
+        super().__init__(["*"])
+
+    def __contains__(self, name: object) -> bool:
+        return True
+
+
+def model_format(eng: RemoteEngine, template: str = "") -> ModelFormat:
+    """The loaded model's format, read with ``template`` (see :class:`ChatChoice`)."""
+    task = f"{suggest_template.__module__}:{suggest_template.__name__}"  # runs in the engine process
+    suggested = eng.run_task(task, (), threading.Event(), lambda _v: None)
+    if template == PLAIN_TEXT:
+        return ModelFormat("plain text (no chat template)", False, False, suggested, template)
+    fmt = eng.chat_format(_source(template))
+    return ModelFormat(fmt.label, fmt.has_template, fmt.thinking_switch, suggested, template)
+
+
+def chat_messages(turns: Sequence[Turn]) -> list[ChatMessage]:
+    """The chat as templates read it: an earlier reply's thinking goes back in its ``reasoning_content`` (the
+    template decides whether to render it)."""
+    out: list[ChatMessage] = []
+    for role, content, *rest in turns:
+        message: dict[str, Any] = {"role": role, "content": content}
+        if rest and rest[0]:
+            message["reasoning_content"] = rest[0]
+        out.append(cast(ChatMessage, message))
+    return out
+
+
+def plain_text(messages: Sequence[ChatMessage]) -> str:
+    """A plain-text conversation as one text to continue: the system text, then each message, a reply continuing
+    the text before it directly and the next message starting on a new line."""
+    text, before = "", ""
+    for m in messages:
+        if text and m["role"] != "assistant":
+            text += "\n\n" if before == "system" else "\n"
+        text, before = text + (m["content"] or ""), m["role"]
+    return text
+
+
+def prepare(eng: RemoteEngine, turns: Sequence[Turn], choice: ChatChoice, *, max_tokens: int,
+            policy: str = DROP_OLDEST) -> tuple[FittedChat, ReplySplitter]:
+    """The prompt's tokens (cut to fit the context per ``policy``) and the splitter for its reply.
+
+    Raises:
+        NoChatTemplateError: The model has no chat template and the choice names none (nor plain text).
+    """
+    messages = chat_messages(turns)
+    if choice.template == PLAIN_TEXT:
+        fitted = fit_messages(lambda ms: eng.tokenize(plain_text(ms)), messages, n_ctx=eng.n_ctx,
+                              max_tokens=max_tokens, policy=policy)
+        return fitted, ReplySplitter(chat_family("plain"))
+    source = _source(choice.template)
+    fmt: ChatFormat | None = eng.chat_format(source) if hasattr(eng, "chat_format") else None  # a stand-in has none
+    family = chat_family(fmt.family if fmt is not None else "plain")
+    on = {"on": True, "off": False}.get(choice.thinking)
+    variables = thinking_variables(fmt, on, None) if fmt is not None else {}
+
+    def tokens(ms: Sequence[ChatMessage]) -> list[int]:
+        return eng.messages_tokens(ms, variables, source) if variables or source else eng.messages_tokens(ms)
+
+    fitted = fit_messages(tokens, messages, n_ctx=eng.n_ctx, max_tokens=max_tokens, policy=policy)
+    section = eng.reply_section(fitted.messages, variables, source) if family.think_open else CONTENT_PIECE
+    return fitted, ReplySplitter(family, _AnyTool(), section)
+
+
+def _source(template: str) -> str | None:
+    return chat_template_source(template) if template and template != PLAIN_TEXT else None
+
+
+class ReplyText:
+    """A reply's text as it streams, through its splitter: the answer's text with its draft runs, the thinking, and
+    how long the thinking took (from its first text to the answer's first text)."""
+
+    def __init__(self, splitter: ReplySplitter) -> None:
+        self.splitter = splitter
+        self.content: list[str] = []
+        self.reasoning: list[str] = []
+        self.runs: list[tuple[int, bool]] = []
+        self._thinking_from: float | None = None
+        self.thinking_s: float | None = None
+
+    def feed(self, text: str, from_draft: bool) -> list[ReplyPiece]:
+        """The pieces of the answer and the thinking safe to show now."""
+        return self._take(self.splitter.feed(text), from_draft)
+
+    def finish(self) -> list[ReplyPiece]:
+        """What the splitter still held (a tool call the model wrote is dropped: the app offers no tools)."""
+        pieces, _calls = self.splitter.finish()
+        out = self._take(pieces, False)
+        if self._thinking_from is not None and self.thinking_s is None:
+            self.thinking_s = time.perf_counter() - self._thinking_from
+        return out
+
+    def _take(self, pieces: list[ReplyPiece], from_draft: bool) -> list[ReplyPiece]:
+        for p in pieces:
+            if p.kind == THINKING_PIECE:
+                if self._thinking_from is None:
+                    self._thinking_from = time.perf_counter()
+                self.reasoning.append(p.text)
+            elif p.kind == CONTENT_PIECE:
+                if self._thinking_from is not None and self.thinking_s is None:
+                    self.thinking_s = time.perf_counter() - self._thinking_from
+                self.content.append(p.text)
+                extend_runs(self.runs, len(p.text), from_draft)
+        return pieces
+
+    def stats(self) -> dict[str, Any]:
+        """What the reply's stats add: the thinking's time, where it thought."""
+        return {"thinking_s": round(self.thinking_s, 2)} if self.thinking_s is not None else {}
+
+
+def extend_runs(runs: list[tuple[int, bool]], length: int, from_draft: bool) -> None:
+    """Add ``length`` characters to the runs of (length, came from an accepted draft)."""
+    if runs and runs[-1][1] == from_draft:
+        runs[-1] = (runs[-1][0] + length, from_draft)
+    else:
+        runs.append((length, from_draft))
+
+
+__all__ = ["BUILTIN_TEMPLATES", "PLAIN_TEXT", "THINKING_CHOICES", "THINKING_PIECE", "ChatChoice", "ModelFormat",
+           "ReplyPiece", "ReplyText", "Turn", "chat_messages", "extend_runs", "model_format", "plain_text", "prepare"]
