@@ -22,6 +22,7 @@ from .core.errors import (
     EngineError,
     ModelFileChangedError,
     ModelLoadError,
+    NoChatTemplateError,
     ParameterError,
     VocabMismatchError,
 )
@@ -98,6 +99,7 @@ __all__ = [
     "ModelFileChangedError",
     "ModelLoadError",
     "ModelStore",
+    "NoChatTemplateError",
     "Option",
     "PairSpec",
     "ParameterError",

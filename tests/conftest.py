@@ -51,6 +51,7 @@ for _name in OTHER_PROGRAMS_ENV:
 from engine import offline  # noqa: E402
 from engine.core import cpu_check  # noqa: E402
 from engine.speculative.memory import DIR_ENV as MEMORY_ENV  # noqa: E402
+from tests.sdist import llama_src  # noqa: E402, F401 - the sdist's llama.cpp, a session fixture
 from tests.tiny_models import TinyPair, make_pair  # noqa: E402
 
 os.environ[DATA_ENV] = str(RUN_DIR / "data")

@@ -8,9 +8,9 @@ from typing import Any
 import pytest
 
 from engine import ChatTemplateError, Engine, EngineConfig
+from engine.chat.sandbox import MAX_OUTPUT, MAX_STEPS, render_messages
 from engine.core import chat
 from engine.core.backend import Model
-from engine.core.template import MAX_OUTPUT, MAX_STEPS, render_messages
 from engine.models.offline import OfflinePair
 from engine.tools.cli import main
 from engine.tools.tinymodel import CHATML, chatml_vocab, write_model

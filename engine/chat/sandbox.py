@@ -1,16 +1,4 @@
-"""GGUF chat templates rendered in a bounded Jinja sandbox.
-
-A chat template is code that comes with a model file. It runs in Jinja's immutable sandbox (as in
-llama-cpp-python and transformers), and here also under a budget, because Python cannot stop a
-thread that never returns: every loop iteration, call, attribute and item lookup costs a step;
-rendering stops after :data:`MAX_STEPS` steps or :data:`DEADLINE_S` seconds; no string or list may
-grow past :data:`MAX_OUTPUT` characters (items) and no number past :data:`MAX_NUMBER_BITS` bits —
-checked before ``*``, ``**``, ``+``, ``~`` and ``%`` build one, before a filter or string method that
-can build many times its inputs (``join``, ``replace``, ``indent``...: :mod:`.templatesize`), after
-each call and filter, and over the rendered text. Every failure is a :class:`ChatTemplateError` with
-one plain line: a syntax error, an exception the template raises (``raise_exception``), an operation
-the sandbox forbids, or a budget overrun.
-"""
+"""GGUF chat templates rendered as transformers renders them, in a bounded Jinja sandbox."""
 
 from __future__ import annotations
 
@@ -30,7 +18,8 @@ from jinja2.exceptions import SecurityError
 from jinja2.sandbox import ImmutableSandboxedEnvironment
 from jinja2.visitor import NodeTransformer
 
-from .errors import ChatTemplateError
+from engine.core.errors import ChatTemplateError, ParameterError
+
 from .templatesize import TooBig, check_filter, check_method
 
 MAX_STEPS = 2_000_000
@@ -38,6 +27,11 @@ DEADLINE_S = 5.0
 MAX_OUTPUT = 8 << 20
 MAX_NUMBER_BITS = 1 << 14
 _BIG_NUMBER = re.compile(rf"\d{{{len(str(MAX_OUTPUT))},}}")  # a format width that could be as large
+RESERVED = frozenset({"messages", "tools", "documents", "add_generation_prompt", "raise_exception", "strftime_now"})
+"""Names the render itself sets: a template variable may not stand in for them (nor for the sandbox's ``ssd_``
+helpers)."""
+clock: Callable[[], datetime] = datetime.now
+"""``strftime_now``'s clock (tests fix it)."""
 
 
 class BudgetExceeded(Exception):
@@ -74,8 +68,8 @@ class _Environment(ImmutableSandboxedEnvironment):
         self.budget = _Budget()
         self.filters = {name: self._bounded(f, name) for name, f in self.filters.items()}
         self.filters["tojson"] = self._bounded(_tojson, "tojson")
-        self.globals["ssd_iter"] = self._iterate
-        self.globals["ssd_concat"] = _concat
+        self.globals.update(raise_exception=_raise, strftime_now=_strftime_now, ssd_iter=self._iterate,
+                            ssd_concat=_concat)
 
     def tick(self) -> None:
         b = self.budget
@@ -192,7 +186,17 @@ class _Rewrite(NodeTransformer):
 
 
 class ChatTemplate:
-    """One compiled chat template; :meth:`render` is bounded and thread-safe."""
+    """One compiled chat template; :meth:`render` is bounded and thread-safe.
+
+    A chat template is code that comes with a model file. It runs in Jinja's immutable sandbox (as in transformers
+    and llama-cpp-python), and here also under a budget, because Python cannot stop a thread that never returns:
+    every loop iteration, call, attribute and item lookup costs a step; rendering stops after :data:`MAX_STEPS` steps
+    or :data:`DEADLINE_S` seconds; no string or list may grow past :data:`MAX_OUTPUT` characters (items) and no number
+    past :data:`MAX_NUMBER_BITS` bits, checked before ``*``, ``**``, ``+``, ``~`` and ``%`` build one, before a filter
+    or string method that can build many times its inputs (:mod:`.templatesize`), after each call and filter, and over
+    the rendered text. Every failure is a :class:`ChatTemplateError` with one plain line: a syntax error, an exception
+    the template raises (``raise_exception``), an operation the sandbox forbids, or a budget overrun.
+    """
 
     def __init__(self, source: str) -> None:
         self.source = source
@@ -206,19 +210,26 @@ class ChatTemplate:
             raise ChatTemplateError(f"the model's chat template cannot be compiled: {_describe(exc)}") from None
 
     def render(self, messages: list[dict[str, Any]], bos_token: str, eos_token: str,
-               add_generation_prompt: bool = True, tools: list[dict[str, Any]] | None = None) -> str:
-        """The prompt text; :class:`ChatTemplateError` when the template fails or overruns its budget. ``tools``:
-        function definitions in OpenAI's form, for templates that render them (:mod:`engine.core.tools`)."""
+               add_generation_prompt: bool = True, tools: list[dict[str, Any]] | None = None,
+               documents: list[dict[str, Any]] | None = None, variables: Mapping[str, Any] | None = None) -> str:
+        """The prompt text, given the globals transformers' ``apply_chat_template`` gives: ``messages``, ``tools``
+        (OpenAI's form; an empty list is no tools), ``documents``, ``add_generation_prompt``, ``bos_token``,
+        ``eos_token``, ``raise_exception``, ``strftime_now``, and ``variables`` (``enable_thinking``,
+        ``reasoning_effort``, a request's ``chat_template_kwargs``...), which may not set :data:`RESERVED` names.
+
+        Raises:
+            ChatTemplateError: The template fails, is forbidden something, or overruns its budget.
+            ParameterError: A variable would set a name the render sets itself.
+        """
+        context = {"bos_token": bos_token, "eos_token": eos_token, **_checked(variables or {}),
+                   "messages": messages, "tools": tools or None, "documents": documents,
+                   "add_generation_prompt": add_generation_prompt}
         budget = self._env.budget
         budget.steps, budget.deadline, budget.active = 0, time.monotonic() + DEADLINE_S, True
         out: list[str] = []
         size = 0
         try:
-            for chunk in self._template.generate(
-                messages=messages, bos_token=bos_token, eos_token=eos_token,
-                add_generation_prompt=add_generation_prompt, raise_exception=_raise,
-                strftime_now=_strftime_now, tools=tools or None, functions=None, tool_choice=None, function_call=None,
-            ):
+            for chunk in self._template.generate(context):
                 self._env.tick()
                 size += len(chunk)
                 if size > MAX_OUTPUT:
@@ -250,7 +261,15 @@ def _raise(message: object) -> None:
 
 
 def _strftime_now(fmt: str) -> str:
-    return datetime.now().strftime(fmt)
+    return clock().strftime(fmt)
+
+
+def _checked(variables: Mapping[str, Any]) -> Mapping[str, Any]:
+    for key in variables:
+        if not isinstance(key, str) or key in RESERVED or key.startswith("ssd_"):
+            raise ParameterError(f"chat_template_kwargs: {key!r} is set by the chat itself, not by a template "
+                                 "variable")
+    return variables
 
 
 def _describe(exc: BaseException) -> str:
@@ -265,6 +284,8 @@ def compiled(source: str) -> ChatTemplate:
 
 
 def render_messages(source: str, messages: Iterable[Mapping[str, Any]], bos_token: str, eos_token: str,
-                    tools: list[dict[str, Any]] | None = None) -> str:
-    """Render ``messages`` (and ``tools``, where given) with the assistant's turn opened."""
-    return compiled(source).render([dict(m) for m in messages], bos_token, eos_token, tools=tools)
+                    tools: list[dict[str, Any]] | None = None, variables: Mapping[str, Any] | None = None,
+                    add_generation_prompt: bool = True) -> str:
+    """Render ``messages`` (and ``tools`` and ``variables``, where given), the assistant's turn opened by default."""
+    return compiled(source).render([dict(m) for m in messages], bos_token, eos_token, add_generation_prompt, tools,
+                                   variables=variables)

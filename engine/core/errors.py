@@ -31,6 +31,10 @@ class ChatTemplateError(EngineError):
     """The model's chat template failed: a syntax error, an error it raises, a forbidden operation, or too long."""
 
 
+class NoChatTemplateError(ChatTemplateError):
+    """The model file has no chat template (a base model) and none was picked for it: it cannot chat."""
+
+
 class DiskFullError(EngineError):
     """A file could not be written because the disk (or the user's quota) is full."""
 
