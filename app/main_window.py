@@ -13,6 +13,7 @@ from app.chat.conversations import ConversationPanel, ask_export_path
 from app.chat.pane import ChatPane, StatusLine
 from app.chat.readout import STOPPING
 from app.chat.reply_session import ReplySession
+from app.chat.template_offer import ChatFormats
 from app.exactness.dialog import ExactnessCheck
 from app.history.store import History, Message
 from app.models.pair_loader import PairLoader
@@ -56,8 +57,11 @@ class MainWindow(QMainWindow):
         self.host.generation_started.connect(lambda _request_id: self.error_banner.hide())
         self.host.failed.connect(self.show_error)
         self._build_ui()
+        self.formats = ChatFormats(self.host, self.store, lambda: self.pairs.pair, lambda: self.settings,
+                                   self.pane.template_offer, self)  # a model without a chat template
         self.replies = ReplySession(self.host, self.history, self.pane, self._generation_params,
-                                    lambda: self.settings.context_overflow, self)
+                                    lambda: self.settings.context_overflow, self, self.formats.choice)
+        self.formats.chosen.connect(lambda: self.replies.answer(self.conversation_id))
         self.replies.reply_saved.connect(self.reply_saved)
         self.replies.history_changed.connect(self._on_history_changed)
         self.replies.problem.connect(self.show_error)
@@ -148,7 +152,8 @@ class MainWindow(QMainWindow):
     # -- models and settings ----------------------------------------------------------------------
     def open_settings(self) -> None:
         """Show the settings dialog; load-time changes (hardware, CPU kernels) reload the model."""
-        dialog = SettingsDialog(self.settings, self, rates=self.pairs.measured_rates())
+        dialog = SettingsDialog(self.settings, self, rates=self.pairs.measured_rates(),
+                                thinking_switch=self.formats.thinking_switch())
         dialog.accepted.connect(lambda: self.apply_settings(dialog.settings(), reload=dialog.cpu_kernels.apply()))
         dialog.open()
         self.settings_dialog = dialog

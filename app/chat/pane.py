@@ -17,6 +17,7 @@ from PySide6.QtWidgets import (
 
 from app.chat.prompt_edit import PromptEdit
 from app.chat.readout import NO_REPLY, ReadoutLabel
+from app.chat.template_offer import TemplateOffer
 from app.chat.view import ChatView
 from app.narrow import never_widen
 
@@ -37,6 +38,7 @@ class ChatPane(QWidget):
         self.error_banner.setWordWrap(True)
         self.error_banner.setStyleSheet(BANNER_STYLE)
         self.error_banner.hide()
+        self.template_offer = TemplateOffer()  # a model without a chat template: what it can do instead
         self.chat_view = ChatView()
         self.readout = ReadoutLabel(NO_REPLY)
         self.readout.setObjectName("readout")
@@ -63,7 +65,7 @@ class ChatPane(QWidget):
         bottom.addLayout(buttons)
         layout = QVBoxLayout(self)
         layout.setContentsMargins(6, 6, 6, 6)
-        for widget in (self.system_edit, self.error_banner):
+        for widget in (self.system_edit, self.error_banner, self.template_offer):
             layout.addWidget(widget)
         layout.addWidget(self.chat_view, 1)
         for widget in (self.readout, self.edit_note):

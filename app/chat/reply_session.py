@@ -198,11 +198,11 @@ class ReplySession(QObject):
         self.saves.flush()
         self.saves.close()
 
-    def answer(self, conversation_id: int) -> bool:
+    def answer(self, conversation_id: int | None) -> bool:
         """Reply to the conversation's last message where it is the user's and unanswered (a reply refused for want
         of a chat template, once one is picked); whether a reply started."""
-        messages = self.history.messages(conversation_id)
-        if self.reply_id is not None or not messages or messages[-1].role != "user":
+        messages = self.history.messages(conversation_id) if conversation_id is not None else []
+        if self.reply_id is not None or conversation_id is None or not messages or messages[-1].role != "user":
             return False
         try:
             placeholder = self.history.add_message(conversation_id, "assistant", "", complete=False)

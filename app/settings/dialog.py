@@ -54,6 +54,9 @@ MODE_LINES = {  # one line per mode in the mode list, for someone who has not re
     "lookup": "drafts from text already in the chat; no draft model needed",
     "auto": "measures the modes on this machine as it goes and runs the fastest",
 }
+THINKING_LABELS = {"default": "model default", "on": "on", "off": "off"}
+NO_THINKING_SWITCH = ("The loaded model's chat template has no thinking switch: it thinks (or not) as it was made"
+                      " to, whatever this says.")
 COMBO_POPUP_PAD_PX = 32  # the popup's frame and scroll bar beside the widest item
 MIN_WIDTH_PX = 700  # room for a mode line and the longest field label beside its box
 SCREEN_SHARE = 0.9  # the dialog's largest height, as a share of the screen's; the rest scrolls
@@ -64,7 +67,7 @@ class SettingsDialog(QDialog):
 
     def __init__(self, settings: Settings, parent: QWidget | None = None, *,
                  gpu_offload: bool | None = None, cpu_kernels: CpuKernelsBox | None = None,
-                 rates: Mapping[str, MeasuredRate] | None = None) -> None:
+                 rates: Mapping[str, MeasuredRate] | None = None, thinking_switch: bool | None = None) -> None:
         super().__init__(parent)
         self.setWindowTitle("Settings")
         self.setObjectName("settings-dialog")
@@ -87,6 +90,10 @@ class SettingsDialog(QDialog):
         row, _ = cast(tuple[int, Any], forms["decoding"].getWidgetPosition(self.mode))
         forms["decoding"].insertRow(row + 1, "", self.mode_line)
         forms["decoding"].insertRow(row + 2, "", self.mode_note)
+        self.thinking_note = _note("thinking-note", NOTE_STYLE, NO_THINKING_SWITCH)  # greyed out: the model can't
+        self.choices["thinking"].setEnabled(thinking_switch is not False)  # None: no model loaded, nothing known
+        self.thinking_note.setVisible(thinking_switch is False)
+        forms["decoding"].addRow("", self.thinking_note)
         self.gpu_note = QLabel("This build of llama.cpp has no GPU offload:\n"
                                "everything runs on the CPU and GPU layers are ignored.")
         self.gpu_note.setStyleSheet(NOTE_STYLE)
@@ -145,7 +152,8 @@ class SettingsDialog(QDialog):
             combo = QComboBox()
             for choice in option.choices:
                 short = MODE_SHORT.get(str(choice)) if option.name == "mode" else None
-                combo.addItem(f"{choice} — {short}" if short else str(choice), choice)
+                shown = THINKING_LABELS.get(str(choice), str(choice)) if option.name == "thinking" else str(choice)
+                combo.addItem(f"{choice} — {short}" if short else shown, choice)
                 if short:
                     combo.setItemData(combo.count() - 1, MODE_LINES[str(choice)], Qt.ItemDataRole.ToolTipRole)
             combo.setCurrentIndex(option.choices.index(value))

@@ -3,6 +3,7 @@ and auto's last measured rates."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
 from collections.abc import Mapping
@@ -99,6 +100,19 @@ class SettingsStore:
         self._qs.setValue("window/splitter", splitter)
         self._qs.sync()
 
+    def chat_template(self, model_path: str) -> str:
+        """The chat template picked for a model file without one ("": none picked; a builtin template's name; or
+        ``plain`` for a plain-text conversation)."""
+        return str(self._qs.value(f"chat_templates/{_key(model_path)}", ""))
+
+    def set_chat_template(self, model_path: str, choice: str) -> None:
+        """Remember the chat template picked for a model file ("" forgets it)."""
+        if choice:
+            self._qs.setValue(f"chat_templates/{_key(model_path)}", choice)
+        else:
+            self._qs.remove(f"chat_templates/{_key(model_path)}")
+        self._qs.sync()
+
     def server_port(self) -> int:
         """The local server's port (:data:`DEFAULT_PORT` until the user picks another)."""
         try:
@@ -127,3 +141,8 @@ class SettingsStore:
         self._qs.setValue("measured/pair", pair)
         self._qs.setValue("measured/rates", json.dumps({m: [r.plan, r.tokens_per_second] for m, r in rates.items()}))
         self._qs.sync()
+
+
+def _key(model_path: str) -> str:
+    """A settings key for a model file (a path's slashes would nest groups in the ini file)."""
+    return hashlib.sha256(str(Path(model_path).resolve()).encode("utf-8")).hexdigest()[:32]

@@ -30,7 +30,12 @@ CONTEXT_OVERFLOW = Option(
     "What a send does when the conversation no longer fits the context: leave out its oldest turns (the system"
     " prompt stays, and the reply says how many were left out), or stop and say so", "decoding",
     choices=OVERFLOW_POLICIES)
-APP_OPTIONS: dict[str, Option[Any]] = {o.name: o for o in (TINT_DRAFTS, CONTEXT_OVERFLOW, remote.REMOTE)}
+THINKING = Option(
+    "thinking", str, "default", "Thinking",
+    "Whether a model that can think first (Qwen3, DeepSeek R1, GPT-OSS...) does so before it answers: as its"
+    " template does by default, or switched on or off where its template has the switch", "decoding",
+    choices=("default", "on", "off"))
+APP_OPTIONS: dict[str, Option[Any]] = {o.name: o for o in (TINT_DRAFTS, CONTEXT_OVERFLOW, THINKING, remote.REMOTE)}
 
 
 def _default(name: str) -> Any:
@@ -60,6 +65,7 @@ class Settings:
     draft_gpu_layers: int = _default("draft_gpu_layers")
     tint_drafts: bool = TINT_DRAFTS.default
     context_overflow: str = CONTEXT_OVERFLOW.default
+    thinking: str = THINKING.default  # "default", "on" or "off" (where the model's template has the switch)
     rpc: str = remote.REMOTE.default  # remote machines (HOST:PORT, comma-separated) for the target's layers
 
     def problems(self) -> dict[str, str]:

@@ -120,7 +120,9 @@ def prepare(eng: RemoteEngine, turns: Sequence[Turn], choice: ChatChoice, *, max
 
     fitted = fit_messages(tokens, messages, n_ctx=eng.n_ctx, max_tokens=max_tokens, policy=policy)
     section = eng.reply_section(fitted.messages, variables, source) if family.think_open else CONTENT_PIECE
-    return fitted, ReplySplitter(family, _AnyTool(), section)
+    splitter = ReplySplitter(family, ("*",), section)
+    splitter.names = _AnyTool()  # the splitter copies the names it is given into a list: any name is a call
+    return fitted, splitter
 
 
 def _source(template: str) -> str | None:
