@@ -21,8 +21,9 @@ from app.history.store import History, Message
 from app.settings.dialog import SettingsDialog
 from app.settings.values import Settings
 from app.worker.engine_chat import ChatFormat
-from tests.app_helpers import QT_STRICT, SteppingEngine, closing, send, stepping_window  # noqa: F401
+from tests.app_helpers import QT_STRICT, SteppingEngine, closing, send, stepping_window
 
+__all__ = ["closing"]
 pytestmark = QT_STRICT
 
 THOUGHT = "The user greets me. I should greet back."
@@ -112,7 +113,7 @@ def test_a_thinking_reply_is_shown_saved_and_exported_apart_from_its_answer(qtbo
     exported = w.history.export_json(w.conversation_id)["messages"][-1]
     assert exported["content"].strip() == "Hello there, friend." and exported["reasoning_content"].strip() == THOUGHT
     md = w.history.export_markdown(w.conversation_id)
-    assert f"<details>\n<summary>Thought for" in md and THOUGHT in md.split("</details>")[0]
+    assert "<details>\n<summary>Thought for" in md and THOUGHT in md.split("</details>")[0]
     assert "Hello there, friend." in md.split("</details>")[1]
     path = tmp_path / "chat.json"
     w.history.export_file(w.conversation_id, path)
