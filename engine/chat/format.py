@@ -48,9 +48,13 @@ def _renders_tools(source: str, bos: str, eos: str) -> bool:
     """Whether offering a tool changes the prompt (a template that only mentions tools, or refuses them, does not)."""
     try:
         with_tool = render_messages(source, _PROBE_CHAT, bos, eos, [_PROBE_TOOL])
-        return "ssd_probe_tool" in with_tool and with_tool != render_messages(source, _PROBE_CHAT, bos, eos)
     except ChatTemplateError:
         return False
+    try:
+        without = render_messages(source, _PROBE_CHAT, bos, eos)
+    except ChatTemplateError:  # a tool-use template (Hermes 3's) renders only chats with tools
+        without = ""
+    return "ssd_probe_tool" in with_tool and with_tool != without
 
 
 def template_format(source: str, tool_source: str | None = None, bos: str = "", eos: str = "") -> ChatFormat:

@@ -38,6 +38,10 @@ class BudgetExceeded(Exception):
     """The template used up its steps, time or size."""
 
 
+class StoppedError(ChatTemplateError):
+    """The template overran its budget (worth no second try)."""
+
+
 class _Budget(threading.local):
     steps = 0
     deadline = 0.0
@@ -236,7 +240,7 @@ class ChatTemplate:
                     raise BudgetExceeded(f"its output is longer than {MAX_OUTPUT:,} characters")
                 out.append(chunk)
         except (BudgetExceeded, TooBig) as exc:
-            raise ChatTemplateError(f"the model's chat template was stopped: {exc}") from None
+            raise StoppedError(f"the model's chat template was stopped: {exc}") from None
         except _TemplateRaised as exc:
             raise ChatTemplateError(f"the model's chat template refused these messages: {exc}") from None
         except SecurityError as exc:

@@ -14,10 +14,10 @@ from typing import Any, TypedDict
 
 import llama_cpp as ll
 
-from engine.chat.sandbox import render_messages
+from engine.chat.sandbox import StoppedError, render_messages
 
 from .backend import Model
-from .errors import NoChatTemplateError, ParameterError
+from .errors import ChatTemplateError, NoChatTemplateError, ParameterError
 
 log = logging.getLogger(__name__)
 
@@ -104,7 +104,40 @@ def template_source(model: Model, tools: list[dict[str, Any]] | None = None, tem
 def _render(model: Model, messages: Sequence[Mapping[str, Any]], tools: list[dict[str, Any]] | None,
             variables: Mapping[str, Any] | None, source: str) -> str:
     bos, eos = special_texts(model)
-    return render_messages(source, messages, bos, eos, tools, variables)
+    try:
+        return render_messages(source, messages, bos, eos, tools, variables)
+    except StoppedError:
+        raise
+    except ChatTemplateError as exc:
+        refused = exc
+    # A template that cannot take what OpenAI clients send (a None content, arguments as objects) is given what it
+    # can take, as llama.cpp gives it: a None content as "" (Qwen3 tests '</think>' in content), arguments as JSON.
+    for adapt in _ADAPTATIONS:
+        adapted = adapt(messages)
+        if adapted != messages:
+            try:
+                return render_messages(source, adapted, bos, eos, tools, variables)
+            except ChatTemplateError:
+                continue
+    raise refused
+
+
+def _empty_content(messages: Sequence[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
+    return [{**m, "content": ""} if "content" in m and m["content"] is None else m for m in messages]
+
+
+def _text_arguments(messages: Sequence[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
+    def text(call: Mapping[str, Any]) -> Mapping[str, Any]:
+        fn = call.get("function")
+        if not isinstance(fn, Mapping) or isinstance(fn.get("arguments"), str):
+            return call
+        return {**call, "function": {**fn, "arguments": json.dumps(fn.get("arguments"), ensure_ascii=False)}}
+
+    return [{**m, "tool_calls": [text(c) for c in m["tool_calls"]]} if m.get("tool_calls") else m for m in messages]
+
+
+_ADAPTATIONS: tuple[Callable[[Sequence[Mapping[str, Any]]], Sequence[Mapping[str, Any]]], ...] = (
+    _empty_content, _text_arguments, lambda ms: _text_arguments(_empty_content(ms)))
 
 
 def special_texts(model: Model) -> tuple[str, str]:
