@@ -46,10 +46,19 @@ class ReplySplitter:
             self._held += text
             return []
         self._buf += text
+        return self._scan(final=False)
+
+    def _scan(self, final: bool) -> list[Piece]:
+        """Send the buffer up to its next marker, section by section. A marker that begins a longer one waits
+        for the text that settles which it is (unless the reply has ended): whole or in chunks, the longest wins."""
         out: list[Piece] = []
         while self.section != CALL:
             rules = self._markers()
             at, marker = first_marker(self._buf, (m for m, _ in rules))
+            if at >= 0 and not final and _may_grow(self._buf[at:], marker, rules):
+                self._emit(out, self._buf[:at])
+                self._buf = self._buf[at:]
+                return out
             if at < 0:
                 keep = held_tail(self._buf, (m for m, _ in rules))
                 self._emit(out, self._buf[:len(self._buf) - keep])
@@ -78,7 +87,7 @@ class ReplySplitter:
 
     def finish(self) -> tuple[list[Piece], list[ToolCall]]:
         """The pieces still held (the call section's leftover text as content) and the reply's calls."""
-        out: list[Piece] = []
+        out = self._scan(final=True) if self.section != CALL else []
         if self.section != CALL:
             self._emit(out, self._buf)
             self._buf = ""
@@ -90,6 +99,11 @@ class ReplySplitter:
             self.section, self._fresh = CONTENT, True
             self._emit(out, rest.rstrip())
         return out, calls
+
+
+def _may_grow(tail: str, marker: str, rules: Sequence[tuple[str, str]]) -> bool:
+    """Whether ``tail`` (the buffer from a found ``marker`` on) may still become a longer marker."""
+    return any(len(m) > len(tail) and m.startswith(marker) and m.startswith(tail) for m, _ in rules)
 
 
 def split_whole(family: Family, text: str, names: Sequence[str] = (),
