@@ -54,7 +54,7 @@ def test_a_base_model_is_named_as_such_and_a_message_gets_no_garbage(qtbot: QtBo
     with qtbot.waitSignal(w.error_shown, timeout=TIMEOUT_MS) as blocker:
         w.send()
     qtbot.waitUntil(lambda: w.state == EngineState.READY, timeout=TIMEOUT_MS)
-    assert "no chat template" in str(blocker.args[0])  # type: ignore[index]
+    assert "no chat template" in str(blocker.args[0])
     assert [m.role for m in w.history.messages(w.conversation_id)] == ["user"]  # no reply at all, not garbage
     assert not offer.isHidden()
 
@@ -83,7 +83,7 @@ def test_a_picked_template_is_used_and_remembered_for_the_model_file(qtbot: QtBo
     offer.use_button.click()
     qtbot.waitUntil(lambda: w.formats.format is not None and w.formats.format.template == "llama3",
                     timeout=TIMEOUT_MS)
-    assert offer.isHidden() and w.formats.format.has_template
+    assert offer.isHidden() and w.formats.format is not None and w.formats.format.has_template
     reply_id = wait_reply(qtbot, w, lambda: (w.prompt_edit.setPlainText("Hello"), w.send()))
     assert w.history.message(reply_id).complete
     assert w.store.chat_template(str(base_model)) == "llama3"
@@ -91,7 +91,8 @@ def test_a_picked_template_is_used_and_remembered_for_the_model_file(qtbot: QtBo
     again = open_window(qtbot, ActivePair("base", "Tiny base model", str(base_model), None), fast_settings(mode="ar"))
     closing.append(again)
     qtbot.waitUntil(lambda: again.formats.format is not None, timeout=TIMEOUT_MS)
-    assert again.formats.format.template == "llama3" and again.pane.template_offer.isHidden()
+    fmt = again.formats.format
+    assert fmt is not None and fmt.template == "llama3" and again.pane.template_offer.isHidden()
 
 
 def test_a_plain_text_conversation_reads_as_one_text() -> None:
