@@ -6,6 +6,15 @@ This module is the engine's public surface: ``app/`` (and the local server) impo
 """
 
 from . import server
+from .chat import builtin as chat_builtin
+from .chat.families import by_name as chat_family_named
+from .chat.families import plain as plain_family
+from .chat.family import CONTENT as CONTENT_PIECE
+from .chat.family import THINKING as THINKING_PIECE
+from .chat.family import Family as ChatFamily
+from .chat.format import ChatFormat, thinking_variables
+from .chat.stream import Piece as ReplyPiece
+from .chat.stream import ReplySplitter
 from .core.backend import init_backend, supports_gpu_offload
 from .core.chat import Message as ChatMessage
 from .core.cpu_check import Override as CpuCheckOverride
@@ -64,6 +73,7 @@ from .tools.tinymodel import TinyPair, write_model
 __all__ = [
     "ALL_LAYERS",
     "AUTO_LAYERS",
+    "CONTENT_PIECE",
     "COUPLED",
     "DRAFT_FREE_MODES",
     "DROP_OLDEST",
@@ -76,6 +86,9 @@ __all__ = [
     "OPTIONS",
     "OVERFLOW_POLICIES",
     "REJECTION",
+    "THINKING_PIECE",
+    "ChatFamily",
+    "ChatFormat",
     "ChatMessage",
     "ChatTemplateError",
     "ContextFullError",
@@ -105,11 +118,15 @@ __all__ = [
     "ParameterError",
     "Placement",
     "RemoteEngine",
+    "ReplyPiece",
+    "ReplySplitter",
     "SamplingParams",
     "TinyPair",
     "TokenEvent",
     "VocabMismatchError",
     "ask_remote_machines",
+    "chat_builtin",
+    "chat_family_named",
     "check_cpu",
     "cpu_check_status",
     "cpu_cores",
@@ -128,12 +145,14 @@ __all__ = [
     "loaded_placement",
     "offline",
     "place_layers",
+    "plain_family",
     "remote_endpoints",
     "score_margin",
     "server",
     "set_cpu_check_override",
     "supports_gpu_offload",
     "system_memory",
+    "thinking_variables",
     "user_data_dir",
     "write_kquant_model",
     "write_model",

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from app.history.db import SCHEMA_VERSION
 from app.history.opening import HistoryOpenError
 from app.history.store import DiskFullError, History
 
@@ -109,7 +110,7 @@ def test_a_version_1_database_is_migrated(data_dir: Path) -> None:
     h.begin_version(2)
     h.update_message(2, "hello again")
     assert h.show_version(2, -1) and h.message(2).content == "hello" and h.message(2).versions == 2
-    assert h._db.execute("PRAGMA user_version").fetchone()[0] == 2
+    assert h._db.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION
     h.close()
 
 

@@ -213,7 +213,7 @@ def test_a_model_without_tool_or_fim_support_says_so(tiny: TinyPair) -> None:
     with Engine(EngineConfig(str(Path(tiny.target)), None, n_ctx=512, threads=1)) as eng, serve(eng) as srv:
         err = error_of(httpx.post(f"{srv.url}/chat/completions", json={
             "model": srv.model_id, "messages": ASK, "tools": [WEATHER]}), 400)
-        assert err["code"] == "tools_unsupported" and "does not render tools" in err["message"]
+        assert err["code"] == "tools_unsupported" and "no tool-call format" in err["message"]
         err = error_of(httpx.post(f"{srv.url}/completions", json={
             "model": srv.model_id, "prompt": "a", "suffix": "b"}), 400)
         assert err["param"] == "suffix" and "fill-in-the-middle" in err["message"]

@@ -9,7 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from engine.core import chat, tools
+from engine.chat.families import detect, hermes, llama3
+from engine.chat.history import template_tool_calls
+from engine.chat.stream import split_whole
+from engine.core import chat
 from engine.core.backend import Model
 from engine.core.chat import Message
 from engine.core.errors import ParameterError
@@ -30,15 +33,13 @@ def qwen(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Model]:
         yield m
 
 
-def test_template_styles() -> None:
-    assert tools.tool_style(QWEN_TEMPLATE) == tools.HERMES
-    assert tools.tool_style("{% for m in messages %}{{ m.content }}{% endfor %}") is None
-    llama = "{% if tools %}{{ tools | tojson }}{% endif %}<|python_tag|>{% if m.role == 'ipython' %}{% endif %}"
-    assert tools.tool_style(llama) == tools.LLAMA3
+def test_template_families() -> None:
+    assert detect(QWEN_TEMPLATE) is hermes.FAMILY
+    assert not detect("{% for m in messages %}{{ m.content }}{% endfor %}").calls
 
 
 def test_tools_and_a_tool_round_trip_render_through_the_template(qwen: Model) -> None:
-    calls = tools.template_tool_calls([{"id": "call_1", "type": "function", "function": {
+    calls = template_tool_calls([{"id": "call_1", "type": "function", "function": {
         "name": "get_weather", "arguments": '{"city": "Paris"}'}}], "messages[1].tool_calls")
     msgs: list[Message] = [
         {"role": "user", "content": "Weather in Paris?"},
@@ -61,33 +62,33 @@ def test_control_text_in_a_tool_definition_is_refused(qwen: Model) -> None:
 
 def test_arguments_that_are_not_json_are_refused() -> None:
     with pytest.raises(ParameterError, match=r"messages\[1\].tool_calls\[0\].function.arguments"):
-        tools.template_tool_calls([{"function": {"name": "f", "arguments": "{oops"}}], "messages[1].tool_calls")
+        template_tool_calls([{"function": {"name": "f", "arguments": "{oops"}}], "messages[1].tool_calls")
 
 
 def test_calls_are_parsed_out_of_the_reply() -> None:
     text = 'Let me look.\n<tool_call>\n{"name": "get_weather", "arguments": {"city": "Oslo"}}\n</tool_call>'
-    content, calls = tools.parse_calls(text, tools.HERMES, ["get_weather"])
-    assert content == "Let me look." and [(c.name, json.loads(c.arguments)) for c in calls] == [
+    content, _, found = split_whole(hermes.FAMILY, text, ["get_weather"])
+    assert content == "Let me look." and [(c.name, json.loads(c.arguments)) for c in found] == [
         ("get_weather", {"city": "Oslo"})]
-    assert calls[0].id.startswith("call_")
+    assert found[0].id.startswith("call_")
     unknown = '<tool_call>{"name": "rm_rf", "arguments": {}}</tool_call>'
-    assert tools.parse_calls(unknown, tools.HERMES, ["get_weather"]) == (unknown, [])
-    assert tools.parse_calls("no calls", tools.HERMES, ["get_weather"]) == ("no calls", [])
-    content, calls = tools.parse_calls('{"name": "get_time", "parameters": {}}', tools.LLAMA3, ["get_time"])
-    assert content is None and calls[0].name == "get_time" and calls[0].arguments == "{}"
+    assert split_whole(hermes.FAMILY, unknown, ["get_weather"]) == (unknown, "", [])
+    assert split_whole(hermes.FAMILY, "no calls", ["get_weather"]) == ("no calls", "", [])
+    content, _, found = split_whole(llama3.FAMILY, '{"name": "get_time", "parameters": {}}', ["get_time"])
+    assert content == "" and found[0].name == "get_time" and found[0].arguments == "{}"
 
 
 def test_the_call_grammar_admits_only_a_call_of_an_offered_tool(qwen: Model) -> None:
-    gbnf = tools.call_grammar([WEATHER, CLOCK], tools.HERMES)
+    gbnf = hermes.call_grammar([WEATHER, CLOCK], None)
     good = '<tool_call>\n{"name": "get_weather", "arguments": {"city": "Oslo"}}\n</tool_call>'
     assert _follows(qwen, gbnf, good) and _follows(qwen, gbnf, good.replace('"city": "Oslo"', '"city":"x"'))
     assert not _follows(qwen, gbnf, good.replace("get_weather", "get_wether"))
     assert not _follows(qwen, gbnf, good.replace('"city"', '"town"'))
-    named = tools.call_grammar([WEATHER, CLOCK], tools.HERMES, only="get_time")
+    named = hermes.call_grammar([WEATHER, CLOCK], "get_time")
     assert not _follows(qwen, named, good)
     assert _follows(qwen, named, '<tool_call>\n{"name": "get_time", "arguments": {}}\n</tool_call>')
     with pytest.raises(ParameterError, match="no tool named 'nope'"):
-        tools.call_grammar([WEATHER], tools.HERMES, only="nope")
+        hermes.call_grammar([WEATHER], "nope")
 
 
 def test_a_call_or_a_json_reply(qwen: Model) -> None:
@@ -96,7 +97,7 @@ def test_a_call_or_a_json_reply(qwen: Model) -> None:
     from engine.core.gbnf import either
     from engine.core.jsonschema import JSON_OBJECT_GRAMMAR
 
-    gbnf = either(tools.call_grammar([WEATHER], tools.HERMES), JSON_OBJECT_GRAMMAR)
+    gbnf = either(hermes.call_grammar([WEATHER], None), JSON_OBJECT_GRAMMAR)
     assert _follows(qwen, gbnf, '<tool_call>\n{"name": "get_weather", "arguments": {"city": "x"}}\n</tool_call>')
     assert _follows(qwen, gbnf, '{"any": [1, "thing"]}')
     assert not _follows(qwen, gbnf, "plain text")

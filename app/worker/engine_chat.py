@@ -1,8 +1,4 @@
-"""The engine's chat-format names the app uses, in one place.
-
-engine/__init__ does not export these yet (issue 57 is landing them): until it does, this module alone imports them
-from ``engine.chat``, so that the switch is one file (tests/test_app_imports.py names it until then).
-"""
+"""The engine's chat-format names the app uses, in one place."""
 
 from __future__ import annotations
 
@@ -10,14 +6,11 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
-from engine.chat import builtin
-from engine.chat.families import by_name, plain
-from engine.chat.family import CONTENT as CONTENT_PIECE
-from engine.chat.family import THINKING as THINKING_PIECE
-from engine.chat.family import Family
-from engine.chat.format import ChatFormat, thinking_variables
-from engine.chat.stream import Piece as ReplyPiece
-from engine.chat.stream import ReplySplitter
+from engine import CONTENT_PIECE, THINKING_PIECE, ChatFormat, ReplyPiece, ReplySplitter, thinking_variables
+from engine import ChatFamily as Family
+from engine import chat_builtin as builtin
+from engine import chat_family_named as by_name
+from engine import plain_family as plain
 
 CHAT_TEMPLATES: tuple[str, ...] = tuple(builtin.TEMPLATES)
 

@@ -39,7 +39,7 @@ class _Turn(TypedDict):
 class Message(_Turn, total=False):
     """One chat turn. ``content`` may be None (an assistant turn of only tool calls: templates branch on ``content
     is none``, so it stays None); an assistant turn may carry ``tool_calls`` (arguments as objects, the form chat
-    templates read: :func:`engine.core.tools.template_messages`) and its ``reasoning_content`` (rendered back as
+    templates read: :func:`engine.chat.history.template_tool_calls`) and its ``reasoning_content`` (rendered back as
     the template writes it), and a ``tool`` turn its ``tool_call_id``."""
 
     tool_calls: list[dict[str, Any]]

@@ -68,7 +68,9 @@ class Constraint:
         gbnf = str(getattr(params, "grammar", ""))
         if not bias and not gbnf and presence == 0.0 and frequency == 0.0:
             return None
-        return cls(n_vocab, bias, presence, frequency, Grammar.for_model(model_ptr, gbnf) if gbnf else None)
+        triggers = tuple(getattr(params, "grammar_triggers", ()))
+        grammar = Grammar.for_model(model_ptr, gbnf, triggers) if gbnf else None
+        return cls(n_vocab, bias, presence, frequency, grammar)
 
     def clone(self) -> Constraint:
         twin = Constraint.__new__(Constraint)

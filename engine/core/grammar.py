@@ -26,24 +26,44 @@ class GrammarError(ParameterError):
     """A grammar llama.cpp cannot parse, or a token the grammar does not allow."""
 
 
+_REGEX_SPECIAL = frozenset("\\^$.|?*+()[]{}/")  # characters ECMAScript regexes (std::regex) treat specially
+
+
+def trigger_pattern(text: str) -> str:
+    """A regex that finds ``text`` anywhere, its capture group where the grammar starts (llama.cpp's convention)."""
+    return "(" + "".join("\\" + c if c in _REGEX_SPECIAL else c for c in text) + ")"
+
+
+def _init(vocab: Any, gbnf: str, triggers: Sequence[str]) -> Any:
+    if not triggers:
+        return ll.llama_sampler_init_grammar(vocab, gbnf.encode("utf-8"), ROOT)
+    patterns = [trigger_pattern(t).encode("utf-8") for t in triggers]
+    array = (ctypes.c_char_p * len(patterns))(*patterns)
+    return ll.llama_sampler_init_grammar_lazy_patterns(vocab, gbnf.encode("utf-8"), ROOT, array, len(patterns),
+                                                       (ll.llama_token * 1)(), 0)
+
+
 class Grammar:
     """The state of a GBNF grammar over one vocabulary; close it (or let it be collected) to free it."""
 
-    def __init__(self, vocab: Any, gbnf: str, *, _ptr: Any = None) -> None:
+    def __init__(self, vocab: Any, gbnf: str, *, triggers: Sequence[str] = (), _ptr: Any = None) -> None:
         self._ptr: Any = None
         self._vocab = vocab
         self.gbnf = gbnf
-        ptr = _ptr if _ptr is not None else ll.llama_sampler_init_grammar(vocab, gbnf.encode("utf-8"), ROOT)
+        self.triggers = tuple(triggers)
+        ptr = _ptr if _ptr is not None else _init(vocab, gbnf, self.triggers)
         if not ptr:
             raise GrammarError("llama.cpp could not parse the grammar (its log says where)")
         self._ptr = ptr
 
     @classmethod
-    def for_model(cls, model_ptr: Any, gbnf: str) -> Grammar:
-        return cls(ll.llama_model_get_vocab(model_ptr), gbnf)
+    def for_model(cls, model_ptr: Any, gbnf: str, triggers: Sequence[str] = ()) -> Grammar:
+        """``triggers``: the grammar is lazy, every token allowed until the reply writes one of these texts; from
+        there on (the text included) the reply follows the grammar (llama.cpp's triggered grammars)."""
+        return cls(ll.llama_model_get_vocab(model_ptr), gbnf, triggers=triggers)
 
     def clone(self) -> Grammar:
-        return Grammar(self._vocab, self.gbnf, _ptr=ll.llama_sampler_clone(self._live()))
+        return Grammar(self._vocab, self.gbnf, triggers=self.triggers, _ptr=ll.llama_sampler_clone(self._live()))
 
     def allowed(self, ids: Sequence[int] | npt.NDArray[np.integer[Any]]) -> npt.NDArray[np.bool_]:
         """For each of ``ids``: whether the grammar allows it next."""

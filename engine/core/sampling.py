@@ -43,6 +43,7 @@ class SamplingParams:
     presence_penalty: float = 0.0  # OpenAI's penalties, over the reply's own tokens
     frequency_penalty: float = 0.0
     grammar: str = ""  # GBNF the reply must follow; "" = free
+    grammar_triggers: tuple[str, ...] = ()  # texts that engage the grammar (lazy: free until one is written)
 
     def __post_init__(self) -> None:
         opt.check_fields(self, ("temperature", "top_k", "top_p", "min_p", "seed", "scheme"))
@@ -53,8 +54,7 @@ class SamplingParams:
 
     @property
     def backend_ok(self) -> bool:
-        """Whether llama.cpp's sampler chain can express these settings: not top-k 0 (the whole vocabulary), nor a
-        constraint (it reads the host's rows)."""
+        """Whether llama.cpp's sampler chain can express these: not top-k 0 (all ids), nor a constraint (host rows)."""
         free = not (self.logit_bias or self.grammar or self.presence_penalty or self.frequency_penalty)
         return free and (self.greedy or 0 < self.top_k <= BACKEND_TOP_K)
 

@@ -56,7 +56,7 @@ async def chat(service: Service, request: Request, body: ChatCompletionRequest) 
     except (ChatTemplateError, ParameterError) as exc:  # e.g. a template that insists on alternating turns
         raise APIError(400, str(exc), param="messages", code="invalid_messages") from exc
     model = await service.ask(service.vocab.get) if body.logit_bias else None
-    extras = sampling_extras(body, plan.grammar, model.n_vocab if model is not None else 0)
+    extras = sampling_extras(body, plan.grammar, model.n_vocab if model is not None else 0, plan.triggers)
     budget = min((b for b in (body.thinking_budget, service.config.thinking_budget) if b is not None), default=None)
     plan.thinking_budget = budget
     return await service.serve(request, replies.CHAT, body, prompt, "messages", extras, plan)

@@ -20,6 +20,7 @@ from engine.core.gbnf import either
 from engine.core.jsonschema import JSON_OBJECT_GRAMMAR, SchemaError, schema_grammar
 
 from .errors import APIError
+from .formats import NamedChoice
 from .job import ServedEngine
 from .schemas import ChatCompletionRequest, ChatMessage, CompletionRequest
 
@@ -40,6 +41,7 @@ class ChatPlan:
     variables: dict[str, Any] = field(default_factory=dict)  # the template's switches (enable_thinking...)
     section: str = CONTENT  # where the reply starts: thinking when the prompt opened a thinking block
     thinking_budget: int | None = None  # thinking tokens before the block is closed
+    triggers: tuple[str, ...] = ()  # the grammar is lazy: it holds the reply from the first of these texts on
 
     @property
     def calls_possible(self) -> bool:
@@ -77,6 +79,7 @@ def uses_tools(body: ChatCompletionRequest) -> bool:
 def chat_plan(body: ChatCompletionRequest, fmt: ChatFormat) -> ChatPlan:
     """The plan for ``body`` on a model with this chat format (which decides whether tools can be offered)."""
     family = by_name(fmt.family) or plain.FAMILY
+    _check_tools(body)
     offered = body.tool_list
     choice, name = body.choice
     tool_field = "tools" if body.tools else "functions"
@@ -98,7 +101,27 @@ def chat_plan(body: ChatCompletionRequest, fmt: ChatFormat) -> ChatPlan:
         plan.grammar = _json_grammar(body)
         if plan.calls_possible:  # auto: the reply is either one tool call or the JSON asked for
             plan.grammar = either(_call_grammar(family, offered, None, tool_field), plan.grammar)
+    elif plan.calls_possible and family.call_grammar is not None and family.call_open:
+        # auto: free text, until the reply opens a call in its family's markup; the call then follows its schema
+        plan.grammar, plan.triggers = _call_grammar(family, offered, None, tool_field), family.call_open
     return plan
+
+
+def _check_tools(body: ChatCompletionRequest) -> None:
+    """400s as OpenAI answers them: an empty tool list, a forced call with no tools, two tools of one name."""
+    if body.tools is not None and not body.tools:
+        raise APIError(400, "tools: an empty list; leave tools out to offer none", param="tools",
+                       code="invalid_value")
+    forced = body.tool_choice == "required" or isinstance(body.tool_choice, NamedChoice)
+    if forced and not body.tools:
+        raise APIError(400, "tool_choice: a forced tool call needs tools, and the request offers none",
+                       param="tool_choice", code="invalid_value")
+    names = [t["function"]["name"] for t in body.tool_list]
+    twice = sorted({n for n in names if names.count(n) > 1})
+    if twice:
+        field_ = "tools" if body.tools else "functions"
+        raise APIError(400, f"{field_}: the name {twice[0]!r} is given to more than one tool", param=field_,
+                       code="invalid_value")
 
 
 def _call_grammar(family: Family, offered: list[dict[str, Any]], name: str | None, tool_field: str) -> str:
@@ -158,7 +181,8 @@ def _message(m: ChatMessage, i: int) -> Message:
     return out
 
 
-def sampling_extras(body: ChatCompletionRequest | CompletionRequest, grammar: str, n_vocab: int) -> dict[str, Any]:
+def sampling_extras(body: ChatCompletionRequest | CompletionRequest, grammar: str, n_vocab: int,
+                    triggers: tuple[str, ...] = ()) -> dict[str, Any]:
     """The constraint fields of :class:`~engine.core.sampling.SamplingParams` for this request."""
     bias = dict(body.logit_bias or {})
     try:
@@ -166,5 +190,5 @@ def sampling_extras(body: ChatCompletionRequest | CompletionRequest, grammar: st
     except ParameterError as exc:
         raise APIError(400, str(exc), param="logit_bias", code="invalid_value") from exc
     extras = {"logit_bias": tuple(sorted(bias.items())), "presence_penalty": body.presence_penalty,
-              "frequency_penalty": body.frequency_penalty, "grammar": grammar}
+              "frequency_penalty": body.frequency_penalty, "grammar": grammar, "grammar_triggers": triggers}
     return {name: value for name, value in extras.items() if value}  # the defaults stay the defaults

@@ -4,4 +4,4 @@ from __future__ import annotations
 
 from ..family import Family
 
-FAMILY = Family(name="plain", label="other templates", signature=(), transitions={})
+FAMILY = Family(name="plain", label="a template of no known family", signature=(), transitions={})
