@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import importlib
 
-from ..family import Family
+from engine.chat.family import Family
+
 from . import plain
 
 ORDER = (

@@ -7,8 +7,8 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from ..calls import RULES, json_call, json_object_grammar, literal
-from ..family import CALL, CONTENT, THINKING, Family, ToolCall
+from engine.chat.calls import RULES, json_call, json_object_grammar, literal
+from engine.chat.family import CALL, CONTENT, THINKING, Family, ToolCall
 
 OPEN, CLOSE = "<tool_call>", "</tool_call>"
 THINK_OPEN, THINK_CLOSE = "<think>", "</think>"

@@ -2,6 +2,6 @@
 
 from __future__ import annotations
 
-from ..family import Family
+from engine.chat.family import Family
 
 FAMILY = Family(name="plain", label="a template of no known family", signature=(), transitions={})
