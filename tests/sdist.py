@@ -43,7 +43,8 @@ def _download(version: str, into: Path) -> Path:
     """The sdist's file, downloaded by pip into ``into``; a skip when pip cannot get it."""
     into.mkdir(parents=True, exist_ok=True)
     argv = [sys.executable, "-m", "pip", "download", "--no-deps", "--no-binary", ":all:",
-            f"llama-cpp-python=={version}", "-d", str(into), "--quiet"]
+            f"llama-cpp-python=={version}", "-d", str(into), "--quiet",
+            "--no-cache-dir"]  # pip's cache lives in HOME, which the tests never write into
     try:
         done = subprocess.run(argv, capture_output=True, text=True, timeout=DOWNLOAD_TIMEOUT_S, check=False)
     except (OSError, subprocess.TimeoutExpired) as exc:
