@@ -64,6 +64,15 @@ def test_family_is_detected_and_prompt_renders(family_pair: tuple[str, str, Engi
     assert "Say hello twice." in eng.detokenize(prompt)
 
 
+def test_turn_ends_end_the_reply(family_pair: tuple[str, str, Engine]) -> None:
+    family, template, eng = family_pair
+    model = eng.target_model
+    for text in detect(template).end_texts:
+        toks = model.tokenize(text, add_special=False, parse_special=True)
+        if len(toks) == 1:  # a turn end the vocabulary holds as one token ends generation (never shown)
+            assert model.is_eog(toks[0]), (family, text)
+
+
 def test_greedy_identical_to_ar_in_every_mode(family_pair: tuple[str, str, Engine]) -> None:
     family, _, eng = family_pair
     prompt = eng.messages_tokens(MESSAGES)

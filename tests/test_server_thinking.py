@@ -107,3 +107,20 @@ def test_responses_api_has_a_reasoning_item(thinking_server: LocalServer) -> Non
     out = r.json()["output"]
     assert out[0]["type"] == "reasoning" and out[0]["content"][0]["text"]
     assert r.json()["usage"]["output_tokens_details"]["reasoning_tokens"] >= 1
+
+
+def test_a_spent_budget_closes_each_familys_thinking() -> None:
+    from engine.chat.budget import ThinkingBudget, closing_text
+    from engine.chat.families import FAMILIES
+    from engine.chat.family import CONTENT, THINKING
+    from engine.chat.stream import ReplySplitter
+
+    for fam in FAMILIES:
+        close = closing_text(fam)
+        if close is None or THINKING not in fam.transitions:
+            continue
+        budget = ThinkingBudget(fam, THINKING, 2)
+        assert not budget.feed("a") and budget.feed("b"), fam.name
+        splitter = ReplySplitter(fam, (), THINKING)
+        splitter.feed("ab" + close + "answer")
+        assert splitter.section == CONTENT, (fam.name, close)

@@ -78,4 +78,5 @@ FAMILY = Family(
     end_texts=(RETURN, CALL_END),
     preserved=(CHANNEL, MESSAGE, END, START, CONSTRAIN),
     effort_key="reasoning_effort",
+    extra={"close_thinking": END + NEXT + ANSWERS[0]},  # a spent thinking budget: the analysis ends, the answer opens
 )
