@@ -14,7 +14,8 @@ from typing import Any
 
 from llama_cpp.llama_grammar import JSON_GBNF, json_schema_to_gbnf
 
-from .errors import ParameterError
+from .schemabounds import SchemaError as SchemaError  # re-exported: callers catch it from here
+from .schemabounds import build_under_budget, check_node, check_size
 
 # llama.cpp decodes a grammar's text leniently: a lead byte 0xF5-0xFF starts a "character" past U+10FFFF, and
 # 0xED 0xA0... a surrogate. A JSON string's character class excludes those too, so a reply is always valid UTF-8.
@@ -49,28 +50,24 @@ _SUBSCHEMA_LISTS = ("anyOf", "oneOf", "allOf", "prefixItems")
 _SUBSCHEMA_MAPS = ("properties", "$defs", "definitions")
 
 
-class SchemaError(ParameterError):
-    """A JSON Schema the grammar cannot express; ``construct`` names the keyword."""
-
-    def __init__(self, construct: str, where: str, why: str) -> None:
-        at = f" at {where}" if where else ""
-        super().__init__(f"the schema's {construct}{at} {why}")
-        self.construct = construct
-
-
 def schema_grammar(schema: Any) -> str:
     """GBNF for ``schema``. Always strict: an object allows no property its schema does not list unless
-    ``additionalProperties`` asks, and every listed type, enum, const, pattern and length is enforced."""
+    ``additionalProperties`` asks, and every listed type, enum, const, pattern and length is enforced. A schema
+    past the bounds of :mod:`~engine.core.schemabounds` is refused before its grammar is built."""
     if not isinstance(schema, dict):
         raise SchemaError("root", "", "must be a JSON object")
+    check_size(schema)
     for where, node in _walk(schema, ""):
         _check(node, where)
+        check_node(node, where)
     try:
-        gbnf = str(json_schema_to_gbnf(json.dumps(schema)))
+        gbnf = build_under_budget(json_schema_to_gbnf, json.dumps(schema))
+    except SchemaError:
+        raise
     except RecursionError:
         raise SchemaError("$ref", "", "nests too deeply to be turned into a grammar") from None
     except Exception as e:  # the converter's own refusals: AssertionError, KeyError, ValueError on a pattern, ...
-        raise SchemaError("structure", "", f"cannot be turned into a grammar: {e or type(e).__name__}") from None
+        raise SchemaError("structure", "", f"cannot be turned into a grammar: {str(e) or type(e).__name__}") from None
     return valid_utf8(gbnf)
 
 

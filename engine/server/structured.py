@@ -18,6 +18,7 @@ from engine.core.constraints import check_bias
 from engine.core.errors import ParameterError
 from engine.core.gbnf import either
 from engine.core.jsonschema import JSON_OBJECT_GRAMMAR, SchemaError, schema_grammar
+from engine.core.schemabounds import grammar_budget
 
 from .errors import APIError
 from .formats import NamedChoice
@@ -129,12 +130,13 @@ def _call_grammar(family: Family, offered: list[dict[str, Any]], name: str | Non
         raise APIError(400, f"tool_choice: this model's format ({family.label}) cannot be forced to call a tool",
                        param="tool_choice", code="invalid_value")
     try:
-        return family.call_grammar(offered, name)
-    except ParameterError as exc:
-        raise APIError(400, str(exc), param="tool_choice", code="invalid_value") from exc
-    except SchemaError as exc:
+        with grammar_budget():  # every tool's parameter grammar draws on one size budget
+            return family.call_grammar(offered, name)
+    except SchemaError as exc:  # before ParameterError, its base
         raise APIError(400, f"{tool_field}: a parameter schema: {exc}", param=tool_field,
                        code="unsupported_schema") from exc
+    except ParameterError as exc:
+        raise APIError(400, str(exc), param="tool_choice", code="invalid_value") from exc
 
 
 def _variables(body: ChatCompletionRequest, fmt: ChatFormat) -> dict[str, Any]:
