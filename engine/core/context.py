@@ -16,6 +16,7 @@ from .backend import Model
 from .errors import ContextFullError, DecodeError, ModelLoadError, ParameterError, PrefillStopped
 from .options import MAX_K
 from .outputs import PATHS, BackendSamplers, ChainSpec, Outputs, choose_path
+from .recurrent import SPARE_SEQS, memory_kind
 from .sampling import SamplingParams
 
 FULL = "the context is full (no free KV slot); start a new chat or raise the context length"
@@ -48,14 +49,20 @@ class Context:
             raise ParameterError(f"sampling path must be one of {', '.join(PATHS)}, got {params.sampling!r}")
         self.model = model
         self.params = params
+        self.kind = memory_kind(model.ptr)
+        # a recurrent state keeps checkpoints in spare sequences, which share one KV buffer with sequence 0
+        n_seq = params.n_seq_max + (SPARE_SEQS if self.kind.checkpoints else 0)
+        self.spare = tuple(range(params.n_seq_max, n_seq))
+        self.removable: dict[int, int] = {}  # per sequence: trailing positions llama.cpp can give back now
         cp = ll.llama_context_default_params()
         cp.n_ctx = params.n_ctx
         cp.n_batch = params.n_batch
         cp.n_ubatch = params.n_batch
-        cp.n_seq_max = params.n_seq_max
-        cp.n_outputs_max = max(params.n_batch, params.n_seq_max)
+        cp.n_seq_max = n_seq
+        cp.n_rs_seq = self.kind.rollback
+        cp.n_outputs_max = max(params.n_batch, n_seq)
         cp.n_outputs_max_per_seq = MAX_K + 1  # a verify batch (K+1 rows) under a backend sampler
-        cp.kv_unified = params.kv_unified
+        cp.kv_unified = params.kv_unified or bool(self.spare)
         cp.n_threads = params.n_threads
         cp.n_threads_batch = params.n_threads_batch
         cp.flash_attn_type = 1 if params.flash_attn else 0
@@ -69,7 +76,7 @@ class Context:
         self.n_batch: int = min(params.n_batch, ll.llama_n_batch(ptr), ll.llama_n_ubatch(ptr))
         self.mem = ll.llama_get_memory(ptr)
         nb = self.n_batch
-        self._batch = ll.llama_batch_init(nb, 0, max(1, params.n_seq_max))
+        self._batch = ll.llama_batch_init(nb, 0, max(1, n_seq))
         b = self._batch
         self._tok = np.ctypeslib.as_array(b.token, shape=(nb,))
         self._pos = np.ctypeslib.as_array(b.pos, shape=(nb,))
@@ -200,6 +207,10 @@ class Context:
         self.decode_seconds += time.perf_counter() - t0
         self.decode_cpu_seconds += time.thread_time() - c0
         self.n_decodes += 1
+        if self.kind.rollback:  # the last decode's snapshots: its own tokens, once (llama.cpp checks neither)
+            for s in {seq_ids} if isinstance(seq_ids, int) else set(seq_ids):
+                self.removable[s] = 0 if rc else min(self.kind.rollback, n if isinstance(seq_ids, int)
+                                                     else sum(1 for x in seq_ids if x == s))
         if rc == 1:
             raise ContextFullError(FULL)
         if rc != 0:
@@ -234,10 +245,19 @@ class Context:
 
     # -- memory -----------------------------------------------------------------------------
     def seq_rm(self, seq: int, p0: int, p1: int = -1) -> bool:
-        return bool(ll.llama_memory_seq_rm(self.mem, seq, p0, p1))
+        """Remove [p0, p1) of ``seq``; False where the memory cannot (a recurrent state cut back further than
+        its last decode's snapshots), the memory then unchanged."""
+        if self.kind.recurrent and p0 > 0 and p1 < 0:
+            cut = self.seq_pos_max(seq) + 1 - p0
+            if cut > self.removable.get(seq, 0):
+                return cut <= 0
+        ok = bool(ll.llama_memory_seq_rm(self.mem, seq, p0, p1))
+        self.removable[seq] = 0
+        return ok
 
     def seq_cp(self, src: int, dst: int, p0: int, p1: int = -1) -> None:
         ll.llama_memory_seq_cp(self.mem, src, dst, p0, p1)
+        self.removable[src] = self.removable[dst] = 0  # a shared recurrent cell is never rolled back
 
     def seq_keep(self, seq: int) -> None:
         ll.llama_memory_seq_keep(self.mem, seq)
@@ -247,73 +267,9 @@ class Context:
 
     def clear(self) -> None:
         ll.llama_memory_clear(self.mem, True)
+        self.removable.clear()
 
 
-def common_prefix(a: Sequence[int], b: Sequence[int]) -> int:
-    """Length of the common prefix, by slice comparisons (C speed; a round calls this on the whole context)."""
-    x = a if isinstance(a, list) else list(a)
-    y = b if isinstance(b, list) else list(b)
-    n = min(len(x), len(y))
-    if x[:n] == y[:n]:
-        return n
-    lo, hi = 0, n  # x[:lo] == y[:lo]; x[:hi] != y[:hi]
-    while hi - lo > 1:
-        mid = (lo + hi) // 2
-        if x[lo:mid] == y[lo:mid]:
-            lo = mid
-        else:
-            hi = mid
-    return lo
+from .kvtrack import KVTrack, common_prefix  # noqa: E402  (the track reads a Context)
 
-
-class KVTrack:
-    """Sequence 0 of a context and the tokens it holds, kept in step with the KV cache."""
-
-    def __init__(self, ctx: Context) -> None:
-        self.ctx = ctx
-        self.tokens: list[int] = []
-        self.synced = 0  # tokens the latest sync decoded
-
-    def trim(self, keep: int) -> None:
-        if keep < len(self.tokens):
-            self.ctx.seq_rm(0, keep, -1)
-            del self.tokens[keep:]
-
-    def unseen(self, committed: Sequence[int]) -> int:
-        """Tokens of ``committed`` past the prefix the KV already holds (a sync decodes them, the last one at least)."""
-        return len(committed) - common_prefix(self.tokens, committed)
-
-    def keeps(self, committed: Sequence[int]) -> int:
-        """The prefix a sync keeps: what the KV holds of ``committed``, less the last token (its row is read)."""
-        return len(committed) - max(self.unseen(committed), 1)
-
-    def sync(self, committed: Sequence[int]) -> npt.NDArray[np.float32]:
-        """Make the KV hold exactly ``committed``, reusing the common prefix; return a copy of the last row."""
-        keep = self.keeps(committed)
-        self.trim(keep)
-        row = self.ctx.prefill(committed[keep:], start=keep)
-        self.tokens.extend(committed[keep:])
-        self.synced = len(committed) - keep
-        return row
-
-    def sync_out(self, committed: Sequence[int], stop: Callable[[], bool] | None = None) -> Outputs:
-        """:meth:`sync`, with the last token's output read in place (the round's path); ``stop``: see prefill_out."""
-        keep = self.keeps(committed)
-        self.trim(keep)
-        try:
-            out = self.ctx.prefill_out(committed[keep:], start=keep, stop=stop)
-        except PrefillStopped as e:
-            self.tokens.extend(committed[keep : keep + e.decoded])  # what was read stays, for the next prefix
-            raise
-        self.tokens.extend(committed[keep:])
-        self.synced = len(committed) - keep
-        return out
-
-    def decode_one(self, token: int) -> Outputs:
-        out = self.ctx.decode_out([token], [len(self.tokens)], 0)
-        self.tokens.append(token)
-        return out
-
-    def reset(self) -> None:
-        self.ctx.clear()
-        self.tokens.clear()
+__all__ = ["FULL", "Context", "ContextParams", "KVTrack", "common_prefix"]

@@ -130,6 +130,9 @@ class Drafter:
         # A round's own sync decodes one or two tokens; more is catching up on tokens drafted by no one.
         catchup = self.kv.synced if self.kv.synced > ROUND_SYNC else 0
         catchup_s = time.perf_counter() - t0 if catchup else 0.0
+        if catchup:
+            self.kv.keep_prompt()
+        self.kv.checkpoint()  # the drafts decoded next are cut back one by one (no-op without a recurrent state)
         tokens: list[int] = []
         qs: list[Dist] = []
         tops: list[IdRow] = []
@@ -191,8 +194,13 @@ class Drafter:
 
     def _promote(self, branch: Branch, committed: Sequence[int]) -> None:
         p = branch.pos0
-        self.ctx.seq_rm(0, p, -1)
-        self.ctx.seq_cp(branch.seq_id, 0, p, -1)
+        if self.ctx.kind.recurrent:  # the branch holds the whole path (a state cannot be cut at p)
+            self.ctx.seq_rm(0, -1, -1)
+            self.ctx.seq_cp(branch.seq_id, 0, -1, -1)
+            self.kv.marks = {s: m for s, m in self.kv.marks.items() if m <= p}
+        else:
+            self.ctx.seq_rm(0, p, -1)
+            self.ctx.seq_cp(branch.seq_id, 0, p, -1)
         new_tail = [branch.token, *branch.tokens[: branch.depth - 1]]
         self.kv.tokens[p:] = new_tail
         self.drop_tree()
@@ -242,6 +250,7 @@ class PromptRead:
         try:
             self._drafter.drop_tree()
             self._drafter.kv.sync_out(self._prompt, self._drafter.stopping)
+            self._drafter.kv.keep_prompt()
         except PrefillStopped:  # the reply was stopped: what was read stays in the KV
             pass
         except Exception as e:  # the first round catches up instead

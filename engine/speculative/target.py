@@ -71,6 +71,7 @@ class Target:
             out = self.kv.sync_out(self.committed, lambda: any(e.is_set() for e in stops))
         except PrefillStopped:
             return None
+        self.kv.keep_prompt()  # where a later request that shares this prompt starts again (a recurrent state)
         verdict = self._verdict(Draft([], None), out)
         self.committed.append(verdict.next_token)
         return verdict.next_token
@@ -85,6 +86,7 @@ class Target:
         batch = [self.committed[-1], *draft.tokens]
         if p_r + len(batch) > self.ctx.n_ctx:
             raise ContextFullError(f"the context of {self.ctx.n_ctx} tokens is full")
+        self.kv.before_cut(len(draft.tokens))
         out = self.ctx.decode_out(batch, range(p_r, p_r + len(batch)), 0, range(len(batch)))
         self.kv.tokens.extend(batch)
         verdict = self._verdict(draft, out)

@@ -85,6 +85,7 @@ class SpeculationTree:
         if len(tops) < n_draft:  # n-gram draft: run the glue pass for rows 0..L-1 now
             keep = self.kv.keeps(committed)  # p_r at most
             self.kv.trim(keep)
+            keep = len(self.kv.tokens)  # a recurrent state may have gone back further
             if keep < p_r:
                 self.ctx.prefill_out(committed[keep:p_r], start=keep)
                 self.kv.tokens.extend(committed[keep:p_r])
@@ -103,6 +104,8 @@ class SpeculationTree:
         branches: list[Branch] = []
         states: dict[int, Constraint | None] = {}  # per branch's sequence: the constraints after its path
         sid = 1
+        # A recurrent state holds only the newest position: branches can start after the whole draft only.
+        recurrent = self.ctx.kind.recurrent
         prefix = constraint  # the constraints after toks[:j]; None once the draft leaves them
         for j in range(n_draft + 1):
             if j == n_draft and ends_eog:
@@ -112,7 +115,7 @@ class SpeculationTree:
             excl = toks[j] if j < n_draft else None
             cands = [int(t) for t in tops[j] if int(t) != excl][: counts[j] if j < len(counts) else 0]
             for t in cands:
-                if sid > self.max_branches:
+                if sid > self.max_branches or (recurrent and j < n_draft):
                     break
                 state = follow(prefix, [t])
                 if constraint is not None and state is None:
