@@ -24,6 +24,7 @@ from engine.core.vocab import VocabInfo, check_vocab_rule
 from . import hubapi, search
 from .headers import HeaderReader, NotGgufError, file_size
 from .hub_http import DownloadError
+from .hubnames import is_repo_id
 from .store import ModelStore
 
 log = logging.getLogger(__name__)
@@ -140,7 +141,7 @@ def _hub_repos(target: search.GgufModel, bases: list[str]) -> list[str]:
 def _family_repos(author: str | None, query: str) -> list[str]:
     def listing(api: HfApi) -> list[str]:
         found = api.list_models(author=author, search=query, filter="gguf", sort="downloads", limit=QUERY_LIMIT)
-        return [m.id for m in found]
+        return [m.id for m in found if isinstance(m.id, str) and is_repo_id(m.id)]  # others cannot be asked for
 
     return hubapi.call(listing)
 

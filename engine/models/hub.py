@@ -46,6 +46,7 @@ from .hub_http import (
     http_error,
     transport_error,
 )
+from .hubnames import file_name, repo_id
 from .pace import RATE_FLOOR, RateFloor, RateWatch, TooSlowError
 from .store import InstalledPair, ModelStore, check_pair_files
 from .transfer import DISK_RESERVE, Progress, check_space, fetch, remaining, stamped_sha256
@@ -83,6 +84,7 @@ def remote_file(repo: str, filename: str, revision: str = "main") -> RemoteFile:
         AuthError: HTTP 401 or 403.
         DownloadError: Any other failure to reach the Hub.
     """
+    repo, filename = repo_id(repo), file_name(filename)
     base = endpoint()
     url = hf_hub_url(repo, filename, revision=revision, endpoint=base)
     try:

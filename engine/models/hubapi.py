@@ -32,6 +32,15 @@ class RateLimitError(DownloadError):
     """The Hub answered HTTP 429 again after its Retry-After was waited out once."""
 
 
+class BadAnswerError(DownloadError):
+    """The Hub answered, but not with its API's JSON (an HTML page, cut-off or non-UTF-8 text, another shape)."""
+
+
+# What huggingface_hub raises while it reads an answer of the wrong shape: JSON or UTF-8 that does not decode
+# (ValueError), an object or a number where it iterates a list or indexes a mapping, a field that is missing.
+MALFORMED = (ValueError, TypeError, KeyError, AttributeError, IndexError)
+
+
 class _Limited(Exception):
     def __init__(self, retry_after: float | None) -> None:
         super().__init__("HTTP 429")
@@ -79,7 +88,7 @@ def call(fn: Callable[[HfApi], T], repo: str | None = None, *, sleep: Callable[[
     ``fn`` must finish its requests before it returns (turn huggingface_hub's lazy listings into lists).
 
     Raises:
-        RateLimitError, NotFoundError, AuthError, DownloadError.
+        RateLimitError, NotFoundError, AuthError, BadAnswerError, DownloadError.
     """
     for attempt in (1, 2):
         _install_hook()
@@ -98,6 +107,9 @@ def call(fn: Callable[[HfApi], T], repo: str | None = None, *, sleep: Callable[[
             raise transport_error(exc) from exc
         except OfflineModeIsEnabled as exc:
             raise DownloadError("the Hub cannot be reached: HF_HUB_OFFLINE is set") from exc
+        except MALFORMED as exc:
+            raise BadAnswerError(f"the Hub at {endpoint()} answered something that is not its API's JSON "
+                                 f"({type(exc).__name__}); check HF_ENDPOINT, or try again later") from exc
         finally:
             _guard.on = False
         sleep(wait)

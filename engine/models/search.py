@@ -21,6 +21,7 @@ from . import hubapi
 from .catalog import Arch, fit_bytes, model_bytes
 from .headers import HeaderReader, NotGgufError
 from .hub_http import DownloadError
+from .hubnames import MAX_FILE, count, repo_id, shown
 
 DEFAULT_LIMIT = 20  # repositories per page: one screen of results
 MAX_LIMIT = 100
@@ -136,7 +137,7 @@ def search(query: str, *, limit: int = DEFAULT_LIMIT, page: int = 0) -> SearchPa
     def listing(api: HfApi) -> list[RepoHit]:
         found = api.list_models(search=words, filter="gguf", sort="downloads", limit=end + 1,
                                 expand=["downloads", "likes", "gated", "private"])
-        return [RepoHit(m.id, m.downloads or 0, m.likes or 0, bool(m.gated), bool(m.private))
+        return [RepoHit(shown(m.id), count(m.downloads), count(m.likes), bool(m.gated), bool(m.private))
                 for m in islice(found, end + 1)]
 
     hits = hubapi.call(listing)
@@ -146,8 +147,8 @@ def search(query: str, *, limit: int = DEFAULT_LIMIT, page: int = 0) -> SearchPa
 def _base_models(card: object) -> list[str]:
     base = getattr(card, "base_model", None) if card is not None else None
     if isinstance(base, str):
-        return [base]
-    return [b for b in base if isinstance(b, str)] if isinstance(base, list) else []
+        return [shown(base)]
+    return [shown(b) for b in base if isinstance(b, str)] if isinstance(base, list) else []
 
 
 def list_models(repo: str) -> tuple[list[GgufModel], bool, list[str]]:
@@ -157,12 +158,11 @@ def list_models(repo: str) -> tuple[list[GgufModel], bool, list[str]]:
         NotFoundError, AuthError, RateLimitError, DownloadError: The Hub's answer.
         EngineError: The repository has no GGUF file.
     """
-    repo = repo.strip().strip("/")
-    if repo.count("/") != 1:
-        raise EngineError(f"not a repository id: {repo!r} (expected OWNER/NAME, e.g. Qwen/Qwen2.5-7B-Instruct-GGUF)")
+    repo = repo_id(repo)
     info = hubapi.call(lambda api: api.model_info(repo), repo)
     tree = hubapi.call(lambda api: list(api.list_repo_tree(repo, recursive=True)), repo)
-    files = [(f.path, f.size, f.lfs.sha256 if f.lfs else None) for f in tree if isinstance(f, RepoFile)]
+    files = [(f.path, count(f.size), f.lfs.sha256 if f.lfs else None) for f in tree
+             if isinstance(f, RepoFile) and isinstance(f.path, str) and f.path == shown(f.path, MAX_FILE)]
     models = group_models(repo, files)
     if not models:
         raise EngineError(f"{repo} has no GGUF files; llama.cpp needs GGUF: search for a GGUF version, "

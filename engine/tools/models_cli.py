@@ -143,12 +143,14 @@ def cmd_pull(args: argparse.Namespace) -> int:
 
 def cmd_pull_file(args: argparse.Namespace) -> int:
     from engine.models.hub import download_file
+    from engine.models.hubnames import file_name, repo_id
 
+    repo, filename = repo_id(args.repo), file_name(args.filename)  # checked before a folder is named after them
     store = ModelStore()
     line = _ProgressLine(args.quiet)
     try:
         path = download_file(
-            args.repo, args.filename, dest_dir=args.dest or store.hub_dir(args.repo), sha256=args.sha256,
+            repo, filename, dest_dir=args.dest or store.hub_dir(repo), sha256=args.sha256,
             progress=line,
         )
     finally:
