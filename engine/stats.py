@@ -41,6 +41,7 @@ class GenerationStats:
     lookups: int = 0
     backup_uses: int = 0  # ssd rounds whose draft came from the backup speculator
     mean_verify_ms: float = 0.0
+    mean_restore_ms: float | None = None  # of it, a recurrent state's checkpoint and restore (None: none needed)
     mean_draft_ms: float = 0.0  # the target waiting for a draft, per round
     mean_tree_ms: float | None = None  # trees finished before a later round (the last, cut-short one is left out)
     target_decode_s: float = 0.0  # inside llama_decode on the target
@@ -91,6 +92,7 @@ class StatsRecorder:
         self._cpu_clock = cpu_clock  # CPU time of the generating thread (the one that calls the recorder)
         self._t0 = clock()
         self._verify_s = 0.0
+        self._restore_s = 0.0
         self._wait_s = 0.0
         # ... of it for a draft made off this thread's Python: a lookup round's wait is the n-gram pool's draft,
         # made here by Python (counted as the loop's, as any host work is)
@@ -148,6 +150,7 @@ class StatsRecorder:
             s.backup_uses += 1
         self._tree_s.extend(t.seconds for t in rr.trees)
         self._verify_s += rr.verify_s
+        self._restore_s += rr.restore_s
         self._wait_s += rr.wait_s
         if rr.mode != "lookup":
             self._model_wait_s += rr.wait_s
@@ -176,6 +179,7 @@ class StatsRecorder:
         s.hit_rate = s.hits / s.lookups if s.lookups else None
         if s.rounds:
             s.mean_verify_ms = 1000.0 * self._verify_s / s.rounds
+            s.mean_restore_ms = 1000.0 * self._restore_s / s.rounds if self._restore_s else None
             s.mean_draft_ms = 1000.0 * self._wait_s / s.rounds
         if self._tree_s:
             s.mean_tree_ms = 1000.0 * sum(self._tree_s) / len(self._tree_s)

@@ -140,3 +140,14 @@ def test_server_second_request_sharing_a_prefix(engine: tuple[str, Engine]) -> N
                    for m in (_turns(False)[:1], _turns(False), _turns(False)[:1])]
     assert replies[0] == replies[2]
     assert eng.target.kv.marks.get(eng.target_ctx.spare[PROMPT]) is not None
+
+
+def test_checkpoint_cost_is_in_the_stats(engine: tuple[str, Engine]) -> None:
+    arch, eng = engine
+    prompt = _prompts(1, eng.target_model.n_vocab)[0]
+    stats = eng.generate(prompt, GenerationParams(mode="sd", k=4, max_tokens=N_TOKENS)).run().stats
+    if arch == "mamba":  # checkpoints: their cost is part of the verify's
+        assert stats.mean_restore_ms is not None and 0 < stats.mean_restore_ms < stats.mean_verify_ms
+    else:  # llama.cpp's snapshots give the rejected drafts back
+        assert stats.mean_restore_ms is None
+    assert eng.generate(prompt, GenerationParams(mode="ar", max_tokens=N_TOKENS)).run().stats.mean_restore_ms is None

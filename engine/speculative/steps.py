@@ -76,7 +76,8 @@ class Steps:
         t0 = time.perf_counter()
         v = self.target.verify(draft)
         return RoundResult(v.tokens(draft.tokens), "lookup", draft.source if draft.tokens else None,
-                           len(draft.tokens), v.accepted, verify_s=time.perf_counter() - t0, wait_s=draft.serve_s,
+                           len(draft.tokens), v.accepted, verify_s=time.perf_counter() - t0, restore_s=v.restore_s,
+                           wait_s=draft.serve_s,
                            why=why, rates=rates, draft=draft, new_shape=self.target.new_shape)
 
     def close(self) -> None:
@@ -105,8 +106,8 @@ class Steps:
         # A hit counts only where a tree was asked for: not in sd rounds, not after the forced first miss.
         hit = d.hit if mode == "ssd" and req.accepted >= 0 else None
         return RoundResult(v.tokens(d.tokens), mode, d.source, len(d.tokens), v.accepted, hit,
-                           verify_s=time.perf_counter() - t1, wait_s=t1 - t0, trees=trees, why=why, rates=rates,
-                           draft=d, new_shape=self.target.new_shape)
+                           verify_s=time.perf_counter() - t1, restore_s=v.restore_s, wait_s=t1 - t0, trees=trees,
+                           why=why, rates=rates, draft=d, new_shape=self.target.new_shape)
 
 
 class Mode(Protocol):

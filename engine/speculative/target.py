@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Sequence
+from dataclasses import replace
 
 import numpy as np
 
@@ -86,13 +88,21 @@ class Target:
         batch = [self.committed[-1], *draft.tokens]
         if p_r + len(batch) > self.ctx.n_ctx:
             raise ContextFullError(f"the context of {self.ctx.n_ctx} tokens is full")
+        before = self.kv.checkpoint_s
         self.kv.before_cut(len(draft.tokens))
         out = self.ctx.decode_out(batch, range(p_r, p_r + len(batch)), 0, range(len(batch)))
         self.kv.tokens.extend(batch)
         verdict = self._verdict(draft, out)
-        self.kv.trim(p_r + 1 + verdict.accepted)
+        keep = p_r + 1 + verdict.accepted
+        self.kv.trim(keep)
         self.committed.extend(verdict.tokens(draft.tokens))
-        return verdict
+        redo = 0.0
+        if len(self.kv.tokens) < keep:  # back at a checkpoint: the accepted tokens again, in this round's time
+            t0 = time.perf_counter()
+            self.kv.sync_out(self.committed[:keep])
+            redo = time.perf_counter() - t0
+        restore_s = self.kv.checkpoint_s - before + redo
+        return replace(verdict, restore_s=restore_s) if restore_s else verdict
 
     def _verdict(self, draft: Draft, rows: TargetRows) -> Verdict:
         if self.constraint is None:

@@ -47,6 +47,7 @@ class Verdict:
 
     accepted: int
     next_token: int
+    restore_s: float = 0.0  # a recurrent state's checkpoint, its restore and the accepted tokens decoded again
 
     def tokens(self, draft: Sequence[int]) -> list[int]:
         return [*draft[: self.accepted], self.next_token]
@@ -78,7 +79,8 @@ class RoundResult:
     drafted: int = 0
     accepted: int = 0
     hit: bool | None = None  # None: not an SSD round, or the forced first miss
-    verify_s: float = 0.0
+    verify_s: float = 0.0  # restore_s included: the round's cost on a recurrent state
+    restore_s: float = 0.0  # of it, a recurrent state's checkpoint and going back to it (see Verdict)
     wait_s: float = 0.0  # time the target spent waiting for the draft (sd inline: drafting itself)
     new_shape: bool = False  # the verify's batch shape was new to the target's context: its time is not the width's
     trees: tuple[TreeStats, ...] = ()  # speculation trees the draft side finished since the previous round
