@@ -25,6 +25,19 @@ from . import abort, faults
 from . import protocol as p
 
 STATS_INTERVAL_S = 0.1  # a generation's Stats event at most this often (the app's readout refreshes at 10 Hz)
+BEAT_S = 1.0  # how often the child says it is alive; the parent's deadlines are many of these
+
+
+class _Ticking(threading.Event):
+    """A stop Event whose every look counts as progress: the engine looks between rounds and prompt chunks."""
+
+    def __init__(self, tick: Callable[[], None]) -> None:
+        super().__init__()
+        self._tick = tick
+
+    def is_set(self) -> bool:
+        self._tick()
+        return super().is_set()
 
 
 class _Forward(logging.Handler):
@@ -51,6 +64,20 @@ class Child:
         self._work: queue.Queue[p.Request | None] = queue.Queue()
         self._stops: dict[int, threading.Event] = {}
         self._stops_lock = threading.Lock()
+        self._progress = time.monotonic()  # the last sign that the work in hand moves on
+        self._working = False  # a generation or a task is in hand (a Load may take minutes without a sign)
+
+    def _tick(self) -> None:
+        self._progress = time.monotonic()
+
+    def _beat(self) -> None:
+        while True:
+            time.sleep(BEAT_S)
+            stalled = time.monotonic() - self._progress if self._working else 0.0
+            try:
+                self.send(p.Beat(stalled))
+            except (OSError, ValueError):  # the parent is gone
+                return
 
     def send(self, event: object) -> None:
         with self._send_lock:
@@ -60,6 +87,7 @@ class Child:
         worker = threading.Thread(target=self._work_loop, name="engine-work", daemon=True)
         worker.start()
         self.send(p.Hello(p.VERSION, os.getpid()))
+        threading.Thread(target=self._beat, name="engine-beat", daemon=True).start()
         while True:
             try:
                 req = self.conn.recv()
@@ -77,7 +105,7 @@ class Child:
             else:
                 if isinstance(req, p.Generate | p.Task):
                     with self._stops_lock:
-                        self._stops[req.rid] = threading.Event()
+                        self._stops[req.rid] = _Ticking(self._tick)
                 self._work.put(req)
 
     def _stop(self, rid: int) -> None:
@@ -102,6 +130,8 @@ class Child:
 
     def _work_loop(self) -> None:
         while (req := self._work.get()) is not None:
+            self._tick()
+            self._working = isinstance(req, p.Generate | p.Task)
             try:
                 if isinstance(req, p.Load):
                     self._load(req)
@@ -113,6 +143,7 @@ class Child:
                 logging.getLogger(__name__).debug("request %d failed", req.rid, exc_info=True)
                 self.send(p.failure(req.rid, exc))
             finally:
+                self._working = False
                 with self._stops_lock:
                     self._stops.pop(req.rid, None)
         if self.engine is not None:
@@ -121,7 +152,7 @@ class Child:
 
     def _stop_event(self, rid: int) -> threading.Event:
         with self._stops_lock:
-            return self._stops.setdefault(rid, threading.Event())
+            return self._stops.setdefault(rid, _Ticking(self._tick))
 
     def _load(self, req: p.Load) -> None:
         from engine import Engine
@@ -140,6 +171,7 @@ class Child:
         gen = self.engine.generate(list(req.prompt), req.params, self._stop_event(req.rid))
         last = time.perf_counter()
         for n, ev in enumerate(gen, 1):
+            self._tick()
             self.send(p.Token(req.rid, ev.token, ev.text, ev.from_draft, ev.round))
             if n == fault_at:
                 abort.raise_abort(f"test fault after {n} tokens")
@@ -152,7 +184,11 @@ class Child:
     def _task(self, req: p.Task) -> None:
         module, _, name = req.target.partition(":")
         fn = getattr(importlib.import_module(module), name)
-        value = fn(self.engine, *req.args, self._stop_event(req.rid), lambda v: self.send(p.Progress(req.rid, v)))
+        def report(value: object) -> None:
+            self._tick()
+            self.send(p.Progress(req.rid, value))
+
+        value = fn(self.engine, *req.args, self._stop_event(req.rid), report)
         self.send(p.Done(req.rid, value))
 
 

@@ -11,8 +11,10 @@ a short run, and requests meanwhile get EngineStopped.
 from __future__ import annotations
 
 import logging
+import math
 import queue
 import threading
+import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any, cast
 
@@ -155,6 +157,7 @@ class RemoteEngine:
         self.cause = ""  # why the last process ended unasked
         self.restarts = 0
         self._backoff = Backoff()
+        self._start_at = 0.0  # when the supervisor starts the next process (monotonic)
         self._closed = threading.Event()
         self._lock = threading.Lock()
         self._proc = self._spawn()
@@ -202,9 +205,19 @@ class RemoteEngine:
         if self.auto_restart:
             threading.Thread(target=self._supervise, name="engine-restart", daemon=True).start()
 
+    def _next_start(self) -> float:
+        delay = self._backoff.next_delay()
+        self._start_at = time.monotonic() + delay
+        return delay
+
+    @property
+    def retry_after_s(self) -> int:
+        """Whole seconds until the supervisor's next start (at least 1): what a 503's ``Retry-After`` says."""
+        return max(1, math.ceil(self._start_at - time.monotonic()))
+
     def _supervise(self) -> None:
         """Restart with back-off until a start loads the pair (or the engine is closed)."""
-        while not self._closed.wait(self._backoff.next_delay()):
+        while not self._closed.wait(self._next_start()):
             if self.alive:  # restarted meanwhile (the app's Restart engine, a request)
                 return
             try:

@@ -21,7 +21,7 @@ from engine.core.modelfile import ModelFiles
 from engine.core.placement import Placement
 from engine.stats import GenerationStats
 
-VERSION = 1  # raised whenever a message below changes shape
+VERSION = 2  # raised whenever a message below changes shape
 ALL = -1  # the rid of a Stop that stops every request
 STOPPED = "the engine stopped: "  # how every EngineStopped of a dead process begins (the app looks for it)
 _T = TypeVar("_T")
@@ -185,7 +185,15 @@ class Log:
     rid: int = 0
 
 
-Event = Hello | Token | Stats | Progress | Done | Failed | Log
+@message
+class Beat:
+    """The child is alive; ``stalled_s`` is how long its work has gone without progress (0 while idle)."""
+
+    stalled_s: float
+    rid: int = 0
+
+
+Event = Hello | Token | Stats | Progress | Done | Failed | Log | Beat
 
 
 def failure(rid: int, exc: BaseException) -> Failed:

@@ -27,6 +27,9 @@ log = logging.getLogger(__name__)
 START_TIMEOUT_S = 120.0  # a fresh interpreter imports llama.cpp; a slow disk on a first start takes a while
 CLOSE_TIMEOUT_S = 10.0  # a Close waits for the round in progress and for the engine to free its memory
 REAP_TIMEOUT_S = 5.0  # after the pipe ends, for the exit code to be readable
+SILENT_S = 15.0  # no event at all this long (the child beats every second): stopped (SIGSTOP) or starved
+STALLED_S = 120.0  # work with no token, round, prompt chunk or report this long: stuck (a driver, a lost peer)
+WATCH_S = 1.0  # how often the silence is looked at
 
 
 _running: weakref.WeakSet[EngineProcess] = weakref.WeakSet()
@@ -67,6 +70,8 @@ class EngineProcess:
         self._child_conn = child_conn
         self._reader = threading.Thread(target=self._read, name="engine-events", daemon=True)
         self.pid = 0
+        self.heard = time.monotonic()  # the last event from the child
+        self._stuck = ""  # why the child was ended as stuck; "" unless it was
 
     @property
     def alive(self) -> bool:
@@ -90,7 +95,9 @@ class EngineProcess:
                                   f"not {p.VERSION}: the installation is broken; reinstall ssd-chat")
         self.pid = hello.pid
         _running.add(self)
+        self.heard = time.monotonic()
         self._reader.start()
+        threading.Thread(target=self._watch, name="engine-watch", daemon=True).start()
 
     def request(self, make: Callable[[int], p.Request]) -> tuple[int, queue.Queue[object]]:
         """Send ``make(rid)`` with a fresh id; the events for it arrive on the returned queue."""
@@ -145,6 +152,11 @@ class EngineProcess:
                 event = self._conn.recv()
             except (EOFError, OSError, ValueError):
                 break
+            self.heard = time.monotonic()
+            if isinstance(event, p.Beat):
+                if event.stalled_s > STALLED_S:
+                    self._end_stuck(f"stuck: its work made no progress for {event.stalled_s:.0f} s")
+                continue
             if isinstance(event, p.Log):
                 logging.getLogger(f"engine-process.{event.name}").log(event.level, "%s", event.message)
                 continue
@@ -154,9 +166,26 @@ class EngineProcess:
                 events.put(event)
         self._ended()
 
+    def _watch(self) -> None:
+        """End a child that has gone silent past :data:`SILENT_S`; its end then reads as any other."""
+        while not self._closing and not self.cause:
+            time.sleep(WATCH_S)
+            silent = time.monotonic() - self.heard
+            if silent > SILENT_S and not self._closing and not self.cause:
+                self._end_stuck(f"hung: no sign of life for {silent:.0f} s (stopped, or starved of CPU)")
+
+    def _end_stuck(self, why: str) -> None:
+        """Kill a child that is alive but stuck; the requests waiting on it get ``why`` as the cause."""
+        if self._stuck or self._closing:
+            return
+        self._stuck = why
+        log.error("the engine process is %s; it is ended and started again", why)
+        if self.process.pid is not None and self.process.is_alive():
+            self.process.kill()  # SIGKILL ends a stopped process too
+
     def _ended(self) -> None:
         self.process.join(REAP_TIMEOUT_S)
-        cause = "closed" if self._closing and not self.process.exitcode else self._describe()
+        cause = "closed" if self._closing and not self.process.exitcode else self._stuck or self._describe()
         with self._lock:
             self.cause = cause
             waiting, self._queues = list(self._queues.values()), {}
