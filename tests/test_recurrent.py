@@ -151,3 +151,11 @@ def test_checkpoint_cost_is_in_the_stats(engine: tuple[str, Engine]) -> None:
     else:  # llama.cpp's snapshots give the rejected drafts back
         assert stats.mean_restore_ms is None
     assert eng.generate(prompt, GenerationParams(mode="ar", max_tokens=N_TOKENS)).run().stats.mean_restore_ms is None
+
+
+def test_an_unrelated_prompt_frees_the_old_checkpoint(engine: tuple[str, Engine]) -> None:
+    _, eng = engine
+    rng = np.random.default_rng(7)
+    long = [[1, *rng.integers(3, eng.target_model.n_vocab, size=300).tolist()] for _ in range(2)]
+    for prompt in long:  # 600 cells would not fit CTX if the first prompt's checkpoint kept its own
+        assert eng.generate(prompt, GenerationParams(mode="sd", k=3, max_tokens=8)).run().tokens

@@ -54,7 +54,7 @@ class KVTrack:
         """Hold at most ``keep`` tokens (fewer where the memory could only go back further)."""
         if keep >= len(self.tokens):
             return
-        self.marks = {s: m for s, m in self.marks.items() if m <= keep}
+        self.forget_after(keep)
         if self.ctx.seq_rm(0, keep, -1):
             del self.tokens[keep:]
             return
@@ -66,6 +66,12 @@ class KVTrack:
             self.ctx.seq_cp(seq, 0, -1, -1)
         del self.tokens[mark:]
         self.checkpoint_s += time.perf_counter() - t0
+
+    def forget_after(self, n: int) -> None:
+        """Drop the checkpoints past the first ``n`` tokens (their cells hold a path no longer wanted)."""
+        for seq in [s for s, m in self.marks.items() if m > n]:
+            self.ctx.seq_rm(seq, -1, -1)
+            del self.marks[seq]
 
     def checkpoint(self, slot: int = ROUND) -> None:
         """Keep the state after ``tokens`` in the context's spare sequence ``slot`` (no-op without spares)."""

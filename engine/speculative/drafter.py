@@ -197,7 +197,7 @@ class Drafter:
         if self.ctx.kind.recurrent:  # the branch holds the whole path (a state cannot be cut at p)
             self.ctx.seq_rm(0, -1, -1)
             self.ctx.seq_cp(branch.seq_id, 0, -1, -1)
-            self.kv.marks = {s: m for s, m in self.kv.marks.items() if m <= p}
+            self.kv.forget_after(p)
         else:
             self.ctx.seq_rm(0, p, -1)
             self.ctx.seq_cp(branch.seq_id, 0, p, -1)
