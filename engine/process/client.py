@@ -156,6 +156,7 @@ class RemoteEngine:
         self.state = "loading"
         self.cause = ""  # why the last process ended unasked
         self.restarts = 0
+        self.start_error = ""  # why the supervisor's last start failed ("" once one loads)
         self._backoff = Backoff()
         self._start_at = 0.0  # when the supervisor starts the next process (monotonic)
         self._closed = threading.Event()
@@ -196,6 +197,7 @@ class RemoteEngine:
             self.state = "restarting"
             self._proc = self._spawn()
             self.restarts += 1
+            self.start_error = ""
 
     def _on_stopped(self, cause: str) -> None:
         self.cause = cause
@@ -224,9 +226,8 @@ class RemoteEngine:
                 self.restart()
                 log.warning("the engine process was restarted after it stopped (%s)", self.cause)
                 return
-            except p.EngineStopped as exc:
-                log.error("restarting the engine process failed: %s", exc)
             except Exception as exc:  # a load error (the file is gone...): keep trying, slower each time
+                self.start_error = str(exc) or type(exc).__name__
                 log.error("restarting the engine process failed: %s", exc)
 
     def _live(self) -> EngineProcess:

@@ -31,7 +31,8 @@ from .config import FinishedRequest, RunningRequest, ServerConfig
 from .errors import APIError
 from .gate import Gate, QueueFull
 from .guard import BearerAuth, BodyLimit, HostGuard
-from .job import Job, Outcome, ServedEngine, engine_failure, engine_state, longest_piece
+from .health import check_engine, engine_health
+from .job import Job, Outcome, ServedEngine, engine_failure, longest_piece
 from .schemas import ChatCompletionRequest, CompletionRequest
 from .structured import ChatPlan, VocabModel
 
@@ -70,11 +71,8 @@ class Service:
         return self._chat_format
 
     def check_engine(self) -> None:
-        """503 while the engine process is being started again after it stopped."""
-        if engine_state(self.engine) != "ready":
-            cause = getattr(self.engine, "cause", "")
-            raise APIError(503, f"the engine is restarting after it stopped ({cause}); retry shortly",
-                           code="engine_restarting", headers={"Retry-After": str(self.config.retry_after_s)})
+        """503 while the engine process is being started again after it stopped (:func:`.health.check_engine`)."""
+        check_engine(self.engine, self.config.retry_after_s)
 
     async def ask(self, work: Any, *args: Any) -> Any:
         """Ask the engine (tokenize...) on a thread; 503 if its process is gone meanwhile."""
@@ -302,7 +300,7 @@ def create_app(engine: ServedEngine, config: ServerConfig, gate: Gate | None = N
     @app.get("/health")
     async def health() -> dict[str, Any]:
         g = service.gate
-        return {"status": "ok", "model": service.model_id, "engine": engine_state(service.engine), "busy": g.busy,
+        return {"status": "ok", "model": service.model_id, **engine_health(service.engine), "busy": g.busy,
                 "queued": g.queued, "served": g.served}
 
     @app.get("/v1/models")
