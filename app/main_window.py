@@ -14,6 +14,7 @@ from app.chat.pane import ChatPane, StatusLine
 from app.chat.readout import STOPPING
 from app.chat.reply_session import ReplySession
 from app.chat.template_offer import ChatFormats
+from app.chat.tool_turns import add_tools
 from app.exactness.dialog import ExactnessCheck
 from app.history.store import History, Message
 from app.models.pair_loader import PairLoader
@@ -74,6 +75,7 @@ class MainWindow(QMainWindow):
         self.host.model_loaded.connect(self.error_banner.hide)
         self._build_menus()
         self.server_panel = add_server_panel(self, self.host, self.store, lambda: self._generation_params(0))
+        self.tools = add_tools(self)  # MCP servers, the cards of their calls, Settings > Tools
         self.refresh_conversations()
         geometry, splitter = self.store.window_state()
         if geometry:
@@ -316,4 +318,3 @@ class MainWindow(QMainWindow):
         self.host.blockSignals(True)  # replies still queued would find the database closed
         self.host.shutdown()
         self.history.close()
-

@@ -12,7 +12,9 @@ from .chat.families import plain as plain_family
 from .chat.family import CONTENT as CONTENT_PIECE
 from .chat.family import THINKING as THINKING_PIECE
 from .chat.family import Family as ChatFamily
+from .chat.family import ToolCall
 from .chat.format import ChatFormat, thinking_variables
+from .chat.history import template_tool_calls
 from .chat.stream import Piece as ReplyPiece
 from .chat.stream import ReplySplitter
 from .core.backend import init_backend, supports_gpu_offload
@@ -123,6 +125,7 @@ __all__ = [
     "SamplingParams",
     "TinyPair",
     "TokenEvent",
+    "ToolCall",
     "VocabMismatchError",
     "ask_remote_machines",
     "chat_builtin",
@@ -152,6 +155,7 @@ __all__ = [
     "set_cpu_check_override",
     "supports_gpu_offload",
     "system_memory",
+    "template_tool_calls",
     "thinking_variables",
     "user_data_dir",
     "write_kquant_model",

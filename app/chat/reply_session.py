@@ -54,6 +54,7 @@ class ReplySession(QObject):
     reply_saved = Signal(int)
     history_changed = Signal()
     problem = Signal(str)
+    last_calls: tuple[Any, ...] = ()  # the tool calls of the reply saved last (ToolCall; app.chat.tool_turns runs them)
 
     def __init__(self, host: EngineHost, history: History, pane: ChatPane, params_for: ParamsFor,
                  overflow_for: Callable[[], str], parent: QObject | None = None,
@@ -200,9 +201,10 @@ class ReplySession(QObject):
 
     def answer(self, conversation_id: int | None) -> bool:
         """Reply to the conversation's last message where it is the user's and unanswered (a reply refused for want
-        of a chat template, once one is picked); whether a reply started."""
+        of a chat template, once one is picked) or a tool's result; whether a reply started."""
         messages = self.history.messages(conversation_id) if conversation_id is not None else []
-        if self.reply_id is not None or conversation_id is None or not messages or messages[-1].role != "user":
+        if (self.reply_id is not None or conversation_id is None or not messages
+                or messages[-1].role not in ("user", "tool")):
             return False
         try:
             placeholder = self.history.add_message(conversation_id, "assistant", "", complete=False)
@@ -216,7 +218,7 @@ class ReplySession(QObject):
     def _start(self, conversation_id: int, reply_id: int) -> None:
         system = self.history.conversation(conversation_id).system_prompt.strip()
         chat: list[Turn] = [("system", system)] if system else []
-        chat += [(m.role, m.content, m.reasoning) for m in self.messages(conversation_id) if m.id != reply_id]
+        chat += [m.turn() for m in self.messages(conversation_id) if m.id != reply_id]
         params = self.params_for(self._regenerations)
         crash.reply_started(conversation_id, reply_id)
         self.conversation_id, self.reply_id, self._mode = conversation_id, reply_id, params.mode
@@ -282,7 +284,7 @@ class ReplySession(QObject):
     def _on_generation_finished(self, reply: FinishedReply) -> None:
         if self.reply_id is None or reply.request_id != self._request_id:
             return
-        reply_id = self.reply_id
+        reply_id, self.last_calls = self.reply_id, reply.calls
         stats = self.readout.finished(reply.stats)  # the speed-up's baseline is kept with the reply
         self.saves.write(reply_id, reply.text, stats=self._with_fit(stats), runs=list(reply.runs),
                          complete=True, reasoning=reply.reasoning)

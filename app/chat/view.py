@@ -12,6 +12,7 @@ from PySide6.QtWidgets import QTextBrowser, QWidget
 from app.chat.render import Renderer, mark_runs
 from app.chat.stats_text import message_status
 from app.chat.thinking import LiveThinking, ThinkingBlocks
+from app.chat.tool_cards import ToolCards
 from app.history.store import Message
 
 REPAINT_MS = 33
@@ -41,11 +42,13 @@ class ChatView(QTextBrowser):
         edit_requested(int): the user clicked "Edit" on a user message (payload: message id).
         regenerate_requested(): the user clicked "Regenerate" on the last reply.
         version_requested(int, int): the user clicked ← or → on a reply with versions (message id, -1 or 1).
+        tool_action_requested(str, str): Allow once, Always allow or Deny on a tool call's card (action, call id).
     """
 
     edit_requested = Signal(int)
     regenerate_requested = Signal()
     version_requested = Signal(int, int)
+    tool_action_requested = Signal(str, str)
 
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
@@ -61,6 +64,7 @@ class ChatView(QTextBrowser):
         self._code: dict[str, list[str]] = {}
         self._live: _Live | None = None
         self.thinking = ThinkingBlocks()  # each reply's thinking block: open or closed
+        self.tools = ToolCards()  # each tool call's card and whether its result is open
         self._live_visible = True
         self._tint = False
         self._dirty = False
@@ -244,6 +248,8 @@ class ChatView(QTextBrowser):
             self._cache[key] = self._render(str(m.id), m.content, m.runs or [])
         body, code = self._cache[key]
         self._code[str(m.id)] = code
+        if m.role == "tool":
+            return self.tools.result_html(m)
         if m.role == "user":
             links = f'<a href="edit:{m.id}">Edit</a> &nbsp; <a href="copymsg:{m.id}">Copy</a>'
             return _bubble("You", links, body, "", USER_BG)
@@ -254,7 +260,7 @@ class ChatView(QTextBrowser):
             links = _version_links(m) + " &nbsp; " + links
         status = html.escape(message_status(m.stats, complete=m.complete, unsaved=m.unsaved))
         thought = self.thinking.saved_html(m.id, m.reasoning, (m.stats or {}).get("thinking_s"))
-        return _bubble("Assistant", links, thought + body, status, ASSISTANT_BG)
+        return _bubble("Assistant", links, thought + body + self.tools.calls_html(m), status, ASSISTANT_BG)
 
     def _render(self, key: str, text: str, runs: list[tuple[int, bool]]) -> tuple[str, list[str]]:
         self._renderer.reset()
@@ -279,6 +285,10 @@ class ChatView(QTextBrowser):
             self.regenerate_requested.emit()
         elif scheme == "think":
             self.thinking.toggle(rest)
+            self._repaint()
+        elif scheme == "tool":
+            action, _, call_id = rest.partition(":")
+            self.tools.toggle(call_id) if action == "result" else self.tool_action_requested.emit(action, call_id)
             self._repaint()
         elif scheme == "version":
             message_id, _, step = rest.partition(":")

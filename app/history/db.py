@@ -22,8 +22,9 @@ from app.history.damaged import read_tables
 
 log = logging.getLogger(__name__)
 
-SCHEMA_VERSION = 3  # 1: conversations and messages; 2: reply versions (messages.position, versions);
-# 3: a reply's thinking apart from its answer (messages.reasoning, versions.reasoning)
+SCHEMA_VERSION = 4  # 1: conversations and messages; 2: reply versions (messages.position, versions);
+# 3: a reply's thinking apart from its answer (messages.reasoning, versions.reasoning); 4: tool calls (a reply's
+# messages.tool_calls, OpenAI's JSON) and their results (role "tool" messages with messages.tool_call_id)
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS conversations (
     id INTEGER PRIMARY KEY AUTOINCREMENT,
@@ -42,7 +43,9 @@ CREATE TABLE IF NOT EXISTS messages (
     complete INTEGER NOT NULL DEFAULT 1,
     created REAL NOT NULL,
     position INTEGER NOT NULL DEFAULT 0,
-    reasoning TEXT NOT NULL DEFAULT ''
+    reasoning TEXT NOT NULL DEFAULT '',
+    tool_calls TEXT,
+    tool_call_id TEXT NOT NULL DEFAULT ''
 );
 CREATE INDEX IF NOT EXISTS messages_by_conversation ON messages(conversation_id, id);
 CREATE TABLE IF NOT EXISTS versions (
@@ -64,14 +67,16 @@ COLUMNS: dict[str, dict[str, tuple[type, ...]]] = {
                       "updated": (float, int)},
     "messages": {"id": (int,), "conversation_id": (int,), "role": (str,), "content": (str,),
                  "stats": (str, type(None)), "runs": (str, type(None)), "complete": (int,),
-                 "created": (float, int), "position": (int,), "reasoning": (str,)},
+                 "created": (float, int), "position": (int,), "reasoning": (str,), "tool_calls": (str, type(None)),
+                 "tool_call_id": (str,)},
     "versions": {"id": (int,), "message_id": (int,), "position": (int,), "content": (str,),
                  "stats": (str, type(None)), "runs": (str, type(None)), "complete": (int,),
                  "created": (float, int), "reasoning": (str,)},
 }
 INDEXES = {"messages_by_conversation", "versions_by_message"}
 DAMAGE_CODES = {sqlite3.SQLITE_CORRUPT, sqlite3.SQLITE_NOTADB}
-ADDED = {"messages": {"position": "INTEGER NOT NULL DEFAULT 0", "reasoning": "TEXT NOT NULL DEFAULT ''"},
+ADDED = {"messages": {"position": "INTEGER NOT NULL DEFAULT 0", "reasoning": "TEXT NOT NULL DEFAULT ''",
+                      "tool_calls": "TEXT", "tool_call_id": "TEXT NOT NULL DEFAULT ''"},
          "versions": {"reasoning": "TEXT NOT NULL DEFAULT ''"}}  # columns later schemas added, per table
 
 

@@ -3,6 +3,7 @@ part (``reasoning_content`` in JSON, as OpenAI-style APIs carry it; a collapsed 
 
 from __future__ import annotations
 
+import json
 import re
 from typing import TYPE_CHECKING, Any
 
@@ -24,6 +25,10 @@ def export_json(history: History, conversation_id: int) -> dict[str, Any]:
                                 "created": m.created}
         if m.reasoning:
             item["reasoning_content"] = m.reasoning
+        if m.tool_calls:
+            item["tool_calls"] = m.tool_calls
+        if m.role == "tool":
+            item["tool_call_id"] = m.tool_call_id
         if m.versions > 1:
             item["version"] = m.version
             item["versions"] = [{"content": v.content, "stats": v.stats, "complete": v.complete, "created": v.created,
@@ -44,7 +49,10 @@ def export_markdown(history: History, conversation_id: int) -> str:
         if m.role == "user":
             parts.append(f"## You\n\n{closed(m.content)}\n")
             continue
-        parts.append(_reply("##", m, None))
+        if m.role == "tool":
+            parts.append(f"<details>\n<summary>Tool result</summary>\n\n```text\n{m.content}\n```\n\n</details>\n")
+            continue
+        parts.append(_reply("##", m, None) + tool_calls_markdown(m.tool_calls))
         if m.versions > 1:
             for n, v in enumerate(history.versions(m.id), 1):
                 if not v.shown:
@@ -62,6 +70,19 @@ def _reply(heading: str, m: Message, other: tuple[int, Version] | None) -> str:
         content, stats, reasoning = version.content, version.stats, version.reasoning
     text = f"{heading} {title}\n\n{thinking_details(reasoning, stats)}{closed(content)}\n"
     return f"{text}\n_{stats_text(stats)}_\n" if stats else text
+
+
+def tool_calls_markdown(calls: list[dict[str, Any]] | None) -> str:
+    """A reply's tool calls, each a heading and its arguments as a JSON block ("" where it made none)."""
+    out = ""
+    for call in calls or []:
+        fn = call.get("function") or {}
+        try:
+            args = json.dumps(json.loads(fn.get("arguments") or "{}"), indent=2, ensure_ascii=False)
+        except ValueError:
+            args = str(fn.get("arguments"))
+        out += f"\n**Tool call:** `{fn.get('name', '')}`\n\n```json\n{args}\n```\n"
+    return out
 
 
 def thinking_details(reasoning: str, stats: dict[str, Any] | None) -> str:

@@ -63,6 +63,15 @@ class Message:
     versions: int = 1
     unsaved: bool = False
     reasoning: str = ""
+    tool_calls: list[dict[str, Any]] | None = None  # a reply's tool calls (OpenAI's form); a result's call id:
+    tool_call_id: str = ""
+
+    def turn(self) -> tuple[str, ...]:
+        """The message as the reply session sends it: with its tool calls, or the call a result answers."""
+        if self.role == "tool":
+            return (self.role, self.content, "", self.tool_call_id)
+        calls = (json.dumps(self.tool_calls),) if self.tool_calls else ()
+        return (self.role, self.content, self.reasoning, *calls)
 
 
 @dataclass(frozen=True, slots=True)
@@ -203,6 +212,7 @@ class History:
             self._keep(db, row)
             top = db.execute("SELECT MAX(position) FROM versions WHERE message_id = ?", (message_id,)).fetchone()[0]
             db.execute("UPDATE messages SET content = '', reasoning = '', stats = NULL, runs = NULL, complete = 0,"
+                       " tool_calls = NULL,"
                        " position = ?,"
                        " created = ? WHERE id = ?", (top + 1, time.time(), message_id))
 
@@ -287,7 +297,7 @@ def _message(row: sqlite3.Row) -> Message:
     return Message(row["id"], row["conversation_id"], row["role"], row["content"], _load(row["stats"]),
                    [(int(n), bool(d)) for n, d in runs] if runs is not None else None,
                    bool(row["complete"]), row["created"], row["before"] + 1, row["others"] + 1,
-                   reasoning=row["reasoning"])
+                   reasoning=row["reasoning"], tool_calls=_load(row["tool_calls"]), tool_call_id=row["tool_call_id"])
 
 
 def _dump(value: object) -> str | None:

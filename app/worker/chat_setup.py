@@ -7,11 +7,12 @@ Runs on the worker thread (it calls the engine); it never touches a widget.
 
 from __future__ import annotations
 
+import json
 import threading
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
-from typing import Any, cast
+from dataclasses import dataclass, field
+from typing import Any, Protocol, cast
 
 from app.worker.engine_chat import (
     CHAT_TEMPLATES,
@@ -25,12 +26,19 @@ from app.worker.engine_chat import (
     suggest_template,
     thinking_variables,
 )
-from engine import DROP_OLDEST, ChatMessage, FittedChat, RemoteEngine, fit_messages
+from engine import DROP_OLDEST, ChatMessage, FittedChat, RemoteEngine, ToolCall, fit_messages, template_tool_calls
 
 PLAIN_TEXT = "plain"  # a model's remembered choice: a plain-text (completion) conversation, no chat template
 THINKING_CHOICES = ("default", "on", "off")  # the Settings switch: the template's default, or forced on / off
 BUILTIN_TEMPLATES: tuple[str, ...] = tuple(CHAT_TEMPLATES)
-Turn = tuple[str, ...]  # (role, content) or (role, content, reasoning): the chat as the reply session sends it
+Turn = tuple[str, ...]  # (role, content) or (role, content, reasoning): the chat as the reply session sends it;
+# a reply that called tools adds its calls (OpenAI's JSON), a tool's result (role "tool") the call's id
+
+
+class ToolSource(Protocol):
+    """The tools a chat offers, in OpenAI's form; asked on the worker thread (it may start servers)."""
+
+    def offered(self) -> list[dict[str, Any]]: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -40,6 +48,7 @@ class ChatChoice:
 
     thinking: str = "default"
     template: str = ""
+    tools: ToolSource | None = field(default=None, compare=False)  # the enabled tools (None: none offered)
 
 
 @dataclass(frozen=True, slots=True)
@@ -82,6 +91,11 @@ def chat_messages(turns: Sequence[Turn]) -> list[ChatMessage]:
         message: dict[str, Any] = {"role": role, "content": content}
         if rest and rest[0]:
             message["reasoning_content"] = rest[0]
+        if len(rest) > 1 and rest[1]:
+            if role == "tool":
+                message["tool_call_id"] = rest[1]
+            else:
+                message["tool_calls"] = template_tool_calls(json.loads(rest[1]), "tool_calls")
         out.append(cast(ChatMessage, message))
     return out
 
@@ -105,6 +119,7 @@ def prepare(eng: RemoteEngine, turns: Sequence[Turn], choice: ChatChoice, *, max
         NoChatTemplateError: The model has no chat template and the choice names none (nor plain text).
     """
     messages = chat_messages(turns)
+    tools = choice.tools.offered() if choice.tools is not None and choice.template != PLAIN_TEXT else []
     if choice.template == PLAIN_TEXT:
         fitted = fit_messages(lambda ms: eng.tokenize(plain_text(ms)), messages, n_ctx=eng.n_ctx,
                               max_tokens=max_tokens, policy=policy)
@@ -116,12 +131,18 @@ def prepare(eng: RemoteEngine, turns: Sequence[Turn], choice: ChatChoice, *, max
     variables = thinking_variables(fmt, on, None) if fmt is not None else {}
 
     def tokens(ms: Sequence[ChatMessage]) -> list[int]:
+        if tools:
+            return eng.messages_tokens(ms, variables, source, tools)
         return eng.messages_tokens(ms, variables, source) if variables or source else eng.messages_tokens(ms)
 
     fitted = fit_messages(tokens, messages, n_ctx=eng.n_ctx, max_tokens=max_tokens, policy=policy)
-    section = eng.reply_section(fitted.messages, variables, source) if family.think_open else CONTENT_PIECE
-    splitter = ReplySplitter(family, ("*",), section)
-    splitter.names = _AnyTool()  # the splitter copies the names it is given into a list: any name is a call
+    section = CONTENT_PIECE
+    if family.think_open:
+        section = (eng.reply_section(fitted.messages, variables, source, tools) if tools
+                   else eng.reply_section(fitted.messages, variables, source))
+    splitter = ReplySplitter(family, [t["function"]["name"] for t in tools] or ("*",), section)
+    if not tools:
+        splitter.names = _AnyTool()  # the splitter copies the names it is given into a list: any name is a call
     return fitted, splitter
 
 
@@ -140,14 +161,17 @@ class ReplyText:
         self.runs: list[tuple[int, bool]] = []
         self._thinking_from: float | None = None
         self.thinking_s: float | None = None
+        self.calls: list[ToolCall] = []  # the reply's calls of offered tools
 
     def feed(self, text: str, from_draft: bool) -> list[ReplyPiece]:
         """The pieces of the answer and the thinking safe to show now."""
         return self._take(self.splitter.feed(text), from_draft)
 
     def finish(self) -> list[ReplyPiece]:
-        """What the splitter still held (a tool call the model wrote is dropped: the app offers no tools)."""
-        pieces, _calls = self.splitter.finish()
+        """What the splitter still held; the calls of offered tools are kept in :attr:`calls` (a call written where
+        none were offered is dropped)."""
+        pieces, calls = self.splitter.finish()
+        self.calls = [] if isinstance(self.splitter.names, _AnyTool) else calls
         out = self._take(pieces, False)
         if self._thinking_from is not None and self.thinking_s is None:
             self.thinking_s = time.perf_counter() - self._thinking_from
@@ -180,4 +204,5 @@ def extend_runs(runs: list[tuple[int, bool]], length: int, from_draft: bool) -> 
 
 
 __all__ = ["BUILTIN_TEMPLATES", "PLAIN_TEXT", "THINKING_CHOICES", "THINKING_PIECE", "ChatChoice", "ModelFormat",
-           "ReplyPiece", "ReplyText", "Turn", "chat_messages", "extend_runs", "model_format", "plain_text", "prepare"]
+           "ReplyPiece", "ReplyText", "ToolCall", "ToolSource", "Turn", "chat_messages", "extend_runs", "model_format",
+           "plain_text", "prepare"]

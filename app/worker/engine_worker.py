@@ -25,7 +25,7 @@ from app.exactness.run import run_check
 from app.server.slot import ServerEvent, ServerRequest, ServerSlot
 from app.worker import chat_setup
 from app.worker.boundary import WorkerBoundary
-from app.worker.chat_setup import ChatChoice, ReplyPiece, ReplyText, Turn
+from app.worker.chat_setup import ChatChoice, ReplyPiece, ReplyText, ToolCall, Turn
 from engine import DROP_OLDEST, EngineConfig, GenerationParams, NoChatTemplateError, RemoteEngine, drafting_warning
 
 
@@ -69,6 +69,7 @@ class FinishedReply:
     runs: tuple[tuple[int, bool], ...]
     stats: dict[str, Any]
     reasoning: str = ""
+    calls: tuple[ToolCall, ...] = ()  # the offered tools it called, for the app to run with the user's consent
 
 
 class EngineSignals(QObject):
@@ -221,7 +222,7 @@ class EngineWorker(EngineSignals):
             return
         self.stats_changed.emit(final)
         self.generation_finished.emit(FinishedReply(request.request_id, "".join(reply.content), tuple(reply.runs),
-                                                    final, "".join(reply.reasoning)))
+                                                    final, "".join(reply.reasoning), tuple(reply.calls)))
         self.state_changed.emit(EngineState.READY)
 
     @Slot(object)
