@@ -110,7 +110,7 @@ def test_bias_and_penalty_bounds(small: Model) -> None:
 
 
 @pytest.mark.parametrize(("schema", "construct"), [
-    ({"type": "object", "properties": {"age": {"type": "integer", "minimum": 0}}}, "'minimum' at properties.age"),
+    ({"type": "object", "properties": {"age": {"type": "integer", "multipleOf": 2}}}, "'multipleOf' at properties.age"),
     ({"type": "array", "items": {"type": "string"}, "uniqueItems": True}, "'uniqueItems'"),
     ({"type": "object", "properties": {"mail": {"type": "string", "format": "email"}}}, "format 'email'"),
     ({"not": {"type": "string"}}, "'not'"),

@@ -78,10 +78,10 @@ def test_json_object_and_refused_schemas(server: LocalServer, oai: openai.OpenAI
     else:
         assert (done.choices[0].message.content or "").startswith("{")
     bad = {"type": "json_schema", "json_schema": {"name": "n", "schema": {
-        "type": "object", "properties": {"n": {"type": "integer", "minimum": 3}}}}}
+        "type": "object", "properties": {"n": {"type": "integer", "multipleOf": 3}}}}}
     err = error_of(httpx.post(f"{server.url}/chat/completions", json={
         "model": server.model_id, "messages": ASK, "response_format": bad}), 400)
-    assert "'minimum' at properties.n" in err["message"] and err["param"] == "response_format.json_schema.schema"
+    assert "'multipleOf' at properties.n" in err["message"] and err["param"] == "response_format.json_schema.schema"
 
 
 def test_a_tool_round_trip(server: LocalServer, oai: openai.OpenAI) -> None:

@@ -2,8 +2,9 @@
 
 A schema becomes GBNF through llama.cpp's json-schema-to-grammar converter (llama-cpp-python's port of it). The
 converter skips the keywords it does not know, which would let a reply break the schema while looking obeyed, so a
-schema is walked first: a keyword the grammar cannot enforce (``minimum``, ``not``, ``uniqueItems``, a ``format``
-it has no rule for, ...) is refused by name with where it sits.
+schema is walked first: a keyword the grammar cannot enforce (``multipleOf``, ``not``, ``uniqueItems``, a ``format``
+it has no rule for, ...) is refused by name with where it sits. Bounds on numbers are written by
+:mod:`~engine.core.schemarange`.
 """
 
 from __future__ import annotations
@@ -12,10 +13,12 @@ import json
 from collections.abc import Iterator
 from typing import Any
 
-from llama_cpp.llama_grammar import JSON_GBNF, json_schema_to_gbnf
+from llama_cpp.llama_grammar import JSON_GBNF
 
 from .schemabounds import SchemaError as SchemaError  # re-exported: callers catch it from here
 from .schemabounds import build_under_budget, check_node, check_size
+from .schemarange import check_bounds
+from .schemarange import schema_to_gbnf as json_schema_to_gbnf  # the converter, with bounds on numbers
 
 # llama.cpp decodes a grammar's text leniently: a lead byte 0xF5-0xFF starts a "character" past U+10FFFF, and
 # 0xED 0xA0... a surrogate. A JSON string's character class excludes those too, so a reply is always valid UTF-8.
@@ -37,7 +40,7 @@ JSON_OBJECT_GRAMMAR = valid_utf8(JSON_GBNF)  # llama.cpp's grammars/json.gbnf: o
 
 # Keywords that change which documents are valid and that the converter does not turn into grammar rules.
 UNSUPPORTED = frozenset({
-    "minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "multipleOf", "not", "if", "then", "else",
+    "multipleOf", "not", "if", "then", "else",
     "patternProperties", "propertyNames", "uniqueItems", "contains", "minContains", "maxContains",
     "minProperties", "maxProperties", "dependentRequired", "dependentSchemas", "dependencies",
     "unevaluatedProperties", "unevaluatedItems", "contentEncoding", "contentMediaType", "$dynamicRef",
@@ -60,6 +63,7 @@ def schema_grammar(schema: Any) -> str:
     for where, node in _walk(schema, ""):
         _check(node, where)
         check_node(node, where)
+        check_bounds(node, where)
     try:
         gbnf = build_under_budget(json_schema_to_gbnf, json.dumps(schema))
     except SchemaError:
