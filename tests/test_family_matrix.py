@@ -5,6 +5,7 @@ the reply splits with no marker left in its content or thinking."""
 from __future__ import annotations
 
 import dataclasses
+import json
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -13,7 +14,8 @@ import pytest
 from engine import Engine, EngineConfig, GenerationParams
 from engine.chat.families import detect
 from engine.chat.family import CONTENT, THINKING
-from engine.chat.stream import ReplySplitter
+from engine.chat.stream import ReplySplitter, split_whole
+from engine.core.sampling import SamplingParams
 from engine.speculative.exactness import first_difference
 from engine.tools.synthmodel import Shape, cached_tokenizer, write_llama
 
@@ -80,6 +82,37 @@ def test_greedy_identical_to_ar_in_every_mode(family_pair: tuple[str, str, Engin
     for base in MODES:
         got = eng.generate(prompt, dataclasses.replace(base, max_tokens=N_TOKENS)).run()
         assert got.tokens == ref.tokens, f"{family} {base.mode}: diverges at {first_difference(got.tokens, ref.tokens)}"
+
+
+UNIT = {"type": "function", "function": {"name": "set_unit", "description": "Set the unit", "parameters": {
+    "type": "object", "properties": {"unit": {"enum": ["c", "f"]}}, "required": ["unit"]}}}
+CALL_TOKENS = 96  # room for one forced call in the most verbose markup
+
+
+def test_a_forced_call_is_the_same_in_every_mode_and_parses(family_pair: tuple[str, str, Engine]) -> None:
+    """tool_choice required: the family's call grammar holds the reply; every mode gives ar's tokens, and the
+    family's parser reads them back as a call of the tool."""
+    family, template, eng = family_pair
+    fam = detect(template)
+    if fam.call_grammar is None:
+        pytest.skip(f"{family} has no call grammar")
+    grammar = fam.call_grammar([UNIT], None)
+    prompt = eng.messages_tokens(MESSAGES, tools=[UNIT])
+    section = eng.reply_section(MESSAGES, tools=[UNIT])
+
+    def run(mode: str) -> list[int]:
+        params = GenerationParams(mode=mode, k=3, max_tokens=CALL_TOKENS,
+                                  sampling=SamplingParams(temperature=0.0, grammar=grammar))
+        return eng.generate(prompt, params).run().tokens
+
+    ref = run("ar")
+    for mode in ("sd", "ssd", "auto"):
+        got = run(mode)
+        assert got == ref, f"{family} {mode}: diverges at {first_difference(got, ref)}"
+    text = b"".join(eng.target_model.token_bytes(t, special=True) for t in ref).decode("utf-8", "replace")
+    _, _, calls = split_whole(fam, text, ["set_unit"], section)
+    assert [c.name for c in calls] == ["set_unit"], (family, text)
+    assert json.loads(calls[0].arguments)["unit"] in ("c", "f")
 
 
 def test_reply_splits_without_markers(family_pair: tuple[str, str, Engine]) -> None:

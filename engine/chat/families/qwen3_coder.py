@@ -58,7 +58,16 @@ def parse_calls(text: str, names: Sequence[str]) -> tuple[str, list[ToolCall]]:
 
 def _is_text(schema: Mapping[str, Any]) -> bool:
     kind = schema.get("type")
-    return kind is None or kind == "string" or (isinstance(kind, list) and "string" in kind)
+    free = "enum" not in schema and "const" not in schema  # a value from a list is written as one of them
+    return free and (kind is None or kind == "string" or (isinstance(kind, list) and "string" in kind))
+
+
+def _choices(schema: Mapping[str, Any]) -> str | None:
+    """The rule of an enum (or const) of strings, written bare as the XML form writes text; None for other kinds."""
+    values = schema.get("enum", [schema["const"]] if "const" in schema else None)
+    if not values or not all(isinstance(v, str) for v in values):
+        return None
+    return "( " + " | ".join(literal(v) for v in values) + " )"
 
 
 def _params(i: int, params: Mapping[str, Any]) -> tuple[str, list[str]]:
@@ -66,7 +75,10 @@ def _params(i: int, params: Mapping[str, Any]) -> tuple[str, list[str]]:
     required = set(params.get("required") or ())
     items, rules = [], []
     for j, (arg, schema) in enumerate((params.get("properties") or {}).items()):
-        if _is_text(schema):
+        choices = _choices(schema)
+        if choices is not None:
+            value = choices
+        elif _is_text(schema):
             value = _RAW
         else:
             pre = f"{RULES}{i}-{j}-"
