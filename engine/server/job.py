@@ -10,6 +10,7 @@ from dataclasses import dataclass, replace
 
 from engine import ContextFullError, Engine, EngineError, Generation, GenerationParams, GenerationStats, ParameterError
 from engine.chat.budget import ThinkingBudget
+from engine.chat.holdback import first_marker, held_tail
 from engine.process import EngineStopped, RemoteEngine, protocol
 from engine.process.client import RemoteGeneration
 
@@ -25,7 +26,8 @@ _FINISH = {"stop": "stop", "length": "length", "context": "length", "stopped": "
 
 
 class StopMatcher:
-    """Cuts streamed text at the first stop string, holding back a tail that may start one."""
+    """Cuts streamed text at the first stop string, holding back a tail that may start one (:mod:`engine.chat.holdback`,
+    the rule the reply splitter follows for its markers)."""
 
     def __init__(self, stops: Sequence[str]) -> None:
         self.stops = [s for s in stops if s]
@@ -37,19 +39,13 @@ class StopMatcher:
         if not self.stops:
             return text
         self._buf += text
-        cut = min((i for i in (self._buf.find(s) for s in self.stops) if i >= 0), default=-1)
+        cut, _ = first_marker(self._buf, self.stops)
         if cut >= 0:
             self.hit = True
             out, self._buf = self._buf[:cut], ""
             return out
-        hold = 0
-        for s in self.stops:
-            for n in range(min(len(s) - 1, len(self._buf)), hold, -1):
-                if self._buf.endswith(s[:n]):
-                    hold = n
-                    break
-        out = self._buf[: len(self._buf) - hold]
-        self._buf = self._buf[len(self._buf) - hold :]
+        keep = len(self._buf) - held_tail(self._buf, self.stops)
+        out, self._buf = self._buf[:keep], self._buf[keep:]
         return out
 
     def flush(self) -> str:
