@@ -8,8 +8,8 @@ import re
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from engine.chat.calls import RULES, json_call, literal, offered
-from engine.chat.family import ToolCall
+from engine.chat.calls import RULES, json_call, json_object_grammar, literal, offered
+from engine.chat.family import CallGrammar, CallParser, ToolCall
 from engine.core.gbnf import prefixed
 from engine.core.jsonschema import schema_grammar
 
@@ -97,3 +97,18 @@ def json_list_calls(body: str, names: Sequence[str]) -> list[ToolCall] | None:
     calls = [json_call(json.dumps(item), names) for item in (items if isinstance(items, list) else [items])]
     good = [c for c in calls if c is not None]
     return good if good and len(good) == len(calls) else None
+
+
+def listed_calls(open_: str, close: str) -> tuple[CallParser, CallGrammar]:
+    """The parser and grammar of a format that writes a turn's calls as one JSON list between ``open_`` and
+    ``close`` (Nemotron's ``<TOOLCALL>``, Phi-4's ``<|tool_call|>``)."""
+    block = re.compile(re.escape(open_) + r"(.*?)(?:" + re.escape(close) + r"|$)", re.DOTALL)
+
+    def parse(text: str, names: Sequence[str]) -> tuple[str, list[ToolCall]]:
+        return split_blocks(text, block, lambda m: json_list_calls(m.group(1), names))
+
+    def grammar(tools: Sequence[Mapping[str, Any]], only: str | None) -> str:
+        root = f"root ::= {literal(open_ + '[')} {RULES}root {literal(']' + close)}"
+        return root + "\n" + json_object_grammar(tools, only)
+
+    return parse, grammar

@@ -3,28 +3,11 @@
 
 from __future__ import annotations
 
-import re
-from collections.abc import Mapping, Sequence
-from typing import Any
-
-from engine.chat.calls import RULES, json_object_grammar, literal
-from engine.chat.family import CALL, CONTENT, Family, ToolCall
-from engine.chat.tagged import BlockReader, json_list_calls, split_blocks
+from engine.chat.family import CALL, CONTENT, Family
+from engine.chat.tagged import listed_calls
 
 OPEN, CLOSE = "<|tool_call|>", "<|/tool_call|>"
-_BLOCK = re.compile(r"<\|tool_call\|>(.*?)(?:<\|/tool_call\|>|$)", re.DOTALL)
-
-
-def _read(names: Sequence[str]) -> BlockReader:
-    return lambda m: json_list_calls(m.group(1), names)
-
-
-def parse_calls(text: str, names: Sequence[str]) -> tuple[str, list[ToolCall]]:
-    return split_blocks(text, _BLOCK, _read(names))
-
-
-def call_grammar(tools: Sequence[Mapping[str, Any]], only: str | None) -> str:
-    return f"root ::= {literal(OPEN + '[')} {RULES}root {literal(']' + CLOSE)}\n" + json_object_grammar(tools, only)
+parse_calls, call_grammar = listed_calls(OPEN, CLOSE)
 
 
 FAMILY = Family(
