@@ -9,6 +9,7 @@ from typing import Any
 
 from engine.chat.calls import RULES, json_call, json_object_grammar, literal
 from engine.chat.family import CALL, CONTENT, THINKING, Family, ToolCall
+from engine.chat.tagged import split_blocks
 
 OPEN, CLOSE = "<tool_call>", "</tool_call>"
 THINK_OPEN, THINK_CLOSE = "<think>", "</think>"
@@ -16,17 +17,7 @@ _BLOCK = re.compile(r"<tool_call>\s*(.*?)\s*(?:</tool_call>|$)", re.DOTALL)
 
 
 def parse_calls(text: str, names: Sequence[str]) -> tuple[str, list[ToolCall]]:
-    calls: list[ToolCall] = []
-    kept: list[str] = []
-    pos = 0
-    for m in _BLOCK.finditer(text):
-        call = json_call(m.group(1), names)
-        if call is not None:
-            kept.append(text[pos:m.start()])
-            pos = m.end()
-            calls.append(call)
-    kept.append(text[pos:])
-    return "".join(kept).strip(), calls
+    return split_blocks(text, _BLOCK, lambda m: [c] if (c := json_call(m.group(1), names)) is not None else None)
 
 
 def call_grammar(tools: Sequence[Mapping[str, Any]], only: str | None) -> str:

@@ -10,6 +10,7 @@ from typing import Any
 
 from engine.chat.calls import RULES, literal, new_call_id, offered
 from engine.chat.family import CALL, CONTENT, THINKING, Family, ToolCall
+from engine.chat.tagged import split_blocks
 from engine.core.gbnf import prefixed
 from engine.core.jsonschema import schema_grammar
 
@@ -43,17 +44,7 @@ def _call(m: re.Match[str], names: Sequence[str]) -> ToolCall | None:
 
 
 def parse_calls(text: str, names: Sequence[str]) -> tuple[str, list[ToolCall]]:
-    calls: list[ToolCall] = []
-    kept: list[str] = []
-    pos = 0
-    for m in _BLOCK.finditer(text):
-        call = _call(m, names)
-        if call is not None:
-            kept.append(text[pos:m.start()])
-            pos = m.end()
-            calls.append(call)
-    kept.append(text[pos:])
-    return "".join(kept).strip(), calls
+    return split_blocks(text, _BLOCK, lambda m: [c] if (c := _call(m, names)) is not None else None)
 
 
 def _is_text(schema: Mapping[str, Any]) -> bool:
