@@ -221,6 +221,7 @@ class Engine(Prompts):
             ahead = self._read_ahead(prompt, params)
             first = self.target.start(prompt, params.sampling, rng, stops)  # None: stopped while reading the prompt
             recorder.first_token(self._decode_times())
+            stats.prompt_cached = len(prompt) - self.target.kv.synced if first is not None else 0
             pending: list[tuple[int, bool]] = [] if first is None else [(first, False)]
             stats.sampling_path = self._sampling_path(params)
             n_round = 0

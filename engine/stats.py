@@ -27,6 +27,7 @@ class GenerationStats:
     mode: str = ""  # the requested mode ("auto" stays "auto")
     current_mode: str = ""  # the step the latest round ran: "ar", "sd" or "ssd"
     prompt_tokens: int = 0
+    prompt_cached: int = 0  # of them, the prefix the target's context already held: not read again
     new_tokens: int = 0
     seconds: float = 0.0
     tokens_per_second: float = 0.0

@@ -11,7 +11,7 @@ from fastapi.responses import Response
 from engine import ChatTemplateError, ParameterError
 from engine.core.fim import fim_tokens
 
-from . import errors, replies, responses
+from . import errors, replies, responses, responsestream
 from .errors import APIError
 from .schemas import ChatCompletionRequest, CompletionRequest
 from .structured import chat_plan, sampling_extras
@@ -35,7 +35,8 @@ def add(app: FastAPI, service: Service) -> None:
     async def create_response(request: Request) -> Response:
         body = errors.parse_body(await request.body(), responses.ResponsesRequest)
         chat_body = responses.chat_request(body)
-        return responses.reply(body, await chat(service, request, chat_body))
+        done = await chat(service, request, chat_body)
+        return responsestream.stream(body, service.model_id, done) if body.stream else responses.reply(body, done)
 
 
 async def chat(service: Service, request: Request, body: ChatCompletionRequest) -> Response:

@@ -36,9 +36,12 @@ def speculation(stats: GenerationStats) -> dict[str, Any]:
 
 
 def usage(prompt_tokens: int, stats: GenerationStats | None, reasoning_tokens: int = 0) -> dict[str, Any]:
-    """Token counts; ``reasoning_tokens``: the completion's tokens that were thinking (counted in completion)."""
+    """Token counts; ``reasoning_tokens``: the completion's tokens that were thinking (counted in completion);
+    ``cached_tokens``: the prompt's tokens the engine found already read (a prefix shared with the request before)."""
     completion = stats.new_tokens if stats is not None else 0
+    cached = stats.prompt_cached if stats is not None else 0  # the prompt's prefix the engine did not read again
     return {"prompt_tokens": prompt_tokens, "completion_tokens": completion, "total_tokens": prompt_tokens + completion,
+            "prompt_tokens_details": {"cached_tokens": min(cached, prompt_tokens)},
             "completion_tokens_details": {"reasoning_tokens": min(reasoning_tokens, completion)}}
 
 

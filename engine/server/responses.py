@@ -2,8 +2,8 @@
 
 ``instructions`` and ``input`` (a string, or message, ``function_call`` and ``function_call_output`` items) become
 chat messages; function tools, ``tool_choice`` and ``text.format`` become their chat forms; the chat reply's text
-and tool calls become ``output`` items. Nothing is stored, so ``previous_response_id`` is refused, and the reply
-is whole (``stream`` is refused).
+and tool calls become ``output`` items (streamed as the Responses events by :mod:`.responsestream`). Nothing is
+stored, so ``previous_response_id`` is refused.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 from .errors import APIError, parse_body
 from .schemas import ChatCompletionRequest
 
-_REFUSED = {"stream": (None, False), "previous_response_id": (None,), "conversation": (None,),
+_REFUSED = {"previous_response_id": (None,), "conversation": (None,),
             "background": (None, False), "top_logprobs": (None, 0), "prompt": (None,)}
 
 
@@ -36,6 +36,7 @@ class ResponsesRequest(BaseModel):
     tool_choice: Literal["none", "auto", "required"] | dict[str, Any] | None = None
     text: dict[str, Any] | None = None
     mode: Literal["ar", "sd", "ssd", "lookup", "auto"] | None = None
+    stream: bool = False
     reasoning: dict[str, Any] | None = None  # {"effort": ...}: the chat request's reasoning_effort
 
     @model_validator(mode="before")
@@ -84,7 +85,8 @@ def chat_request(body: ResponsesRequest) -> ChatCompletionRequest:
     """The chat request that ``body`` asks for (validated as any chat request is)."""
     chat: dict[str, Any] = {"model": body.model, "messages": _messages(body), "temperature": body.temperature,
                             "top_p": body.top_p, "max_tokens": body.max_output_tokens, "mode": body.mode,
-                            "reasoning_effort": (body.reasoning or {}).get("effort")}
+                            "reasoning_effort": (body.reasoning or {}).get("effort"), "stream": body.stream,
+                            "stream_options": {"include_usage": True} if body.stream else None}
     if body.tools:
         for i, tool in enumerate(body.tools):
             if tool.get("type") != "function":
@@ -105,6 +107,49 @@ def chat_request(body: ResponsesRequest) -> ChatCompletionRequest:
     return parse_body(json.dumps({k: v for k, v in chat.items() if v is not None}).encode(), ChatCompletionRequest)
 
 
+def new_id(prefix: str) -> str:
+    return f"{prefix}_{uuid.uuid4().hex[:24]}"
+
+
+def reasoning_item(text: str, rid: str | None = None) -> dict[str, Any]:
+    return {"type": "reasoning", "id": rid or new_id("rs"), "summary": [],
+            "content": [{"type": "reasoning_text", "text": text}] if text else []}
+
+
+def message_item(text: str, rid: str | None = None, status: str = "completed") -> dict[str, Any]:
+    return {"type": "message", "id": rid or new_id("msg"), "status": status, "role": "assistant",
+            "content": [{"type": "output_text", "text": text, "annotations": [], "logprobs": []}] if text else []}
+
+
+def call_item(call: dict[str, Any], rid: str | None = None, status: str = "completed") -> dict[str, Any]:
+    """The ``function_call`` item of a chat tool call."""
+    return {"type": "function_call", "id": rid or new_id("fc"), "status": status, "call_id": call["id"],
+            "name": call["function"]["name"], "arguments": call["function"]["arguments"] if status == "completed"
+            else ""}
+
+
+def response(body: ResponsesRequest, rid: str, model: str, output: list[dict[str, Any]], finish: str | None,
+             usage: dict[str, Any] | None, speculation: Any = None) -> dict[str, Any]:
+    """The Responses object: in progress while ``finish`` is None, else completed or (cut at the limit)
+    incomplete; ``usage``: the chat reply's."""
+    cut = finish == "length"
+    status = "in_progress" if finish is None else "incomplete" if cut else "completed"
+    return {
+        "id": rid, "object": "response", "created_at": int(time.time()), "model": model, "status": status,
+        "incomplete_details": {"reason": "max_output_tokens"} if cut else None, "error": None,
+        "instructions": body.instructions, "output": output, "parallel_tool_calls": True,
+        "tool_choice": body.tool_choice or "auto", "tools": body.tools or [], "temperature": body.temperature,
+        "top_p": body.top_p, "max_output_tokens": body.max_output_tokens, "metadata": {},
+        "text": body.text or {"format": {"type": "text"}},
+        "usage": None if usage is None else {
+            "input_tokens": usage["prompt_tokens"], "output_tokens": usage["completion_tokens"],
+            "total_tokens": usage["total_tokens"],
+            "input_tokens_details": {"cached_tokens": usage["prompt_tokens_details"]["cached_tokens"]},
+            "output_tokens_details": {"reasoning_tokens": usage["completion_tokens_details"]["reasoning_tokens"]}},
+        "speculation": speculation,
+    }
+
+
 def reply(body: ResponsesRequest, chat_reply: Response) -> Response:
     """The Responses object for a whole chat reply."""
     done = json.loads(bytes(chat_reply.body))
@@ -112,29 +157,9 @@ def reply(body: ResponsesRequest, chat_reply: Response) -> Response:
     msg = choice["message"]
     output: list[dict[str, Any]] = []
     if msg.get("reasoning_content"):  # the thinking, as a reasoning item before the answer (OpenAI's shape)
-        output.append({"type": "reasoning", "id": "rs_" + uuid.uuid4().hex[:24], "summary": [],
-                       "content": [{"type": "reasoning_text", "text": msg["reasoning_content"]}]})
+        output.append(reasoning_item(msg["reasoning_content"]))
     if msg.get("content"):
-        output.append({"type": "message", "id": "msg_" + uuid.uuid4().hex[:24], "status": "completed",
-                       "role": "assistant", "content": [{"type": "output_text", "text": msg["content"],
-                                                         "annotations": []}]})
-    for call in msg.get("tool_calls") or ():
-        output.append({"type": "function_call", "id": "fc_" + uuid.uuid4().hex[:24], "status": "completed",
-                       "call_id": call["id"], "name": call["function"]["name"],
-                       "arguments": call["function"]["arguments"]})
-    usage = done["usage"]
-    cut = choice["finish_reason"] == "length"
-    return JSONResponse({
-        "id": "resp_" + uuid.uuid4().hex[:24], "object": "response", "created_at": int(time.time()),
-        "model": done["model"], "status": "incomplete" if cut else "completed",
-        "incomplete_details": {"reason": "max_output_tokens"} if cut else None, "error": None,
-        "instructions": body.instructions, "output": output, "parallel_tool_calls": True,
-        "tool_choice": body.tool_choice or "auto", "tools": body.tools or [], "temperature": body.temperature,
-        "top_p": body.top_p, "max_output_tokens": body.max_output_tokens, "metadata": {},
-        "text": body.text or {"format": {"type": "text"}},
-        "usage": {"input_tokens": usage["prompt_tokens"], "output_tokens": usage["completion_tokens"],
-                  "total_tokens": usage["total_tokens"], "input_tokens_details": {"cached_tokens": 0},
-                  "output_tokens_details": {"reasoning_tokens":
-                                            usage["completion_tokens_details"]["reasoning_tokens"]}},
-        "speculation": done.get("speculation"),
-    })
+        output.append(message_item(msg["content"]))
+    output += [call_item(call) for call in msg.get("tool_calls") or ()]
+    return JSONResponse(response(body, new_id("resp"), done["model"], output, choice["finish_reason"],
+                                 done["usage"], done.get("speculation")))
