@@ -32,7 +32,7 @@ from .errors import APIError
 from .gate import Gate, QueueFull
 from .guard import BearerAuth, BodyLimit, HostGuard
 from .health import check_engine, engine_health
-from .job import Job, Outcome, ServedEngine, engine_failure, longest_piece
+from .job import Job, MiddleEnd, Outcome, ServedEngine, engine_failure, longest_piece
 from .schemas import ChatCompletionRequest, CompletionRequest
 from .structured import ChatPlan, VocabModel
 
@@ -146,8 +146,8 @@ class Service:
             gone.cancel()
 
     async def serve(self, request: Request, kind: str, body: ChatCompletionRequest | CompletionRequest,
-                    prompt: list[int], prompt_field: str, extras: dict[str, Any], plan: ChatPlan | None = None) \
-            -> Response:
+                    prompt: list[int], prompt_field: str, extras: dict[str, Any], plan: ChatPlan | None = None,
+                    middle: MiddleEnd | None = None) -> Response:
         params = self.params(body, len(prompt), prompt_field, extras)
         if not await self.wait_turn(request):
             return APIError(400, "the client disconnected", code="client_disconnected").response()
@@ -180,7 +180,7 @@ class Service:
         try:
             budget = None if plan is None else ThinkingBudget(plan.family, plan.section, plan.thinking_budget)
             job = Job(self.engine, prompt, params, body.stop_strings,
-                      lambda n: self.gate.progressed(rid, n), on_end, budget)
+                      lambda n: self.gate.progressed(rid, n), on_end, budget, middle)
             self.gate.started(RunningRequest(rid, kind, body.stream, len(prompt), 0, time.time()))
             job.start()
         except BaseException:

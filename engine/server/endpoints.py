@@ -9,10 +9,11 @@ from fastapi import FastAPI, Request
 from fastapi.responses import Response
 
 from engine import ChatTemplateError, ParameterError
-from engine.core.fim import fim_tokens
+from engine.core.fim import fim_ends, fim_tokens, suffix_head
 
 from . import errors, replies, responses, responsestream
 from .errors import APIError
+from .job import MiddleEnd
 from .schemas import ChatCompletionRequest, CompletionRequest
 from .structured import chat_plan, sampling_extras
 
@@ -67,13 +68,15 @@ async def complete(service: Service, request: Request, body: CompletionRequest) 
     service.check_model(body.model)
     await service.check_size([body.text, body.suffix or ""], "prompt")
     model = await service.ask(service.vocab.get) if body.suffix is not None or body.logit_bias else None
+    middle = None
     try:
         if body.suffix is not None and model is not None:  # fill in the middle, between prompt and suffix
             prompt = await service.ask(fim_tokens, model, body.text, body.suffix)
+            middle = MiddleEnd(fim_ends(model), suffix_head(body.suffix))
         else:
             prompt = await service.ask(service.engine.tokenize, body.text)
     except ParameterError as exc:  # not UTF-8 (a lone surrogate escaped in the JSON), or no FIM tokens
         field = "suffix" if str(exc).startswith("suffix") else "prompt"
         raise APIError(400, str(exc), param=field, code="invalid_value") from exc
     extras = sampling_extras(body, "", model.n_vocab if model is not None else 0)
-    return await service.serve(request, replies.TEXT, body, prompt, "prompt", extras)
+    return await service.serve(request, replies.TEXT, body, prompt, "prompt", extras, middle=middle)

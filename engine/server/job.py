@@ -53,6 +53,15 @@ class StopMatcher:
         return out
 
 
+@dataclass(frozen=True, slots=True)
+class MiddleEnd:
+    """Where a fill-in-the-middle reply ends besides its end-of-generation tokens: at one of ``tokens`` (the FIM
+    tokens, :func:`~engine.core.fim.fim_ends`), or before ``text`` (the suffix's head, cut like a stop string)."""
+
+    tokens: frozenset[int]
+    text: str | None
+
+
 @dataclass(slots=True)
 class Outcome:
     """How a generation ended; complete once :meth:`Job.pieces` is exhausted."""
@@ -83,12 +92,14 @@ class Job:
         on_token: Callable[[int], None],
         on_end: Callable[[Outcome], None],
         budget: ThinkingBudget | None = None,
+        middle: MiddleEnd | None = None,
     ) -> None:
         self._engine = engine
         self._budget = budget
         self._prompt = list(prompt)
         self._params = params
-        self._matcher = StopMatcher(stops)
+        self._matcher = StopMatcher([*stops, middle.text] if middle is not None and middle.text else stops)
+        self._ends = middle.tokens if middle is not None else frozenset()
         self._on_token = on_token
         self._on_end = on_end
         self._stop = threading.Event()
@@ -170,6 +181,9 @@ class Job:
         """Send ``gen``'s text until it ends, a stop string, a stop, or the thinking budget."""
         self._over = False
         for n, ev in enumerate(gen, made + 1):
+            if ev.token in self._ends:  # the middle is over: the token is not part of it
+                self._matcher.hit = True
+                break
             text = self._matcher.feed(ev.text)
             if text:
                 self._put(text)
