@@ -17,7 +17,6 @@ from .chat.format import ChatFormat, thinking_variables
 from .chat.history import template_tool_calls
 from .chat.stream import Piece as ReplyPiece
 from .chat.stream import ReplySplitter
-from .core.backend import init_backend, supports_gpu_offload
 from .core.chat import Message as ChatMessage
 from .core.cpu_check import Override as CpuCheckOverride
 from .core.cpu_check import Status as CpuCheckStatus
@@ -25,18 +24,6 @@ from .core.cpu_check import Verdict as CpuCheckVerdict
 from .core.cpu_check import check as check_cpu
 from .core.cpu_check import set_override as set_cpu_check_override
 from .core.cpu_check import status as cpu_check_status
-from .core.cpu_check import write_kquant_model
-from .core.errors import (
-    ChatTemplateError,
-    ContextFullError,
-    DiskFullError,
-    EngineError,
-    ModelFileChangedError,
-    ModelLoadError,
-    NoChatTemplateError,
-    ParameterError,
-    VocabMismatchError,
-)
 from .core.fit import DROP_OLDEST, OVERFLOW_POLICIES, FittedChat, fit_messages
 from .core.gumbel import COUPLED, REJECTION, score_margin
 from .core.options import (
@@ -57,6 +44,17 @@ from .core.placement import Placement, place_layers
 from .core.placement import loaded as loaded_placement
 from .core.sampling import SamplingParams
 from .engine import DRAFT_FREE_MODES, Engine, EngineConfig, GenerationParams
+from .errors import (
+    ChatTemplateError,
+    ContextFullError,
+    DiskFullError,
+    EngineError,
+    ModelFileChangedError,
+    ModelLoadError,
+    NoChatTemplateError,
+    ParameterError,
+    VocabMismatchError,
+)
 from .generation import Generation, TokenEvent
 from .models import drafts as hub_drafts
 from .models import hub, hubpair, offline
@@ -64,7 +62,9 @@ from .models import search as hub_search
 from .models.catalog import PairSpec, fit_label, format_bytes, load_catalog, system_memory
 from .models.hub import DownloadCancelled, DownloadProgress
 from .models.store import InstalledPair, ModelStore, installed_as
+from .native.startup import init_backend, supports_gpu_offload
 from .process import EngineStopped, RemoteEngine
+from .process.cpu_probe import write_kquant_model
 from .process.protocol import STOPPED as ENGINE_STOPPED
 from .remote import ask_remote_machines, remote_endpoints
 from .speculative.exactness import first_difference

@@ -17,10 +17,10 @@ from .config import GenerationParams as GenerationParams
 from .core import modelfile
 from .core.backend import Model
 from .core.context import Context, ContextParams
-from .core.errors import ContextFullError, EngineError, ParameterError
 from .core.options import MAX_K, cpu_cores
 from .core.placement import place_layers
 from .core.vocab import check_compatible
+from .errors import ContextFullError, EngineError, ParameterError
 from .generation import Generation, TokenEvent
 from .prompts import Prompts
 from .speculative import memory

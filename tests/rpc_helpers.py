@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from engine.remote.native import NO_RPC, available
+from engine.native.rpc import NO_RPC, available
 from engine.tools.bench_remote_link import free_port, start_server
 
 __all__ = ["address", "end", "free_port", "generate_argv", "needs_rpc", "rpc_server", "start_server"]

@@ -12,10 +12,10 @@ import pytest
 from engine.core import constraints
 from engine.core.backend import Model
 from engine.core.constraints import Constraint
-from engine.core.errors import ParameterError
 from engine.core.grammar import Grammar, GrammarError
 from engine.core.jsonschema import JSON_OBJECT_GRAMMAR, SchemaError, schema_grammar
 from engine.core.sampling import SamplingParams, to_dist
+from engine.errors import ParameterError
 from tests.tiny_models import TinyPair
 
 LETTERS = 'root ::= [a-c]+ "d"'  # the 16-token vocabulary's single letters

@@ -13,9 +13,11 @@ import llama_cpp as ll
 import pytest
 
 from app.settings.cpu_kernels import verdict_text
-from engine.core import bufts, cpu_check
+from engine.core import cpu_check
 from engine.core.backend import Model
 from engine.core.context import Context, ContextParams
+from engine.native import bufts, symbols
+from engine.process import cpu_probe
 
 
 @pytest.fixture
@@ -56,7 +58,7 @@ def test_forced_fault_turns_extra_buffers_off_and_is_remembered(isolated: Path,
     stored = json.loads(cpu_check.verdict_file().read_text(encoding="utf-8"))
     assert stored[cpu_check.build_key()]["safe"] is False
 
-    monkeypatch.setattr(cpu_check, "probe", _no_probe)
+    monkeypatch.setattr(cpu_check, "_probe", [_no_probe])
     monkeypatch.setattr(cpu_check, "_memo", {})  # a new process: only the file remains
     assert cpu_check.extra_bufts_plan() == (False, ())
 
@@ -79,10 +81,10 @@ def test_a_fault_only_with_amx_keeps_the_repacked_kernels(isolated: Path, monkey
     stored = json.loads(cpu_check.verdict_file().read_text(encoding="utf-8"))[verdict.key]
     assert stored["dropped"] == ["AMX"] and stored["safe"] is True
 
-    monkeypatch.setattr(cpu_check, "probe", _no_probe)
+    monkeypatch.setattr(cpu_check, "_probe", [_no_probe])
     monkeypatch.setattr(cpu_check, "_memo", {})  # a new process: only the file remains
     assert cpu_check.check() == verdict
-    path = cpu_check.write_kquant_model(isolated)
+    path = cpu_probe.write_kquant_model(isolated)
     with Model(path):  # the load drops AMX from llama.cpp's list and keeps CPU_REPACK
         assert bufts.in_use() == (bufts.REPACK,)
     cpu_check.set_override("on")  # all of them again (only the plan: AMX faults here for real)
@@ -119,7 +121,7 @@ def test_a_build_without_the_list_loads_without_extra_buffers(isolated: Path, mo
 
     monkeypatch.setenv(cpu_check.CHILD_ENV, "AMX")  # a plan that drops AMX
     monkeypatch.setattr(bufts, "_table", None)
-    monkeypatch.setattr(bufts, "_libs", [])  # as if ggml's libraries exported none of the functions
+    monkeypatch.setattr(symbols, "_libs", [])  # as if ggml's libraries exported none of the functions
     with pytest.raises(bufts.BuftError, match="ggml_backend_dev_backend_reg"):
         bufts.available()
     assert backend._extra_bufts() is False
@@ -132,9 +134,9 @@ def test_interleaved_fault_reports_read_as_one(tmp_path: Path) -> None:
     path = tmp_path / "stderr.txt"
     path.write_text("x\nFatal Python error: Fatal Python error: Illegal instructionIllegal instruction\n\nThread 1",
                     encoding="utf-8")
-    assert cpu_check._fault_line(path) == "Fatal Python error: Illegal instruction"
+    assert cpu_probe._fault_line(path) == "Fatal Python error: Illegal instruction"
     path.write_text("Fatal Python error: Segmentation fault\nCurrent thread", encoding="utf-8")
-    assert cpu_check._fault_line(path) == "Fatal Python error: Segmentation fault"
+    assert cpu_probe._fault_line(path) == "Fatal Python error: Segmentation fault"
 
 
 def test_a_child_failing_without_a_fault_is_not_remembered(isolated: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -197,7 +199,7 @@ def test_a_damaged_override_file_means_auto(isolated: Path) -> None:
 def test_kquant_model_decodes_in_process_with_the_verdict(isolated: Path) -> None:
     """With the real probe's verdict applied, a K-quant model decodes here without a fault, AMX host or not."""
     verdict = cpu_check.check()
-    path = cpu_check.write_kquant_model(isolated)
+    path = cpu_probe.write_kquant_model(isolated)
     with Model(path) as model, Context(model, ContextParams(n_ctx=128, n_batch=16, n_threads=2,
                                                             n_threads_batch=2)) as ctx:
         if verdict.dropped:  # an AMX host that faults in AMX only: the repacked kernels stay
@@ -221,7 +223,7 @@ def test_self_test_decodes_a_kquant_model_with_the_fallback(tmp_path: Path) -> N
 
 
 def test_cli_generates_from_a_kquant_model_after_a_fault(tmp_path: Path) -> None:
-    model = cpu_check.write_kquant_model(tmp_path)
+    model = cpu_probe.write_kquant_model(tmp_path)
     done = _run(["-m", "engine", "generate", "--target", str(model), "--mode", "ar", "--prompt", "abc",
                  "--max-tokens", "4"], {cpu_check.FAULT_ENV: "SIGILL"}, tmp_path)
     verdicts = json.loads((tmp_path / "cache" / "cpu-check.json").read_text(encoding="utf-8"))

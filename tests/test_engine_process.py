@@ -23,9 +23,9 @@ from engine import (
     SamplingParams,
     TinyPair,
 )
+from engine.native.abort import FAULT_ENV
 from engine.process import EngineStopped, RemoteEngine
 from engine.process import protocol as p
-from engine.process.abort import FAULT_ENV
 from engine.process.faults import describe_exit, fault_line
 from engine.process.runner import Backoff
 from tests.process_helpers import pid_alive

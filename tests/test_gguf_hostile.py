@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from engine import hub
-from engine.core.errors import ModelLoadError
+from engine.errors import ModelLoadError
 from engine.models.gguf_remote import MAX_ARRAY_DEPTH
 from engine.tools.cli import main
 from tests.hub_server import HubServer, HubState, hub_environment

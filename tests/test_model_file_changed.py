@@ -18,8 +18,8 @@ import engine
 from app.worker.engine_worker import EngineState
 from app.worker.host import EngineHost
 from engine import Engine, EngineConfig, GenerationParams, SamplingParams, TinyPair
-from engine.core.errors import ModelFileChangedError
 from engine.core.modelfile import ModelFiles
+from engine.errors import ModelFileChangedError
 from tests.app_helpers import QT_STRICT, TIMEOUT_MS
 from tests.server_helpers import start_serve, stop
 

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from engine.core.errors import EngineError
 from engine.core.paths import resources_dir
+from engine.errors import EngineError
 from engine.models.catalog import (
     Arch,
     PairSpec,

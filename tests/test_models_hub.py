@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from engine import hub
-from engine.core.errors import VocabMismatchError
+from engine.errors import VocabMismatchError
 from engine.models.catalog import FileSpec, PairSpec
 from engine.models.hub import (
     AuthError,

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from engine.core.errors import EngineError
+from engine.errors import EngineError
 from engine.models import hubnames
 from engine.tools.cli import main
 from tests.garbage_hub import KINDS, Garbage, GarbageHub

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from engine.core.errors import EngineError
+from engine.errors import EngineError
 from engine.models import drafts, gguf_remote, hubapi, search
 from engine.models.drafts import find_drafts
 from engine.models.headers import HeaderReader, NotGgufError

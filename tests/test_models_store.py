@@ -11,8 +11,8 @@ import pytest
 
 from engine import offline
 from engine.core.backend import Model
-from engine.core.errors import EngineError, ModelLoadError, VocabMismatchError
 from engine.core.vocab import check_compatible, check_vocab_rule
+from engine.errors import EngineError, ModelLoadError, VocabMismatchError
 from engine.models.gguf_remote import local_vocab
 from engine.models.store import ModelStore
 from tests.tiny_models import TinyPair

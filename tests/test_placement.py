@@ -18,7 +18,6 @@ from engine import (
     loaded_placement,
     place_layers,
 )
-from engine.core import backend
 from engine.core.backend import Model
 from engine.core.context import Context, ContextParams
 from engine.core.placement import (
@@ -31,6 +30,7 @@ from engine.core.placement import (
     probe_device,
     read_size,
 )
+from engine.native import startup
 from engine.tools.cli import main
 from tests.tiny_models import TinyPair
 
@@ -79,7 +79,7 @@ def test_a_cpu_build_places_nothing_and_says_so(tiny: TinyPair) -> None:
 
 
 def test_this_build_is_the_cpu_one_and_auto_loads_no_layer(tiny: TinyPair) -> None:
-    if backend.supports_gpu_offload():
+    if startup.supports_gpu_offload():
         pytest.skip("this llama.cpp build can offload")
     assert probe_device() == GpuDevice(False)
     with Model(tiny.target, gpu_layers=AUTO_LAYERS) as target, Model(tiny.draft_related) as draft:
@@ -155,7 +155,7 @@ def test_generate_says_where_the_layers_run(tiny: TinyPair, capsys: pytest.Captu
             "--max-tokens", "8", "--ctx", "256", "--mode", "sd"]
     assert main(args) == 0
     err = capsys.readouterr().err
-    gpu = backend.supports_gpu_offload()
+    gpu = startup.supports_gpu_offload()
     assert ("target 3/3 layers on the GPU" if gpu else "[CPU build: both models on the CPU]") in err
     assert main([*args, "--json", "--gpu-layers", "none", "--draft-gpu-layers", "0"]) == 0
     out = json.loads(capsys.readouterr().out)
@@ -172,8 +172,8 @@ def test_a_bad_gpu_layers_value_is_a_usage_error(tiny: TinyPair, capsys: pytest.
 
 def test_the_models_own_quirk_notes_stay_off_the_terminal(caplog: pytest.LogCaptureFixture) -> None:
     caplog.set_level(logging.DEBUG, logger="engine.llama_cpp")
-    backend._log_callback(3, b"load: control-looking token: 128247 '</s>' was not control-type; this is probably "
+    startup._log_callback(3, b"load: control-looking token: 128247 '</s>' was not control-type; this is probably "
                              b"a bug in the model. its type will be overridden\n", None)
-    backend._log_callback(4, b"llama_model_load: error loading model: tensor data is not within file bounds\n", None)
+    startup._log_callback(4, b"llama_model_load: error loading model: tensor data is not within file bounds\n", None)
     levels = [(r.levelno, r.getMessage().split(":")[1].strip()) for r in caplog.records]
     assert levels == [(logging.DEBUG, "control-looking token"), (logging.ERROR, "error loading model")]

@@ -14,10 +14,10 @@ from contextlib import contextmanager
 
 import pytest
 
-from engine.core.errors import ParameterError
 from engine.core.placement import Placement
+from engine.errors import ParameterError
+from engine.native.rpc import NO_RPC, REBUILD, available
 from engine.remote import RemoteError, parse_endpoint, parse_endpoints, probe
-from engine.remote.native import NO_RPC, REBUILD, available
 from engine.remote.proxy import DelayProxy
 from engine.tools.tinymodel import TinyPair
 from tests.rpc_helpers import free_port

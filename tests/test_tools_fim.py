@@ -15,9 +15,9 @@ from engine.chat.stream import split_whole
 from engine.core import chat
 from engine.core.backend import Model
 from engine.core.chat import Message
-from engine.core.errors import ParameterError
 from engine.core.fim import fim_tokens
 from engine.core.grammar import Grammar
+from engine.errors import ParameterError
 from tests.tiny_models import TinyPair
 from tests.tool_models import FIM_TEXTS, QWEN_TEMPLATE, write_tools_model
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from engine.core.errors import ParameterError
 from engine.core.sampling import Dist, SamplingParams, sample, to_dist, top_ids
+from engine.errors import ParameterError
 from engine.speculative import fanout, ngram
 from engine.speculative.speccache import Branch, SpecCache
 from engine.speculative.verify import residual, verify_greedy, verify_sampled

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from engine.core.backend import Model
-from engine.core.errors import ParameterError
+from engine.errors import ParameterError
 
 # Each template writes its markers as strings, so that trim_blocks and lstrip_blocks cannot change a newline.
 CHATML = (

@@ -9,9 +9,9 @@ import secrets
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from engine.core.errors import ParameterError
 from engine.core.gbnf import prefixed
 from engine.core.jsonschema import schema_grammar
+from engine.errors import ParameterError
 
 from .family import ToolCall
 

@@ -9,7 +9,7 @@ from typing import Any
 
 from engine.core import chat
 from engine.core.backend import Model
-from engine.core.errors import ChatTemplateError
+from engine.errors import ChatTemplateError
 
 from .families import by_name, detect, plain
 from .family import Family

@@ -7,7 +7,7 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from engine.core.errors import ParameterError
+from engine.errors import ParameterError
 
 
 def _arguments_object(text: str, where: str) -> Any:

@@ -18,7 +18,7 @@ from jinja2.exceptions import SecurityError
 from jinja2.sandbox import ImmutableSandboxedEnvironment
 from jinja2.visitor import NodeTransformer
 
-from engine.core.errors import ChatTemplateError, ParameterError
+from engine.errors import ChatTemplateError, ParameterError
 
 from .templatesize import TooBig, check_filter, check_method
 

@@ -1,8 +1,8 @@
-"""Thin owning wrappers over llama-cpp-python's low-level ctypes API: set-up and the model.
+"""Thin owning wrappers over llama-cpp-python's low-level ctypes API: the model.
 
 Every native handle has one owner with an idempotent ``close()``. Global llama.cpp set-up
-(backend init, log routing) happens once per process, in :func:`init_backend`. Contexts (KV
-caches) are in :mod:`engine.core.context`.
+(backend init, log routing) happens once per process, in :func:`engine.native.startup.init_backend`.
+Contexts (KV caches) are in :mod:`engine.core.context`.
 """
 
 from __future__ import annotations
@@ -10,7 +10,6 @@ from __future__ import annotations
 import ctypes
 import logging
 import os
-import threading
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
@@ -18,59 +17,17 @@ from typing import Any
 import llama_cpp as ll
 import numpy as np
 
-from . import bufts, cpu_check, placement
+from engine.errors import ModelLoadError, ParameterError
+from engine.native import bufts
+from engine.native.startup import init_backend, supports_gpu_offload
+
+from . import cpu_check, placement
 from .devices import check_split, device_list, shares
-from .errors import ModelLoadError, ParameterError
 from .options import AUTO_LAYERS, N_CTX
 
 log = logging.getLogger(__name__)
-_native_log = logging.getLogger("engine.llama_cpp")
 
 GGUF_MAGIC = b"GGUF"
-_GGML_LEVELS = {0: logging.CRITICAL, 1: logging.DEBUG, 2: logging.INFO, 3: logging.WARNING, 4: logging.ERROR}
-
-# Load-time notes about a GGUF's own quirks that llama.cpp corrects as it loads (a token marked as text that it
-# treats as control): logged at DEBUG, so a user does not see them on every start; errors are never matched.
-_QUIRKS = (b"control-looking token",)
-
-_init_lock = threading.Lock()
-_initialised = False
-_last_level = logging.DEBUG
-
-
-@ll.llama_log_callback  # type: ignore[untyped-decorator]
-def _log_callback(level: int, text: bytes, _user: ctypes.c_void_p) -> None:
-    # WORKAROUND: the callback llama_cpp installs on import maps ggml levels wrongly (DEBUG=1, INFO=2,
-    # WARN=3, ERROR=4 in ggml.h) and prints every line to stderr.
-    global _last_level
-    lvl = _last_level if level == 5 else _GGML_LEVELS.get(level, logging.DEBUG)
-    if lvl == logging.WARNING and any(q in text for q in _QUIRKS):
-        lvl = logging.DEBUG
-    _last_level = lvl
-    if _native_log.isEnabledFor(lvl):
-        _native_log.log(lvl, "%s", text.decode("utf-8", "replace").rstrip("\n"))
-
-
-def init_backend() -> None:
-    """Initialise llama.cpp once per process and route its log lines into :mod:`logging`."""
-    global _initialised
-    with _init_lock:
-        if _initialised:
-            return
-        ll.llama_log_set(_log_callback, ctypes.c_void_p(0))
-        ll.llama_backend_init()
-        _initialised = True
-
-
-def supports_gpu_offload() -> bool:
-    """Whether this build of llama.cpp can put layers on a GPU of this machine (llama.cpp's own answer is also yes
-    for a build with RPC, whose devices are other machines', GPU or not)."""
-    init_backend()
-    if not ll.llama_supports_gpu_offload():
-        return False
-    from engine.remote import native
-
-    return not native.available() or bool(native.local_gpus())
 
 
 def _extra_bufts() -> bool:

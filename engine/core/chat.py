@@ -15,9 +15,9 @@ from typing import Any, TypedDict
 import llama_cpp as ll
 
 from engine.chat.sandbox import StoppedError, render_messages
+from engine.errors import ChatTemplateError, NoChatTemplateError, ParameterError
 
 from .backend import Model
-from .errors import ChatTemplateError, NoChatTemplateError, ParameterError
 
 log = logging.getLogger(__name__)
 

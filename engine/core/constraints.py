@@ -22,7 +22,8 @@ from typing import Any
 
 import numpy as np
 
-from .errors import ParameterError
+from engine.errors import ParameterError
+
 from .grammar import Grammar, GrammarError
 from .sampling import Dist, FloatRow, IdRow, SamplingParams, dist_top, to_dist, top_ids, truncate
 

@@ -12,8 +12,9 @@ import llama_cpp as ll
 import numpy as np
 import numpy.typing as npt
 
+from engine.errors import ContextFullError, DecodeError, ModelLoadError, ParameterError, PrefillStopped
+
 from .backend import Model
-from .errors import ContextFullError, DecodeError, ModelLoadError, ParameterError, PrefillStopped
 from .options import MAX_K
 from .outputs import PATHS, BackendSamplers, ChainSpec, Outputs, choose_path
 from .recurrent import SPARE_SEQS, memory_kind

@@ -1,29 +1,26 @@
-"""Whether llama.cpp's extra CPU buffer types (AMX tiles, repacked weights) are safe on this machine.
+"""Whether llama.cpp's extra CPU buffer types (AMX tiles, repacked weights) are safe on this machine: the verdict.
 
 Some virtual machines advertise Intel AMX but fault on tile instructions: llama.cpp then dies by SIGILL
 or SIGSEGV in ``ggml_backend_amx_mul_mat`` as soon as a K-quant model decodes a batch. No Python code can
-catch that, so the check runs once per llama.cpp build and CPU in a child process: it quantizes a tiny
-model to Q4_K_M, loads it with the extra buffer types on and decodes through the engine's own
-``Model``/``Context`` path. If a signal kills it while the list holds types besides CPU_REPACK (AMX),
-a second child drops all but CPU_REPACK (:mod:`engine.core.bufts`); if that one decodes, models load
-without the dropped types only. If it faults too, models load with ``use_extra_bufts = False`` (llama.cpp
-tools' ``--no-repack``): the plain CPU kernels. The verdict is kept in the user cache folder, keyed by
-build, CPU and probe version; the user may override it (on = all types, off = none; data folder).
+catch that, so the check runs once per llama.cpp build and CPU in a child process (the probe,
+:mod:`engine.process.cpu_probe`): it quantizes a tiny model to Q4_K_M, loads it with the extra buffer types
+on and decodes through the engine's own ``Model``/``Context`` path. If a signal kills it while the list
+holds types besides CPU_REPACK (AMX), a second child drops all but CPU_REPACK (:mod:`engine.native.bufts`);
+if that one decodes, models load without the dropped types only. If it faults too, models load with
+``use_extra_bufts = False`` (llama.cpp tools' ``--no-repack``): the plain CPU kernels. The verdict is kept
+in the user cache folder, keyed by build, CPU and probe version; the user may override it (on = all types,
+off = none; data folder).
 """
 
 from __future__ import annotations
 
-import contextlib
-import ctypes
-import datetime
 import hashlib
 import json
 import logging
 import os
 import platform
-import signal
-import tempfile
 import threading
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Literal, cast
@@ -31,11 +28,9 @@ from typing import Literal, cast
 import llama_cpp as ll
 import platformdirs
 
-from engine.process import faults
+from engine.errors import EngineError
 
-from . import bufts
 from .diskio import atomic_write_text
-from .errors import EngineError
 from .paths import APP_NAME, user_data_dir
 
 log = logging.getLogger(__name__)
@@ -48,11 +43,18 @@ OVERRIDES: tuple[Override, ...] = ("auto", "on", "off")
 FAULT_ENV = "SSD_CHAT_CPU_CHECK_FAULT"
 CHILD_ENV = "SSD_CHAT_CPU_CHECK_CHILD"  # set inside the child: the buffer types it drops, comma-separated
 CACHE_ENV = "SSD_CHAT_CACHE_DIR"  # where verdicts are kept (tests, portable installs)
-PROBE_TIMEOUT_S = 120.0
 PROBE_VERSION = 2  # part of the build key: 2 added the second child without AMX
 
 _lock = threading.Lock()
 _memo: dict[str, Verdict] = {}
+# The probe: runs the check's children for a build key, and says whether their verdict is conclusive. It loads models
+# in child processes, so it lives above this module (engine.process.cpu_probe), which hands it here on import.
+_probe: list[Callable[[str], tuple[Verdict, bool]]] = []
+
+
+def use_probe(probe: Callable[[str], tuple[Verdict, bool]]) -> None:
+    """The probe :func:`check` runs where no verdict is known (engine.process.cpu_probe gives it)."""
+    _probe[:] = [probe]
 
 
 @dataclass(frozen=True, slots=True)
@@ -191,7 +193,9 @@ def check(*, recheck: bool = False) -> Verdict:
         known = None if recheck else remembered(key)
         if known is not None:
             return known
-        verdict, conclusive = probe(key)
+        if not _probe:
+            raise RuntimeError("the CPU check has no probe: engine.process.cpu_probe was never imported")
+        verdict, conclusive = _probe[0](key)
         if verdict.dropped:  # the user's meaning first; the signal stays in the line for the log and docs
             names = ", ".join(verdict.dropped)
             log.warning("CPU check: this CPU's %s unit is not usable here; ssd-chat uses its other fast kernels "
@@ -205,103 +209,3 @@ def check(*, recheck: bool = False) -> Verdict:
         if conclusive:  # else the verdict holds for this process only: the next one probes again
             remember(verdict)
         return verdict
-
-
-@dataclass(frozen=True, slots=True)
-class _Outcome:
-    """How one probe child ended, and the extra buffer types it found before dropping any."""
-
-    end: Literal["decoded", "failed", "killed", "timed out"]
-    detail: str
-    bufts: tuple[str, ...]
-
-
-def probe(key: str) -> tuple[Verdict, bool]:
-    """Run the tiny K-quant decode in a child process (and, if it faults, once more without all but
-    CPU_REPACK), judge how they ended, and say whether that is conclusive: a child that timed out or
-    failed with a Python error (say, an import broken mid-edit) proves nothing about the CPU."""
-    now = datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds")
-    first = _run_child(())
-    if first.end != "killed":  # a Python error in the child is no CPU fault: keep the fast kernels
-        return Verdict(first.end != "timed out", first.detail, key, now), first.end == "decoded"
-    drop = tuple(name for name in first.bufts if name != bufts.REPACK)
-    if not drop or bufts.REPACK not in first.bufts:
-        return Verdict(False, first.detail, key, now), True
-    second = _run_child(drop)
-    if second.end == "decoded":
-        return Verdict(True, second.detail, key, now, drop, first.detail), True
-    detail = f"{first.detail}; without {', '.join(drop)}: {second.detail}"
-    return Verdict(False, detail, key, now), second.end == "killed"
-
-
-def _run_child(drop: tuple[str, ...]) -> _Outcome:
-    with tempfile.TemporaryDirectory(prefix="ssd-chat-cpu-check-") as tmp:
-        folder = Path(tmp)
-        child = faults.spawn_context().Process(target=_child, args=(str(folder), drop), daemon=True)
-        child.start()
-        child.join(PROBE_TIMEOUT_S)
-        listed = folder / "bufts.txt"
-        found = tuple(listed.read_text(encoding="utf-8").split()) if listed.exists() else ()
-        if child.is_alive():
-            child.kill()
-            child.join()
-            return _Outcome("timed out", f"timed out after {PROBE_TIMEOUT_S:.0f} s", found)
-        code = child.exitcode if child.exitcode is not None else 1
-        stderr = _fault_line(folder / "stderr.txt")
-        if code < 0:
-            return _Outcome("killed", f"killed by {faults.signal_name(code)}" + (f": {stderr}" if stderr else ""),
-                            found)
-        if code != 0:
-            return _Outcome("failed", f"probe failed without a fault (exit {code}): {stderr}", found)
-        return _Outcome("decoded", (folder / "result.txt").read_text(encoding="utf-8"), found)
-
-
-def _fault_line(path: Path) -> str:
-    """faulthandler's "Fatal Python error: ..." line from the child's stderr, else its last line."""
-    return faults.fault_line(faults.read_tail(path))
-
-
-def write_kquant_model(folder: Path) -> Path:
-    """A tiny Q4_K_M llama model (rows of 256, as K-quants need; the tests' 4k SPM vocabulary), quantized by
-    llama.cpp itself."""
-    from engine.tools.tinymodel import write_model
-
-    f32 = write_model(folder / "cpu-check-f32.gguf", n_layer=1, n_embd=256, n_head=4, n_ff=512)
-    out = folder / "cpu-check-q4_k_m.gguf"
-    qp = ll.llama_model_quantize_default_params()
-    qp.ftype = ll.LLAMA_FTYPE_MOSTLY_Q4_K_M
-    qp.nthread = 1
-    if ll.llama_model_quantize(str(f32).encode(), str(out).encode(), ctypes.byref(qp)) != 0:
-        raise RuntimeError("llama.cpp could not quantize the check model")
-    return out
-
-
-def _child(folder_name: str, drop: tuple[str, ...]) -> None:  # pragma: no cover - runs in the probe's child
-    folder = Path(folder_name)
-    os.environ[CHILD_ENV] = ",".join(drop)  # Model drops these before loading
-    faults.redirect_stderr(folder / "stderr.txt")  # faulthandler's "Fatal Python error: Illegal instruction" lands here
-    from .backend import Model, init_backend
-    from .context import Context, ContextParams
-
-    init_backend()
-    with contextlib.suppress(bufts.BuftError):
-        (folder / "bufts.txt").write_text("\n".join(bufts.available()), encoding="utf-8")
-    path = write_kquant_model(folder)
-    with Model(path) as model, Context(model, ContextParams(n_ctx=256, n_batch=32, n_threads=2,
-                                                            n_threads_batch=2)) as ctx:
-        sig, _, only_with = os.environ.get(FAULT_ENV, "").partition(":")
-        if sig and (not only_with or only_with in _in_use()):
-            signal.raise_signal(signal.Signals[sig])
-        prompt = [model.bos, *range(3, 10)]
-        ctx.decode(prompt, list(range(len(prompt))), outputs=list(range(len(prompt))))
-        for i in range(2):
-            ctx.decode([3 + i], [len(prompt) + i])
-    (folder / "result.txt").write_text(f"decoded a batch of {len(prompt)} and 2 single tokens with "
-                                       "Q4_K_M weights", encoding="utf-8")
-
-
-def _in_use() -> tuple[str, ...]:  # pragma: no cover - runs in the probe's child process
-    try:
-        return bufts.in_use()
-    except bufts.BuftError:
-        return ()

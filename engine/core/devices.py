@@ -16,7 +16,7 @@ from pathlib import Path
 
 import llama_cpp as ll
 
-from .errors import ParameterError
+from engine.errors import ParameterError
 
 # llama.cpp gives offloaded slot j of G (slot G-1 is the output layer) to the first device whose running share
 # exceeds j: remote shares summing to G - 1.5 and home's 1.5 put exactly the last slot at home, half a slot
@@ -42,16 +42,17 @@ def device_list(remote: Sequence[str]) -> Devices | None:
     """Explicit devices for a load once this process has remote machines (None: llama.cpp's default list): a remote
     model gets the remote machines' devices and a home device, any other this machine's GPUs (llama.cpp would put
     remote ones first)."""
-    if not remote and "engine.remote.native" not in sys.modules:
+    if not remote and "engine.native.rpc" not in sys.modules:
         return None
-    from engine.remote import native, parse_endpoints
+    from engine.native import rpc
+    from engine.remote import parse_endpoints, relay
 
     if not remote:
-        return Devices(native.device_array(native.local_gpus())) if native.added() else None
-    devs = tuple(d for ep in parse_endpoints(list(remote)) for d in native.add_server(ep))
-    gpus = native.local_gpus()
-    home = gpus[0] if gpus else next(d for d, kind in native.local_devices() if kind == native.DEV_CPU)
-    return Devices(native.device_array([*devs, home]), devs, not gpus)
+        return Devices(rpc.device_array(rpc.local_gpus())) if rpc.added() else None
+    devs = tuple(d for ep in parse_endpoints(list(remote)) for d in relay.add_server(ep))
+    gpus = rpc.local_gpus()
+    home = gpus[0] if gpus else next(d for d, kind in rpc.local_devices() if kind == rpc.DEV_CPU)
+    return Devices(rpc.device_array([*devs, home]), devs, not gpus)
 
 
 def check_split(split: Sequence[float], n: int) -> None:
@@ -71,7 +72,7 @@ def offloaded_slots(gpu_layers: int, n_layers: int) -> int:
 def shares(devices: Devices, split: Sequence[float], gpu_layers: int, path: Path) -> ctypes.Array[ctypes.c_float]:
     """llama.cpp's tensor_split array for a remote model: the remote devices' shares (``split``, else each one's free
     memory) scaled to all offloaded slots but the last, which goes to the home device."""
-    from engine.remote import native
+    from engine.native import rpc
 
     from .placement import read_size
 
@@ -79,7 +80,7 @@ def shares(devices: Devices, split: Sequence[float], gpu_layers: int, path: Path
         check_split(split, len(devices.remote))
         weights = [float(s) for s in split]
     else:
-        weights = [float(native.device_memory(d)[0]) for d in devices.remote]
+        weights = [float(rpc.device_memory(d)[0]) for d in devices.remote]
         if sum(weights) <= 0:  # a device that reports no memory: llama.cpp's own default then is an even split
             weights = [1.0] * len(devices.remote)
     slots = offloaded_slots(gpu_layers, read_size(path).n_layers)

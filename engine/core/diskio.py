@@ -10,7 +10,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from .errors import DiskFullError, EngineError
+from engine.errors import DiskFullError, EngineError
 
 NO_SPACE = frozenset({errno.ENOSPC, errno.EDQUOT})
 

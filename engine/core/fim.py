@@ -11,8 +11,9 @@ from __future__ import annotations
 
 import llama_cpp as ll
 
+from engine.errors import ParameterError
+
 from .backend import Model
-from .errors import ParameterError
 
 
 def fim_ids(model: Model) -> tuple[int, int, int] | None:

@@ -9,8 +9,9 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
+from engine.errors import ContextFullError
+
 from .chat import Message
-from .errors import ContextFullError
 from .options import MAX_K
 
 Tokenize = Callable[[Sequence[Message]], list[int]]

@@ -16,7 +16,7 @@ import llama_cpp as ll
 import numpy as np
 import numpy.typing as npt
 
-from .errors import ParameterError
+from engine.errors import ParameterError
 
 ROOT = b"root"
 _TOKEN_DATA = np.dtype([("id", np.int32), ("logit", np.float32), ("p", np.float32)])  # llama_token_data

@@ -9,7 +9,8 @@ from typing import TYPE_CHECKING
 import numpy as np
 import numpy.typing as npt
 
-from .errors import PrefillStopped
+from engine.errors import PrefillStopped
+
 from .outputs import Outputs
 from .recurrent import PROMPT, ROUND
 

@@ -13,7 +13,7 @@ import os
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from .errors import ModelFileChangedError
+from engine.errors import ModelFileChangedError
 
 
 @dataclass(frozen=True, slots=True)

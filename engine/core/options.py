@@ -14,7 +14,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
-from .errors import ParameterError
+from engine.errors import ParameterError
 
 Value = TypeVar("Value", int, float, bool, str)
 

@@ -23,7 +23,8 @@ import llama_cpp as ll
 import numpy as np
 import numpy.typing as npt
 
-from .errors import DecodeError
+from engine.errors import DecodeError
+
 from .sampling import (
     Dist,
     FloatRow,

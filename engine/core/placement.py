@@ -17,8 +17,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from . import bufts
-from .errors import ModelLoadError
+from engine.errors import ModelLoadError
+
 from .options import ALL_LAYERS, AUTO_LAYERS, MAX_BRANCHES, MAX_K
 
 if TYPE_CHECKING:
@@ -45,16 +45,16 @@ def probe_device() -> Device:
     """This build and machine: llama.cpp's offload support and the free memory of its GPUs (integrated ones
     where there is no discrete GPU), summed as llama.cpp splits layers over them. Remote machines' devices
     (llama.cpp's RPC, typed GPU whatever they are) are not this machine's: they are placed by :func:`place_layers`."""
-    from engine.remote import native
-
-    from .backend import supports_gpu_offload
+    from engine.native import rpc
+    from engine.native.startup import supports_gpu_offload
+    from engine.native.symbols import SymbolError
 
     if not supports_gpu_offload():
         return Device(False)
     try:
-        gpus = native.local_gpus()
-        return Device(True, sum(native.device_memory(d)[0] for d in gpus))
-    except bufts.BuftError as exc:
+        gpus = rpc.local_gpus()
+        return Device(True, sum(rpc.device_memory(d)[0] for d in gpus))
+    except SymbolError as exc:
         log.warning("cannot read the GPU's free memory (%s): auto places no layer", exc)
         return Device(True)
 
@@ -229,9 +229,10 @@ def place_layers(target_path: str | os.PathLike[str], draft_path: str | os.PathL
 
 def _place_remote(target_path: str | os.PathLike[str], draft_path: str | os.PathLike[str] | None, gpu_layers: int,
                   draft_gpu_layers: int, n_ctx: int, device: Device, remote: Sequence[str]) -> Placement:
-    from engine.remote import native, parse_endpoints, probe
+    from engine.native import rpc
+    from engine.remote import parse_endpoints, probe
 
-    native.require()  # a build without RPC says so (and how to rebuild) before any machine is asked
+    rpc.require()  # a build without RPC says so (and how to rebuild) before any machine is asked
     eps = parse_endpoints(list(remote))
     free = sum(probe(ep).free_bytes for ep in eps)  # an unreachable or busy machine is said here, before any load
     target = read_size(Path(target_path))

@@ -12,7 +12,7 @@ from typing import Any
 
 from llama_cpp import llama_grammar
 
-from .errors import ParameterError
+from engine.errors import ParameterError
 
 # A count past the minimum becomes one more nested optional group in the converter's GBNF, and llama.cpp's parser
 # refuses more than about 1,000 of them in a row (and overflows its stack near 20,000, killing the process).

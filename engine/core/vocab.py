@@ -5,8 +5,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from engine.errors import VocabMismatchError
+
 from .backend import Model
-from .errors import VocabMismatchError
 
 MAX_SIZE_DIFFERENCE = 128
 CHECK_START_ID = 5

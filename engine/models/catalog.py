@@ -12,8 +12,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from engine.core.errors import EngineError
 from engine.core.paths import resources_dir
+from engine.errors import EngineError
 
 CATALOG_ENV = "SSD_CHAT_CATALOG"
 KV_BYTES_PER_ELEMENT = 2  # f16 K and V caches, llama.cpp's default

@@ -6,7 +6,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from engine.core.backend import check_gguf_file
-from engine.core.errors import EngineError
+from engine.errors import EngineError
 
 from . import offline
 

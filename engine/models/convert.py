@@ -8,9 +8,10 @@ from pathlib import Path
 
 import llama_cpp as ll
 
-from engine.core.backend import check_gguf_file, init_backend
-from engine.core.errors import ModelLoadError
+from engine.core.backend import check_gguf_file
 from engine.core.paths import model_store_dir
+from engine.errors import ModelLoadError
+from engine.native.startup import init_backend
 
 
 def ensure_f16(src: Path, dest_dir: Path | None = None) -> Path:

@@ -18,8 +18,8 @@ from pathlib import Path
 
 from huggingface_hub import HfApi
 
-from engine.core.errors import EngineError, VocabMismatchError
 from engine.core.vocab import VocabInfo, check_vocab_rule
+from engine.errors import EngineError, VocabMismatchError
 
 from . import hubapi, search
 from .headers import HeaderReader, NotGgufError, file_size

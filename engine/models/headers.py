@@ -12,8 +12,8 @@ from pathlib import Path
 
 from huggingface_hub import hf_hub_url
 
-from engine.core.errors import EngineError
 from engine.core.vocab import VocabInfo
+from engine.errors import EngineError
 
 from . import gguf_remote, hub
 from .catalog import Arch

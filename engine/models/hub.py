@@ -23,8 +23,8 @@ from huggingface_hub import constants, get_hf_file_metadata, get_session, hf_hub
 from huggingface_hub.errors import HfHubHTTPError, OfflineModeIsEnabled
 
 from engine.core.diskio import free_bytes
-from engine.core.errors import EngineError, ModelLoadError, VocabMismatchError
 from engine.core.vocab import VocabInfo, check_vocab_rule
+from engine.errors import EngineError, ModelLoadError, VocabMismatchError
 
 from . import gguf_remote
 from .catalog import FileSpec, PairSpec

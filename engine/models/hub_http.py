@@ -17,7 +17,7 @@ from huggingface_hub import constants
 from huggingface_hub.errors import HfHubHTTPError
 from huggingface_hub.utils._headers import build_hf_headers  # mypy: not re-exported by .utils
 
-from engine.core.errors import EngineError
+from engine.errors import EngineError
 
 SHA256 = re.compile(r"^[0-9a-f]{64}$")
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 import unicodedata
 
-from engine.core.errors import EngineError
+from engine.errors import EngineError
 
 MAX_NAME = 96  # characters of an owner or a repository name: huggingface_hub's own check allows 1 to 96
 MAX_SHOWN = 2 * MAX_NAME + 1  # a Hub's id is cut here: longer than any OWNER/NAME the Hub accepts

@@ -12,8 +12,8 @@ import threading
 from dataclasses import dataclass
 from pathlib import Path
 
-from engine.core.errors import VocabMismatchError
 from engine.core.vocab import check_vocab_rule
+from engine.errors import VocabMismatchError
 
 from .headers import HeaderReader, NotGgufError
 from .hub import Planned, pull_pair, remote_file

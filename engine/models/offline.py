@@ -16,8 +16,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from engine.core.diskio import atomic_write_text, free_bytes, writing
-from engine.core.errors import DiskFullError, EngineError
 from engine.core.paths import model_store_dir
+from engine.errors import DiskFullError, EngineError
 
 CHUNK = 8 << 20
 

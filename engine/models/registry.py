@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from engine.core.diskio import atomic_write_text
-from engine.core.errors import EngineError
+from engine.errors import EngineError
 
 TEXT_FIELDS = ("id", "name", "source", "target_path", "draft_path")
 OPTIONAL = {"target_size": int, "draft_size": int, "target_sha256": str, "draft_sha256": str}

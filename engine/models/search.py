@@ -15,7 +15,7 @@ from pathlib import PurePosixPath
 from huggingface_hub import HfApi
 from huggingface_hub.hf_api import RepoFile
 
-from engine.core.errors import EngineError
+from engine.errors import EngineError
 
 from . import hubapi
 from .catalog import Arch, fit_bytes, model_bytes

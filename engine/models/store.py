@@ -10,9 +10,9 @@ from pathlib import Path
 from typing import Any
 
 from engine.core.backend import Model, check_gguf_file
-from engine.core.errors import DiskFullError, EngineError, VocabMismatchError
 from engine.core.paths import model_store_dir
 from engine.core.vocab import check_compatible
+from engine.errors import DiskFullError, EngineError, VocabMismatchError
 
 from . import offline, registry
 from .catalog import PairSpec

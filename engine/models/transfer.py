@@ -23,7 +23,7 @@ from huggingface_hub import constants, get_session, hf_raise_for_status
 from huggingface_hub.errors import HfHubHTTPError
 
 from engine.core.diskio import atomic_write_text, write_error
-from engine.core.errors import DiskFullError
+from engine.errors import DiskFullError
 
 from .hub_http import (
     ChecksumError,

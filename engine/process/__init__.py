@@ -2,10 +2,10 @@
 
 ``protocol`` states what crosses the boundary, ``child`` is the process itself, ``runner`` starts it and
 notices its end, ``client`` (:class:`RemoteEngine`) offers the parent an Engine it uses as if it were
-local, ``faults`` puts a child's end in words (shared with the CPU check's probe), ``abort`` hooks ggml's
-abort. Design and picture: docs/how-it-works.md, "Processes".
+local, ``faults`` puts a child's end in words (shared with ``cpu_probe``, the CPU check's child); ggml's
+abort hook is :mod:`engine.native.abort`. Design and picture: docs/how-it-works.md, "Processes".
 
-Names are imported lazily: ``faults`` is imported by the engine's core, which ``client`` imports in turn.
+Names are imported lazily: ``cpu_probe`` is imported by the engine's face, ahead of ``client``'s imports.
 """
 
 from __future__ import annotations

@@ -21,7 +21,9 @@ from multiprocessing.connection import Connection, wait
 from pathlib import Path
 from typing import Any
 
-from . import abort, faults
+from engine.native import abort
+
+from . import faults
 from . import protocol as p
 
 STATS_INTERVAL_S = 0.1  # a generation's Stats event at most this often (the app's readout refreshes at 10 Hz)
@@ -155,7 +157,7 @@ class Child:
             return self._stops.setdefault(rid, _Ticking(self._tick))
 
     def _load(self, req: p.Load) -> None:
-        from engine import Engine
+        from engine.engine import Engine
 
         if self.engine is not None:
             self.engine.close()

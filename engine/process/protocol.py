@@ -14,11 +14,11 @@ import operator
 from dataclasses import dataclass
 from typing import Any, TypeVar, dataclass_transform
 
+from engine import errors
 from engine.config import EngineConfig, GenerationParams
-from engine.core import errors
-from engine.core.errors import EngineError
 from engine.core.modelfile import ModelFiles
 from engine.core.placement import Placement
+from engine.errors import EngineError
 from engine.stats import GenerationStats
 
 VERSION = 2  # raised whenever a message below changes shape

@@ -1,9 +1,10 @@
 """Remote machines: the target's layers on other machines' devices over llama.cpp's RPC backend.
 
 :mod:`.endpoints` parses ``HOST:PORT`` lists, :mod:`.wire` asks a server who it is before llama.cpp
-connects, :mod:`.native` is llama.cpp's RPC backend through ctypes, :mod:`.deadline` ends a process whose
-remote went silent, :mod:`.server` is ``python -m engine rpc-server`` and :mod:`.proxy` a delaying TCP
-relay for tests and the bench.
+connects, :mod:`.relay` carries llama.cpp's connections to it and counts their bytes, :mod:`.deadline`
+ends a process whose remote went silent, :mod:`.server` is ``python -m engine rpc-server`` and
+:mod:`.proxy` a delaying TCP relay for tests and the bench. llama.cpp's RPC backend itself (through
+ctypes) is :mod:`engine.native.rpc`.
 """
 
 from .endpoints import Endpoint, parse_endpoint, parse_endpoints
@@ -23,9 +24,8 @@ def remote_endpoints(text: str) -> tuple[str, ...]:
 def ask_remote_machines(text: str) -> tuple[list[str], bool]:
     """One line per machine of ``text``: what it said (``127.0.0.1:50052: RPC 7.0.0, 1 device, …``) or why it
     cannot be used; and whether every one can (this build has RPC too)."""
-    from engine.core.errors import EngineError
-
-    from .native import NO_RPC, available
+    from engine.errors import EngineError
+    from engine.native.rpc import NO_RPC, available
 
     try:
         eps = parse_endpoints(text)

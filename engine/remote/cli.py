@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from engine.core.errors import ParameterError
+from engine.errors import ParameterError
 
 from .endpoints import parse_endpoints
 

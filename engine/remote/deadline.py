@@ -44,7 +44,7 @@ def deadline_s() -> float:
 
 
 def _abort(message: str) -> None:
-    from engine.process import abort
+    from engine.native import abort
 
     abort.raise_abort(message)
 

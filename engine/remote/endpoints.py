@@ -5,7 +5,7 @@ from __future__ import annotations
 import ipaddress
 from dataclasses import dataclass
 
-from engine.core.errors import ParameterError
+from engine.errors import ParameterError
 
 DEFAULT_PORT = 50052  # llama.cpp's rpc-server default, so a bare host means what llama.cpp's tools mean
 MAX_SERVERS = 16  # GGML_RPC_MAX_SERVERS in ggml-rpc.h: llama.cpp keeps no more

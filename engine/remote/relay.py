@@ -17,9 +17,11 @@ import struct
 import threading
 import time
 
+from engine.native import rpc
+
 from . import deadline
 from .endpoints import Endpoint
-from .wire import ANSWERED, CMD_COUNT, CONNECT_TIMEOUT_S
+from .wire import ANSWERED, CMD_COUNT, CONNECT_TIMEOUT_S, probe
 
 CHUNK = 1 << 18  # bytes read at a time: a load streams the whole model through, a decode's messages are small
 REQUEST_HEAD, REPLY_HEAD = 9, 8  # cmd (1 byte) | size (u64 LE); a reply: size (u64 LE)
@@ -155,7 +157,7 @@ class Relay:
                 return
             try:
                 server = socket.create_connection((self.endpoint.host, self.endpoint.port), timeout=CONNECT_TIMEOUT_S)
-            except OSError:  # llama.cpp's connection ends unanswered: "server crashed", named by engine.process.abort
+            except OSError:  # llama.cpp's connection ends unanswered: "server crashed", named by engine.native.abort
                 client.close()
                 continue
             server.settimeout(None)
@@ -205,6 +207,17 @@ def route(endpoint: Endpoint) -> str:
             relay = _relays[endpoint] = Relay(endpoint)
             deadline.watch(relay)
         return relay.address
+
+
+def add_server(endpoint: Endpoint) -> tuple[int, ...]:
+    """llama.cpp connected to ``endpoint`` through this process's relay to it, and the machine's devices: probed
+    first, once (llama.cpp aborts the process where it cannot connect, and hangs while the server is busy)."""
+
+    def probed_route() -> str:
+        probe(endpoint, devices=False)
+        return route(endpoint)
+
+    return rpc.add_server(str(endpoint), probed_route)
 
 
 def totals() -> tuple[int, int] | None:

@@ -18,10 +18,10 @@ import sys
 import threading
 
 from engine.core.cpu_check import cache_dir
-from engine.core.errors import EngineError, ParameterError
 from engine.core.options import cpu_cores
+from engine.errors import EngineError, ParameterError
+from engine.native import rpc
 
-from . import native
 from .endpoints import DEFAULT_PORT, Endpoint, parse_endpoint
 
 WARNING = ("WARNING: the RPC server on {ep} has no authentication and no encryption: anyone who can reach this "
@@ -50,15 +50,15 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
 
 
 def _devices(names: list[str]) -> list[int]:
-    devs = native.local_devices()
-    by_name = {native.device_name(d).lower(): d for d, _ in devs}
+    devs = rpc.local_devices()
+    by_name = {rpc.device_name(d).lower(): d for d, _ in devs}
     if not names:
-        gpus = native.local_gpus()
-        return gpus or [d for d, t in devs if t == native.DEV_CPU][:1]
+        gpus = rpc.local_gpus()
+        return gpus or [d for d, t in devs if t == rpc.DEV_CPU][:1]
     wanted = [n.strip() for item in names for n in item.split(",") if n.strip()]
     missing = [n for n in wanted if n.lower() not in by_name]
     if missing:
-        have = ", ".join(native.device_name(d) for d, _ in devs)
+        have = ", ".join(rpc.device_name(d) for d, _ in devs)
         raise ParameterError(f"no device named {', '.join(missing)} here; this machine has: {have}")
     return [by_name[n.lower()] for n in wanted]
 
@@ -81,7 +81,7 @@ def cmd_rpc_server(args: argparse.Namespace) -> int:
     if args.threads < 0:
         raise ParameterError("--threads must be 0 (all cores) or more")
     ep = parse_endpoint(f"[{args.host}]:{args.port}" if ":" in args.host else f"{args.host}:{args.port}")
-    start = native.rpc_function("ggml_backend_rpc_start_server", None, ctypes.c_char_p, ctypes.c_char_p,
+    start = rpc.rpc_function("ggml_backend_rpc_start_server", None, ctypes.c_char_p, ctypes.c_char_p,
                                 ctypes.c_size_t, ctypes.c_size_t, ctypes.POINTER(ctypes.c_void_p))
     devices = _devices(args.device)
     _check_port(ep)
@@ -103,7 +103,7 @@ def cmd_rpc_server(args: argparse.Namespace) -> int:
 
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, lambda *_: stopped.set())
-    names = ", ".join(native.device_name(d) for d in devices)
+    names = ", ".join(rpc.device_name(d) for d in devices)
     print(f"serving {names} on {ep} for one client at a time; Ctrl+C stops", file=sys.stderr, flush=True)
     threading.Thread(target=serve, name="rpc-server", daemon=True).start()
     with contextlib.suppress(KeyboardInterrupt):

@@ -13,7 +13,7 @@ import socket
 import struct
 from dataclasses import dataclass
 
-from engine.core.errors import EngineError
+from engine.errors import EngineError
 
 from .endpoints import Endpoint
 

@@ -21,8 +21,8 @@ from engine import GenerationParams, ParameterError, SamplingParams
 from engine.chat.budget import ThinkingBudget
 from engine.chat.family import CONTENT, THINKING, ToolCall
 from engine.chat.format import ChatFormat
-from engine.core.errors import ModelFileChangedError
 from engine.core.gumbel import fingerprint
+from engine.errors import ModelFileChangedError
 from engine.process import EngineStopped
 
 from . import endpoints, errors, replies

@@ -15,10 +15,10 @@ from engine.chat.history import template_tool_calls
 from engine.core.backend import Model
 from engine.core.chat import Message
 from engine.core.constraints import check_bias
-from engine.core.errors import ParameterError
 from engine.core.gbnf import either
 from engine.core.jsonschema import JSON_OBJECT_GRAMMAR, SchemaError, schema_grammar
 from engine.core.schemabounds import grammar_budget
+from engine.errors import ParameterError
 
 from .errors import APIError
 from .formats import NamedChoice

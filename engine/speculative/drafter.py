@@ -15,10 +15,10 @@ import numpy as np
 
 from engine.core.constraints import Constraint
 from engine.core.context import Context, KVTrack
-from engine.core.errors import PrefillStopped
 from engine.core.gumbel import COUPLED, gumbel_order, gumbel_sample
 from engine.core.outputs import BACKEND, HOST, Outputs, chain_spec
 from engine.core.sampling import Dist, SamplingParams, sample
+from engine.errors import PrefillStopped
 
 from . import ngram
 from .constrained import DraftConstraint

@@ -26,7 +26,7 @@ from typing import Any
 
 from engine.core import cpu_check
 from engine.core.diskio import atomic_write_text
-from engine.core.errors import EngineError
+from engine.errors import EngineError
 
 from .costmodel import CostModel
 from .figures import Acceptance, Ema, Ratio, Tally, level_figure, lookup_prior, verify_figure

@@ -12,10 +12,10 @@ import numpy as np
 from engine.core.backend import Model
 from engine.core.constraints import Constraint
 from engine.core.context import Context, KVTrack
-from engine.core.errors import ContextFullError, ParameterError, PrefillStopped
 from engine.core.gumbel import COUPLED
 from engine.core.outputs import BACKEND, HOST, chain_spec
 from engine.core.sampling import SamplingParams
+from engine.errors import ContextFullError, ParameterError, PrefillStopped
 from engine.remote import LINK_TOP
 
 from .constrained import ConstrainedRows

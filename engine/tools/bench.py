@@ -24,11 +24,11 @@ from typing import Any
 
 from tqdm import tqdm
 
-from engine.core.errors import EngineError
 from engine.core.options import MODES, cpu_cores
 from engine.core.paths import resources_dir
 from engine.core.sampling import SamplingParams
 from engine.engine import Engine, EngineConfig, GenerationParams
+from engine.errors import EngineError
 from engine.models import offline
 from engine.models.convert import ensure_f16
 from engine.speculative.exactness import first_difference

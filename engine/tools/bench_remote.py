@@ -21,11 +21,11 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar
 
-from engine.core.errors import ParameterError
 from engine.core.options import cpu_cores
 from engine.core.sampling import SamplingParams
 from engine.engine import Engine, EngineConfig, GenerationParams
-from engine.remote.native import require
+from engine.errors import ParameterError
+from engine.native.rpc import require
 
 from .bench_remote_link import SERVER_THREADS, proxies, servers, since, snapshot
 from .bench_remote_peer import PEER, run_peer

@@ -12,7 +12,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from engine.core.errors import EngineError
+from engine.errors import EngineError
 from engine.remote import RemoteError, parse_endpoint, probe
 from engine.remote.proxy import DelayProxy
 

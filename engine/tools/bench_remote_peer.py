@@ -20,7 +20,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from engine.core.errors import EngineError
+from engine.errors import EngineError
 
 PEER = "peer: llama.cpp ar (Llama, RPC)"
 TIMEOUT_S = 3600  # the peer's whole run at one setting: its load (about 1 GB over the link) and every reply
@@ -52,10 +52,11 @@ def _load(target: str, endpoints: list[str], n_ctx: int) -> tuple[Any, ctypes.Ar
     import llama_cpp
     import llama_cpp.llama_cpp as ll
 
-    from engine.remote import native, parse_endpoint
+    from engine.native import rpc
+    from engine.remote import parse_endpoint, relay
 
-    devices = [d for ep in endpoints for d in native.add_server(parse_endpoint(ep))]
-    arr = native.device_array(devices)
+    devices = [d for ep in endpoints for d in relay.add_server(parse_endpoint(ep))]
+    arr = rpc.device_array(devices)
     base = ll.llama_model_default_params
 
     def params() -> Any:

@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from engine.core.errors import ParameterError
+from engine.errors import ParameterError
 
 from .clihelp import HelpFormatter
 

@@ -11,8 +11,8 @@ import threading
 from collections.abc import Sequence
 
 from engine.core import options as opt
-from engine.core.errors import EngineError, ParameterError
 from engine.core.options import MODES
+from engine.errors import EngineError, ParameterError
 from engine.remote import server as rpc_server
 from engine.remote.cli import add_rpc_argument
 from engine.server import add_serve_parser
@@ -80,7 +80,7 @@ def cmd_generate(args: argparse.Namespace) -> int:
     from engine.core import placement
     from engine.core.sampling import SamplingParams
     from engine.engine import DRAFT_FREE_MODES, Engine, EngineConfig, GenerationParams
-    from engine.process import abort
+    from engine.native import abort
     from engine.process.faults import ABORT_MARK
     from engine.process.protocol import STOPPED
     from engine.stats import drafting_warning

@@ -10,7 +10,7 @@ import json
 from dataclasses import asdict
 from typing import TYPE_CHECKING, Any
 
-from engine.core.errors import EngineError
+from engine.errors import EngineError
 from engine.models.catalog import format_bytes, system_memory
 
 if TYPE_CHECKING:

@@ -12,10 +12,11 @@ from __future__ import annotations
 import ctypes
 import logging
 import os
-import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
+
+from . import rpc
 
 log = logging.getLogger(__name__)
 
@@ -68,8 +69,7 @@ def install(on_abort: Callable[[str], None]) -> bool:
 def name_remotes(message: str) -> str:
     """An RPC failure's message with the remote machines this process is connected to (ggml's own
     "Remote RPC server crashed or returned malformed response" names none)."""
-    native = sys.modules.get("engine.remote.native")  # loaded wherever a remote machine was added
-    endpoints = native.added() if native is not None and "RPC" in message else ()
+    endpoints = rpc.added() if "RPC" in message else ()
     if not endpoints or any(str(e) in message for e in endpoints):
         return message
     return f"{message} (remote machine {', '.join(map(str, endpoints))})"

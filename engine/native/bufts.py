@@ -11,13 +11,11 @@ from __future__ import annotations
 
 import ctypes
 import logging
-import os
-import pathlib
 import threading
 from collections.abc import Iterable
 from typing import Any
 
-import llama_cpp as ll
+from .symbols import SymbolError, ggml_symbol
 
 log = logging.getLogger(__name__)
 
@@ -69,34 +67,13 @@ class _Table:
 
 _lock = threading.Lock()
 _table: _Table | None = None
-_libs: list[ctypes.CDLL] | None = None
 
 
 def _function(symbol: str) -> Any:
-    """``symbol`` from ggml's shared libraries beside llama.cpp's (or through libllama's dependencies)."""
-    global _libs
-    if _libs is None:
-        from llama_cpp._ctypes_extensions import load_shared_library
-
-        folder = pathlib.Path(getattr(ll.llama_cpp, "_base_path", os.path.join(os.path.dirname(ll.__file__), "lib")))
-        _libs = []
-        for base_name in ("ggml-base", "ggml"):
-            try:
-                _libs.append(load_shared_library(base_name, folder))
-            except (OSError, RuntimeError) as exc:  # a static build: libllama may still export them
-                log.debug("no %s library: %s", base_name, exc)
-        _libs.append(ll.llama_cpp._lib)
-    for lib in _libs:
-        try:
-            return getattr(lib, symbol)
-        except AttributeError:
-            continue
-    raise BuftError(f"ggml's {symbol} is not exported by this llama.cpp build")
-
-
-def ggml_symbol(symbol: str) -> Any:
-    """A function of ggml's shared libraries (for other device queries); raises :class:`BuftError`."""
-    return _function(symbol)
+    try:
+        return ggml_symbol(symbol)
+    except SymbolError as exc:
+        raise BuftError(str(exc)) from None
 
 
 def _get() -> _Table:

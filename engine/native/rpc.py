@@ -1,7 +1,7 @@
 """llama.cpp's RPC backend through ctypes: whether this build has it, servers added, devices for a model load.
 
 llama-cpp-python wraps none of ``ggml_backend_rpc_*`` or ``ggml_backend_dev_*``; the functions come from
-ggml's libraries (:func:`engine.core.bufts.ggml_symbol`) and the RPC ones through the backend registry
+ggml's libraries (:func:`.symbols.ggml_symbol`) and the RPC ones through the backend registry
 (``ggml_backend_reg_get_proc_address`` on the "RPC" registry), which works whether ggml-rpc is a library
 of its own or linked in. A build without RPC has no "RPC" registry.
 """
@@ -11,14 +11,13 @@ from __future__ import annotations
 import ctypes
 import logging
 import threading
+from collections.abc import Callable
 from typing import Any
 
-from engine.core import bufts
-from engine.core.errors import EngineError
+from engine.errors import EngineError
 
-from . import relay
-from .endpoints import Endpoint
-from .wire import probe
+from .startup import init_backend
+from .symbols import SymbolError, ggml_symbol
 
 log = logging.getLogger(__name__)
 
@@ -28,7 +27,7 @@ NO_RPC = f"this llama.cpp build has no RPC backend; rebuild it with: {REBUILD}"
 DEV_CPU, DEV_GPU, DEV_IGPU = 0, 1, 2  # enum ggml_backend_dev_type
 
 _lock = threading.Lock()
-_servers: dict[Endpoint, tuple[int, ...]] = {}  # endpoints added in this process -> their device pointers
+_servers: dict[str, tuple[int, ...]] = {}  # remote machines added in this process -> their device pointers
 _fns: dict[str, Any] = {}
 
 
@@ -38,19 +37,17 @@ class RpcUnavailable(EngineError):
 
 def _fn(name: str, restype: Any, *argtypes: Any) -> Any:
     if name not in _fns:
-        f = bufts.ggml_symbol(name)
+        f = ggml_symbol(name)
         f.restype, f.argtypes = restype, list(argtypes)
         _fns[name] = f
     return _fns[name]
 
 
 def _rpc_reg() -> int | None:
-    from engine.core.backend import init_backend
-
     init_backend()
     try:
         by_name = _fn("ggml_backend_reg_by_name", ctypes.c_void_p, ctypes.c_char_p)
-    except bufts.BuftError:
+    except SymbolError:
         return None
     reg = by_name(b"RPC")
     return int(reg) if reg else None
@@ -114,15 +111,15 @@ def local_gpus() -> list[int]:
     return gpus or [d for d, t in devs if t == DEV_IGPU]
 
 
-def add_server(endpoint: Endpoint) -> tuple[int, ...]:
-    """Connect llama.cpp to ``endpoint`` (probed first: llama.cpp aborts the process where it cannot connect, and
-    hangs while the server is busy) and return its devices; an endpoint already added is not connected again."""
+def add_server(endpoint: str, route: Callable[[], str]) -> tuple[int, ...]:
+    """Connect llama.cpp to the remote machine ``endpoint`` at the address ``route()`` gives (called only for a
+    machine not yet added: it may probe the machine first, since llama.cpp aborts the process where it cannot connect
+    and hangs while the server is busy) and return its devices; one already added is not connected again."""
     with _lock:
         if endpoint in _servers:
             return _servers[endpoint]
         add = rpc_function("ggml_backend_rpc_add_server", ctypes.c_void_p, ctypes.c_char_p)
-        probe(endpoint, devices=False)
-        reg = add(relay.route(endpoint).encode())  # through this process's counting relay to it
+        reg = add(route().encode())
         if not reg:
             raise EngineError(f"llama.cpp could not add remote machine {endpoint}")
         n = _fn("ggml_backend_reg_dev_count", ctypes.c_size_t, ctypes.c_void_p)(reg)
@@ -135,8 +132,8 @@ def add_server(endpoint: Endpoint) -> tuple[int, ...]:
         return devs
 
 
-def added() -> tuple[Endpoint, ...]:
-    """The endpoints this process's llama.cpp is connected to."""
+def added() -> tuple[str, ...]:
+    """The remote machines (``HOST:PORT``) this process's llama.cpp is connected to."""
     with _lock:
         return tuple(_servers)
 
