@@ -1,1 +1,1 @@
-"""Tools in the chat: MCP servers (their config, sessions, calls) and the user's consent to each call."""
+"""Tools in the chat: MCP servers (their config, connections, calls) and the user's consent to each call."""

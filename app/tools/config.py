@@ -41,7 +41,7 @@ class ServerSpec:
         return "http" if self.url else "stdio"
 
     def session_key(self) -> tuple[object, ...]:
-        """What a running session depends on: a change restarts it (switches do not)."""
+        """What a running connection depends on: a change restarts it (switches do not)."""
         return (self.command, self.args, self.env, self.url, self.headers)
 
     def describe(self) -> str:

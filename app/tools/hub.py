@@ -1,8 +1,8 @@
-"""The MCP servers' sessions, on a thread of their own with their own asyncio loop (the SDK is asyncio).
+"""The MCP servers' connections, on a thread of their own with their own asyncio loop (the SDK is asyncio).
 
 Every method may be called from any thread and returns a :class:`concurrent.futures.Future` that never raises:
 each failure (a server that will not start, hangs, crashes mid-call, answers with an error, or takes too long)
-becomes a one-line message in the result. A session starts on its first use and lives until :meth:`McpHub.close`
+becomes a one-line message in the result. A connection starts on its first use and lives until :meth:`McpHub.close`
 or a change to its server.
 """
 
@@ -32,7 +32,7 @@ log = logging.getLogger(__name__)
 
 START_TIMEOUT_S = 20.0  # starting a server and listing its tools: npx and uvx may fetch a package first
 GONE_GRACE_S = 0.2  # a crashed server's stderr is flushed by the time its pipe closes, or very soon after
-CLOSE_TIMEOUT_S = 5.0  # ending every session when the app quits (the SDK waits for a stdio process to exit)
+CLOSE_TIMEOUT_S = 5.0  # ending every connection when the app quits (the SDK waits for a stdio process to exit)
 T = TypeVar("T")
 
 
@@ -47,7 +47,7 @@ class Listing:
 
 @dataclass(eq=False)
 class _Session:
-    """One server's session, owned by the loop's thread."""
+    """One server's connection, owned by the loop's thread."""
 
     spec: ServerSpec
     ready: asyncio.Future[Listing]
@@ -58,7 +58,7 @@ class _Session:
 
 
 class McpHub:
-    """The sessions of the user's MCP servers; ``log_dir`` keeps each stdio server's stderr (its last line says
+    """The connections of the user's MCP servers; ``log_dir`` keeps each stdio server's stderr (its last line says
     why it stopped)."""
 
     def __init__(self, log_dir: Path) -> None:
@@ -81,11 +81,11 @@ class McpHub:
                             ToolOutcome("The tools are shut down.", error=True))
 
     def stop(self, name: str) -> None:
-        """End a server's session (it starts again on its next use)."""
+        """End a server's connection (it starts again on its next use)."""
         self._submit(self._stop(name), None)
 
     def close(self) -> None:
-        """End every session and the loop's thread (idempotent)."""
+        """End every connection and the loop's thread (idempotent)."""
         if self._closed:
             return
         done = self._submit(self._stop_all(), None)
@@ -152,7 +152,7 @@ class McpHub:
         return ToolOutcome(f"{tool} on {spec.name} took longer than {timeout_s:g} s and was stopped.", error=True)
 
     async def _serve(self, s: _Session) -> None:
-        """Hold the session open until it is closed; every way it ends is put in ``s.gone`` (and ``s.ready``)."""
+        """Hold the connection open until it is closed; every way it ends is put in ``s.gone`` (and ``s.ready``)."""
         name, errlog = s.spec.name, self._errlog(s.spec)
         why = "it was stopped"
         try:
@@ -209,7 +209,7 @@ class McpHub:
             return None
         try:
             self.log_dir.mkdir(parents=True, exist_ok=True)
-            return open(self._log_path(spec), "w", encoding="utf-8")  # closed by the session
+            return open(self._log_path(spec), "w", encoding="utf-8")  # closed by the connection
         except OSError:
             return None
 

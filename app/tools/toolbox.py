@@ -62,7 +62,7 @@ class ToolBox(QObject):
             return self._specs
 
     def set_specs(self, specs: Sequence[ServerSpec]) -> None:
-        """Replace the servers and save them; a removed or changed server's session ends."""
+        """Replace the servers and save them; a removed or changed server's connection ends."""
         old = {s.name: s for s in self.specs}
         with self._lock:
             self._specs = tuple(specs)
