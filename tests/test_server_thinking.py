@@ -124,3 +124,13 @@ def test_a_spent_budget_closes_each_familys_thinking() -> None:
         splitter = ReplySplitter(fam, (), THINKING)
         splitter.feed("ab" + close + "answer")
         assert splitter.section == CONTENT, (fam.name, close)
+
+
+def test_a_picked_template_lets_a_base_model_chat(tmp_path: Path) -> None:
+    from engine.chat import builtin
+
+    path = write_model(tmp_path / "base.gguf", seed=1, n_layer=1, chat_template="")
+    with Engine(EngineConfig(str(path), None, n_ctx=256)) as eng, \
+            serve(eng, chat_template=builtin.source("chatml")) as server:
+        r = httpx.post(f"{server.url}/chat/completions", json=chat_body(server.model_id, max_tokens=4), timeout=60)
+        assert r.status_code == 200, r.text
