@@ -30,12 +30,25 @@ MIXED_LATER = ("the chat and summary replies after code replies keep code's long
 MIXED_FIRST = ("the first reply, code, changes plan and probes where the plan it is held to runs one width, and over "
                "RPC each width new to the context first builds its graph (four round trips); 0.84 on this draw (over "
                "ten seeds 0.82 at the lowest, 0.88 on average)")
+# issue 63's tails (simprofiles.TAILS)
+DISTILLED = ("a distilled draft (acceptance 0.97): the best plan is ssd K 8 with one branch; auto reaches long drafts "
+             "late and runs wide trees there (deep: 0.90, first reply 0.79, worst 0.73)")
+CPU_DISTILLED = "a distilled draft on cpu-2core-B: the first reply probes and grows K on 0.4 s rounds (0.62)"
+RISING = ("acceptance 0.4, then 0.9 within each reply: auto settles on ar in the first half and never measures the "
+          "drafting modes again (0.92, worst 0.87)")
+NOISY = "timings swing 30 % call to call: auto runs sd K 4 and narrow trees where ssd K 3 M 4 leads (0.94, first 0.83)"
+LOAD = ("another program runs for two replies of five: the ssd plan learnt under load is kept into the quiet replies, "
+        "where sd K 2 runs 1.5x faster (0.83, worst 0.66)")
+BUSY_TAIL = "the tails' first reply from a memory written while busy, as their first reply with none"
 BELOW: dict[str, dict[str, str]] = {
-    "later": {"cpu-2core-B-sampled-coupled": B_COUPLED, "rpc-cpu-50ms-mixed": MIXED_LATER},
-    "every": {"cpu-2core-B-sampled-coupled": B_COUPLED, "rpc-cpu-50ms-mixed": MIXED},
-    "first": {"rpc-cpu-50ms-mixed": MIXED_FIRST},
+    "later": {"cpu-2core-B-sampled-coupled": B_COUPLED, "rpc-cpu-50ms-mixed": MIXED_LATER, "deep-distilled": DISTILLED,
+              "deep-rising": RISING, "deep-noisy": NOISY, "cpu-A-load": LOAD},
+    "every": {"cpu-2core-B-sampled-coupled": B_COUPLED, "rpc-cpu-50ms-mixed": MIXED, "deep-distilled": DISTILLED,
+              "cpu-B-distilled": CPU_DISTILLED, "deep-rising": RISING, "deep-noisy": NOISY, "cpu-A-load": LOAD},
+    "first": {"rpc-cpu-50ms-mixed": MIXED_FIRST, "deep-distilled": DISTILLED, "cpu-B-distilled": CPU_DISTILLED,
+              "deep-noisy": NOISY},
     # the first reply after a memory written while busy (its own list: a reply from a memory is not a first one)
-    "busy": {},
+    "busy": {"deep-distilled": BUSY_TAIL, "cpu-B-distilled": BUSY_TAIL, "deep-noisy": BUSY_TAIL},
 }
 _rows: dict[str, simbench.Row] = {}
 

@@ -27,8 +27,9 @@ from engine.speculative.planner import AutoPlanner
 from engine.speculative.ssd import SSDOptions
 from engine.speculative.types import JIT, NGRAM, RoundResult
 
-from .simmachine import Profile, Reply, SimSteps
+from .simmachine import Profile, SimSteps
 from .simprofiles import PROFILES
+from .simreply import Reply
 
 REPLIES = 10  # replies per run: the first measures the machine, the other nine use what it learnt
 LENGTH = 256  # tokens per reply
@@ -67,7 +68,7 @@ def _steps(profile: Profile, i: int, length: int, seed: int, shapes: set[int] | 
     seed = _seed(profile, seed)
     regime = profile.regime_at(i)
     reply = Reply.make(regime, np.random.default_rng([seed, i, 0]), length)
-    return SimSteps(profile.machine, regime, reply, np.random.default_rng([seed, i, 1]), length, shapes)
+    return SimSteps(profile.machine_at(i), regime, reply, np.random.default_rng([seed, i, 1]), length, shapes)
 
 
 def _finish(steps: SimSteps, step: Callable[[], RoundResult], length: int) -> float:

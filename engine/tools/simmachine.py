@@ -20,10 +20,10 @@ import numpy as np
 from engine.speculative.fanout import allocate
 from engine.speculative.steps import Steps
 from engine.speculative.types import CACHE, JIT, NGRAM, Draft, PlanRates, RoundResult, TreeStats, Verdict
+from engine.tools.simreply import Reply
 
 _NO_ROW = np.zeros(0, dtype=np.int64)  # a row no planner reads (the draft token was right)
 RNG_BLOCK = 4096  # random draws taken from the generator at a time
-VOCAB = 32_000  # token ids a simulated reply draws from (wide enough that random text repeats no n-gram)
 LOOKUP_HOST_S = 1e-4  # the pool's host work per lookup round (a search over the context)
 
 
@@ -91,56 +91,18 @@ class Profile:
     note: str = ""
     # Regimes the replies take in turn after the first one's (a user whose prompts differ: code, then chat)
     then: tuple[Regime, ...] = ()
+    # Machines the replies run on in turn after the first one's (another program starts or stops between replies)
+    then_on: tuple[Machine, ...] = ()
 
     def regime_at(self, reply: int) -> Regime:
         """The regime of reply ``reply`` (from 0): ``regime``, then ``then`` in turn, over and over."""
         cycle = (self.regime, *self.then)
         return cycle[reply % len(cycle)]
 
-
-@dataclass
-class Reply:
-    """One reply's truth: the prompt, the tokens the target emits, and which of them are copied from the prompt."""
-
-    prompt: list[int]
-    truth: list[int]
-    copied: list[bool]
-    hard: list[bool] | None = None  # the tokens in hard runs (Regime.hard_share)
-
-    @staticmethod
-    def make(regime: Regime, rng: np.random.Generator, length: int) -> Reply:
-        if not regime.copies:
-            prompt = [int(t) for t in rng.integers(100, VOCAB, 48)]
-            said = [int(t) for t in rng.integers(100, VOCAB, length + 16)]
-            return Reply(prompt, said, [False] * len(said), _hard_runs(regime, rng, len(said)))
-        prompt = [int(t) for t in rng.integers(100, VOCAB, 600)]  # the file being edited
-        truth: list[int] = []
-        copied: list[bool] = []
-        at = 0
-        while len(truth) < length + 16:
-            span = int(rng.integers(30, 90))
-            at = at if at + span < len(prompt) else 0
-            truth += prompt[at : at + span]
-            copied += [True] * span
-            at += span + int(rng.integers(0, 6))  # an edit: a few tokens of the file left out ...
-            new = int(rng.integers(3, 12))  # ... and a few new ones written
-            truth += [int(t) for t in rng.integers(100, VOCAB, new)]
-            copied += [False] * new
-        return Reply(prompt, truth, copied)
-
-
-def _hard_runs(regime: Regime, rng: np.random.Generator, n: int) -> list[bool] | None:
-    """Which of ``n`` tokens lie in hard runs: a two-state chain whose runs average ``hard_run`` tokens and cover
-    ``hard_share`` of the reply."""
-    if regime.hard_share <= 0:
-        return None
-    leave_hard = 1 / regime.hard_run
-    enter_hard = leave_hard * regime.hard_share / (1 - regime.hard_share)  # the chain's share of hard tokens
-    u, hard, out = rng.random(n), False, []
-    for x in u:
-        hard = bool(x >= leave_hard) if hard else bool(x < enter_hard)
-        out.append(hard)
-    return out
+    def machine_at(self, reply: int) -> Machine:
+        """The machine of reply ``reply`` (from 0): ``machine``, then ``then_on`` in turn, over and over."""
+        cycle = (self.machine, *self.then_on)
+        return cycle[reply % len(cycle)]
 
 
 @functools.lru_cache(maxsize=4096)

@@ -3,6 +3,8 @@ measured figures (docs/benchmarks.md)."""
 
 from __future__ import annotations
 
+import dataclasses
+
 from engine.remote import simprofile as remote
 from engine.tools.simcoupled import CPU_SAMPLED_ACCEPT, MEASURED_K, coupled, position_acceptance
 from engine.tools.simmachine import Machine, Profile, Regime
@@ -48,6 +50,26 @@ H200_SAMPLED = Regime("h200-sampled", 0.78, top1=0.25)
 CPU_SAMPLED = Regime("cpu-sampled", CPU_SAMPLED_ACCEPT, top1=H200_SAMPLED.top1)
 DRIFT, CODE_EDIT = Regime("drifting", 0.9, drift_to=0.3), Regime("code-edit", 0.6, copies=True)
 
+# The tails (issue 63): a distilled draft (acceptance near 1), acceptance that rises within a reply, a machine whose
+# timings swing 30 % call to call, and a 2-core host where another program runs for two replies of every five (its
+# verifies 2.5x slower; ssd's split threads then lose little, as the cores are contended anyway)
+DISTILLED, RISING = Regime("distilled", 0.97, depth_decay=0.995), Regime("rising", 0.4, drift_to=0.9)
+H200_NOISY = dataclasses.replace(H200_DEEP, name="h200-deep-noisy", noise=0.3)
+CPU_A_NOISY = dataclasses.replace(CPU_A, name="cpu-2core-A-noisy", noise=0.3)
+CPU_A_LOADED = dataclasses.replace(CPU_A, name="cpu-2core-A-loaded",
+                                   verify=tuple((w, 2.5 * t) for w, t in CPU_A.verify),
+                                   draft_token_s=1.3 * CPU_A.draft_token_s, concurrent_slowdown=1.1,
+                                   split_draft_slowdown=1.1)
+TAILS = (
+    Profile("deep-distilled", H200_DEEP, DISTILLED, "a distilled draft"),
+    Profile("cpu-B-distilled", CPU_B, DISTILLED, "a distilled draft, F16 target on 1 thread"),
+    Profile("deep-rising", H200_DEEP, RISING, "acceptance 0.4, then 0.9"),
+    Profile("deep-noisy", H200_NOISY, Regime("h200-greedy", 0.85), "timings swing 30 %"),
+    Profile("cpu-A-noisy", CPU_A_NOISY, MEDIUM, "timings swing 30 %"),
+    Profile("cpu-A-load", CPU_A_LOADED, MEDIUM, "another program runs, then stops: loaded, loaded, quiet x3",
+            then_on=(CPU_A_LOADED, CPU_A, CPU_A, CPU_A)),
+)
+
 PROFILES = {p.name: p for p in (
     Profile("cpu-2core-A", CPU_A, MEDIUM, "Q4, 2 threads"), Profile("cpu-2core-C", CPU_C, MEDIUM, "F16, 2 threads"),
     Profile("cpu-2core-B", CPU_B, Regime("b-code", 0.85), "F16 target on 1 thread, draft on the other core"),
@@ -64,4 +86,5 @@ PROFILES = {p.name: p for p in (
     Profile("rpc-cpu-50ms", RPC_CPU_50MS, RPC_GREEDY, "1.5B Q4 target 50 ms away, 1 thread"),
     Profile("rpc-cpu-50ms-mixed", RPC_CPU_50MS, RPC_CODE, "code, code, chat, summary",
             then=(RPC_CODE, RPC_CHAT, RPC_SUMMARY)),
+    *TAILS,
 )}
