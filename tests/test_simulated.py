@@ -36,7 +36,7 @@ DISTILLED = ("a distilled draft (acceptance 0.97): the best plan is ssd K 8 with
 CPU_DISTILLED = "a distilled draft on cpu-2core-B: the first reply probes and grows K on 0.4 s rounds (0.62)"
 RISING = ("acceptance 0.4, then 0.9 within each reply: auto settles on ar in the first half and never measures the "
           "drafting modes again (0.92, worst 0.87)")
-NOISY = "timings swing 30 % call to call: auto runs sd K 4 and narrow trees where ssd K 3 M 4 leads (0.94, first 0.83)"
+NOISY = "timings swing 30 % call to call: auto runs sd K 2 and narrow trees where ssd K 3 M 4 leads (0.925)"
 LOAD = ("another program runs for two replies of five: the ssd plan learnt under load is kept into the quiet replies, "
         "where sd K 2 runs 1.5x faster (0.83, worst 0.66)")
 BUSY_TAIL = "the tails' first reply from a memory written while busy, as their first reply with none"
@@ -45,8 +45,7 @@ BELOW: dict[str, dict[str, str]] = {
               "deep-rising": RISING, "deep-noisy": NOISY, "cpu-A-load": LOAD},
     "every": {"cpu-2core-B-sampled-coupled": B_COUPLED, "rpc-cpu-50ms-mixed": MIXED, "deep-distilled": DISTILLED,
               "cpu-B-distilled": CPU_DISTILLED, "deep-rising": RISING, "deep-noisy": NOISY, "cpu-A-load": LOAD},
-    "first": {"rpc-cpu-50ms-mixed": MIXED_FIRST, "deep-distilled": DISTILLED, "cpu-B-distilled": CPU_DISTILLED,
-              "deep-noisy": NOISY},
+    "first": {"rpc-cpu-50ms-mixed": MIXED_FIRST, "deep-distilled": DISTILLED, "cpu-B-distilled": CPU_DISTILLED},
     # the first reply after a memory written while busy (its own list: a reply from a memory is not a first one)
     "busy": {"deep-distilled": BUSY_TAIL, "cpu-B-distilled": BUSY_TAIL, "deep-noisy": BUSY_TAIL},
 }

@@ -14,7 +14,6 @@ import logging
 from collections.abc import Callable
 
 from .costmodel import CostModel
-from .figures import enough
 from .knobs import (
     FAR_HOLD_ROUNDS,
     FIRST_PROBE_GAP,
@@ -31,12 +30,13 @@ from .knobs import (
 )
 from .learning import DRAFT_MODES, RoundLearner
 from .plan import AR, Plan, tree_budgets
-from .types import ROUND_SYNC, RoundResult
+from .poolturns import PoolTurns
+from .types import RoundResult
 
 log = logging.getLogger(__name__)
 
 
-class AutoPlanner:
+class AutoPlanner(PoolTurns):
     """Chooses a plan per round from the cost model and learns from what each round reports."""
 
     def __init__(self, model: CostModel, k: int, *, adaptive: bool = True, k_max: int = K_MAX,
@@ -72,6 +72,7 @@ class AutoPlanner:
         self.beside_read = False
         self._probe: list[Plan] = self._first_probes()
         self._remeasure = False  # the probes re-measure a mode (:meth:`_plan_probe`), not what the machine lacks
+        self._shifts = model.shifts  # the pace shifts seen (:meth:`_plan_probe`)
         # A model that has measured this machine before starts on its best plan, not on ar.
         self.plan = Plan("ar")
         if 1 in model.verify and not self._probe:  # from the modes run here (others: later, by probe or gain)
@@ -121,12 +122,6 @@ class AutoPlanner:
         plans += [p for p in self._ssd_plans() if fits(p.k, p.budget, self.early_stop)]
         return plans
 
-    def catchup(self, plan: Plan) -> float:
-        """Seconds ``plan``'s first round spends on the draft model catching up (0 for plans without it)."""
-        if plan.mode not in DRAFT_MODES or self.draft_lag <= ROUND_SYNC:
-            return 0.0
-        return self.model.catchup_time(self.draft_lag)
-
     def _worth(self, plan: Plan, current: float) -> bool:
         """Whether to move from the current plan (predicted ``current`` tok/s) to ``plan``: it must promise
         SWITCH_GAIN more (UNTRIED_GAIN to start drafting, or to enter a mode never run here, on figures
@@ -150,44 +145,6 @@ class AutoPlanner:
             return True
         n = self.remaining or HORIZON_TOKENS
         return n / current - n / self.model.rate(plan) > cost
-
-    def detour(self, plan: Plan, tokens: float, *, tree_pending: bool) -> float:
-        """Seconds that a round off ``plan`` (a pool draft expected to emit ``tokens``) costs the plan's next
-        round: its draft model catches up on those tokens, and an ssd tree being built for this round's
-        outcome is lost (the next round misses where it would have hit: as the plan's own rounds are priced)."""
-        if plan.mode not in DRAFT_MODES:
-            return 0.0
-        m = self.model
-        cost = m.catchup_time(max(0.0, tokens - ROUND_SYNC))  # a round syncs ROUND_SYNC tokens anyway (catchup())
-        if plan.mode == "ssd" and tree_pending:
-            lost = m.outcome_time(plan, hit=False) - m.outcome_time(plan, hit=True)
-            cost += m.calibrated_hit(plan) * max(0.0, lost)
-        return cost
-
-    def note(self, rr: RoundResult, gap_tokens: int | None = None) -> None:
-        """Any round (a lookup round too): how far behind the draft model now is, and the tokens between two of the
-        pool's drafts (``gap_tokens``: a drafting round's, before the pool would have drafted: Lookup.takeover)."""
-        self.remaining = max(0, self.remaining - len(rr.tokens))
-        self.draft_lag = 0 if rr.mode in DRAFT_MODES else self.draft_lag + len(rr.tokens)
-        if rr.mode != "lookup" and (gap_tokens is None or gap_tokens == len(rr.tokens)):
-            self._since_pool = None if self._since_pool is None else self._since_pool + len(rr.tokens)
-            return
-        gap = (gap_tokens or 0) + self._since_pool if self._since_pool is not None else 0
-        if gap:  # not the reply's start: its first stretch waits for the pool to match at all
-            self.model.pool_gap.add(float(gap))
-        self._since_pool = 0
-
-    def _lags_too_far(self, plan: Plan) -> bool:
-        """Whether ar beats ``plan`` until the pool's next draft is due, ``plan`` paying first for the draft model's
-        catch-up on what the pool's rounds emitted (between the copies of a code edit a drafting plan never pays)."""
-        gap, since = self.model.pool_gap.value, self._since_pool
-        if since is None or (gap is None and not enough(self.model.gap_tally)):  # nothing to weigh drafting by
-            return False
-        gap = max(1.0, float(since)) if gap is None else gap  # none measured yet: the stretch so far is the guess
-        n, rate = max(gap, float(since)), self.model.rate(plan)
-        # what drafting between the pool's drafts delivered, fading as this stretch outgrows the usual gap
-        factor = self.model.gap_factor() ** (gap / n)
-        return n / (n / rate + self.catchup(plan)) * factor < self.model.rate(AR) if rate > 0 else True
 
     def defer_probe(self) -> None:
         """The latest plan, if a probe, gives way to a pool draft (or to ar, where drafting does not pay before the
@@ -281,8 +238,15 @@ class AutoPlanner:
 
     def _plan_probe(self, best_by_mode: dict[str, Plan], rate: dict[Plan, float]) -> None:
         """Re-measure the most promising other mode that is predicted close and whose gap has passed (each mode
-        keeps its own gap: one that lost often does not keep another from being measured again)."""
+        keeps its own gap: one that lost often does not keep another from being measured again); every other mode
+        after a shift of the machine's pace."""
         m = self.model
+        if m.shifts != self._shifts:  # the machine's pace changed for good: what the other modes measured is from
+            self._shifts = m.shifts  # another pace, so each is measured again now, however far behind it reads
+            others = [p for mode, p in best_by_mode.items() if mode != self.plan.mode]
+            m.probe_gap.update((p.mode, FIRST_PROBE_GAP) for p in others)
+            self._probe, self._remeasure = [p for p in others for _ in range(PROBE_ROUNDS)], True
+            return
         current = rate[self.plan] if self.plan in rate else m.rate(self.plan)
         for mode, plan in sorted(best_by_mode.items(), key=lambda kv: -rate[kv[1]]):
             if mode == self.plan.mode or not _worth_probing(rate[plan], current):

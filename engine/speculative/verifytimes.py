@@ -16,6 +16,7 @@ from .knobs import (
     PACE_ALPHA,
     PACE_BAND,
     PACE_HANDOVER,
+    SHIFT_BAND,
     SPELL_VERIFIES,
     SPLIT_VERIFY_COST,
     TIMING_ALPHA,
@@ -41,6 +42,10 @@ class VerifyTimes:
     _known: dict[tuple[bool, bool], list[tuple[int, float]]] = field(default_factory=dict, repr=False, compare=False)
     _away: int = field(default=0, repr=False, compare=False)  # verifies the pace has stayed on one side of PACE_BAND
     _side: int = field(default=0, repr=False, compare=False)  # ... and which: 1 slow, -1 fast, 0 within the band
+    # Spells whose mean pace lay beyond SHIFT_BAND (the machine changed: another program started or stopped); not
+    # kept on disk
+    shifts: int = field(default=0, repr=False, compare=False)
+    _spell: float = field(default=0.0, repr=False, compare=False)  # the sum of the paces since the pace left the band
     # Seconds a verify's graph build adds (a batch shape new to the target's context: over RPC, round trips), and the
     # widths the context has run (any other builds its graph first). Neither is kept on disk: a context is a process's.
     build: Ema = field(default_factory=lambda: Ema(TIMING_ALPHA))
@@ -111,6 +116,8 @@ class VerifyTimes:
         side = 0 if abs(pace - 1.0) <= PACE_BAND else (1 if pace > 1.0 else -1)
         self._away = self._away + 1 if side and side == self._side else int(bool(side))
         self._side = side
+        self._spell = self._spell + pace if self._away > 1 else pace  # the paces of the verifies away so far
+        self.shifts += self._away == SPELL_VERIFIES + 1 and abs(self._spell / self._away - 1.0) > SHIFT_BAND
         if self._away <= SPELL_VERIFIES or figure.value is None:
             return
         kept = 1.0 + (1.0 - PACE_HANDOVER) * (pace - 1.0)
