@@ -86,6 +86,21 @@ def small_vocab(n_letters: int = 13) -> Vocab:
     return Vocab("llama", tokens, scores, types, 1, 2, 0)
 
 
+def add_vocab(writer: gguf.GGUFWriter, vocab: Vocab, chat_template: str) -> None:
+    """The tokenizer's keys (a BOS added, no EOS) and the chat template ("" writes none: a base model)."""
+    writer.add_tokenizer_model(vocab.model)
+    writer.add_tokenizer_pre("default")
+    writer.add_token_list(vocab.tokens)
+    writer.add_token_scores(vocab.scores)
+    writer.add_token_types(vocab.types)
+    writer.add_bos_token_id(vocab.bos)
+    writer.add_eos_token_id(vocab.eos)
+    writer.add_unk_token_id(vocab.unk)
+    writer.add_add_bos_token(True)
+    writer.add_add_eos_token(False)
+    writer.add_chat_template(chat_template)
+
+
 def write_model(
     path: Path,
     *,
@@ -129,17 +144,7 @@ def write_model(
     writer.add_rope_dimension_count(n_embd // n_head)
     writer.add_vocab_size(n_vocab)
     writer.add_file_type(gguf.LlamaFileType.ALL_F32)
-    writer.add_tokenizer_model(vocab.model)
-    writer.add_tokenizer_pre("default")
-    writer.add_token_list(vocab.tokens)
-    writer.add_token_scores(vocab.scores)
-    writer.add_token_types(vocab.types)
-    writer.add_bos_token_id(vocab.bos)
-    writer.add_eos_token_id(vocab.eos)
-    writer.add_unk_token_id(vocab.unk)
-    writer.add_add_bos_token(True)
-    writer.add_add_eos_token(False)
-    writer.add_chat_template(chat_template)
+    add_vocab(writer, vocab, chat_template)
 
     s = 1.0 / np.sqrt(n_embd)
     writer.add_tensor("token_embd.weight", w(n_vocab, n_embd))

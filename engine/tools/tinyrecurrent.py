@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
 import gguf
 import numpy as np
 
-from .tinymodel import CHATML, Vocab, spm_vocab
+from .tinymodel import CHATML, Vocab, add_vocab, spm_vocab
 
 MAMBA_D_CONV = 4  # llama.cpp's mamba conv kernel (the released models' value)
 MAMBA_D_STATE = 16  # the released models' SSM state size
@@ -22,17 +23,7 @@ def _header(writer: gguf.GGUFWriter, vocab: Vocab, *, seed: int, n_layer: int, n
     writer.add_layer_norm_rms_eps(1e-5)
     writer.add_vocab_size(len(vocab.tokens))
     writer.add_file_type(gguf.LlamaFileType.ALL_F32)
-    writer.add_tokenizer_model(vocab.model)
-    writer.add_tokenizer_pre("default")
-    writer.add_token_list(vocab.tokens)
-    writer.add_token_scores(vocab.scores)
-    writer.add_token_types(vocab.types)
-    writer.add_bos_token_id(vocab.bos)
-    writer.add_eos_token_id(vocab.eos)
-    writer.add_unk_token_id(vocab.unk)
-    writer.add_add_bos_token(True)
-    writer.add_add_eos_token(False)
-    writer.add_chat_template(CHATML)
+    add_vocab(writer, vocab, CHATML)
 
 
 def _finish(writer: gguf.GGUFWriter) -> None:
@@ -42,21 +33,25 @@ def _finish(writer: gguf.GGUFWriter) -> None:
     writer.close()
 
 
-def _weights(seed: int, noise: float) -> tuple[np.random.Generator, np.random.Generator]:
-    return np.random.default_rng(seed), np.random.default_rng(seed + 1000)
-
-
-def write_mamba(path: Path, *, vocab: Vocab | None = None, seed: int = 0, n_layer: int = 2, n_embd: int = 64,
-                n_ctx: int = 2048, logit_scale: float = 6.0, noise: float = 0.0) -> Path:
-    """A random llama.cpp ``mamba`` model (F32; expansion 2, as llama.cpp requires); same ``seed``, same weights."""
-    vocab = vocab or spm_vocab()
-    rng, nrng = _weights(seed, noise)
+def _weights(seed: int, noise: float) -> Callable[..., np.ndarray]:
+    """A maker of random weights: the same ``seed`` gives the same weights; ``noise`` perturbs them (a related
+    draft)."""
+    rng, nrng = np.random.default_rng(seed), np.random.default_rng(seed + 1000)
 
     def w(*shape: int, scale: float = 1.0) -> np.ndarray:
         base = rng.standard_normal(shape).astype(np.float32)
         if noise:
             base = base + noise * nrng.standard_normal(shape).astype(np.float32)
         return (base * scale).astype(np.float32)
+
+    return w
+
+
+def write_mamba(path: Path, *, vocab: Vocab | None = None, seed: int = 0, n_layer: int = 2, n_embd: int = 64,
+                n_ctx: int = 2048, logit_scale: float = 6.0, noise: float = 0.0) -> Path:
+    """A random llama.cpp ``mamba`` model (F32; expansion 2, as llama.cpp requires); same ``seed``, same weights."""
+    vocab = vocab or spm_vocab()
+    w = _weights(seed, noise)
 
     d_inner, dt_rank = 2 * n_embd, max(1, n_embd // 16)
     writer = gguf.GGUFWriter(str(path), "mamba")
@@ -94,13 +89,7 @@ def write_lfm2(path: Path, *, vocab: Vocab | None = None, seed: int = 0, n_layer
                noise: float = 0.0) -> Path:
     """A random llama.cpp ``lfm2`` hybrid: short-convolution layers, every third layer attention (F32)."""
     vocab = vocab or spm_vocab()
-    rng, nrng = _weights(seed, noise)
-
-    def w(*shape: int, scale: float = 1.0) -> np.ndarray:
-        base = rng.standard_normal(shape).astype(np.float32)
-        if noise:
-            base = base + noise * nrng.standard_normal(shape).astype(np.float32)
-        return (base * scale).astype(np.float32)
+    w = _weights(seed, noise)
 
     attention = [i % 3 == 2 for i in range(n_layer)]
     writer = gguf.GGUFWriter(str(path), "lfm2")
