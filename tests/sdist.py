@@ -46,7 +46,12 @@ def _download(version: str, into: Path) -> Path:
             f"llama-cpp-python=={version}", "-d", str(into), "--quiet",
             "--no-cache-dir"]  # pip's cache lives in HOME, which the tests never write into
     try:
-        done = subprocess.run(argv, capture_output=True, text=True, timeout=DOWNLOAD_TIMEOUT_S, check=False)
+        # pip prepares the sdist's metadata in a build environment whose tools write into HOME (~/.rustup...):
+        # they get a HOME of their own inside the download folder, which is removed with it
+        home = into / "home"
+        home.mkdir(exist_ok=True)
+        env = {**os.environ, "HOME": str(home), "CARGO_HOME": str(home / "cargo"), "RUSTUP_HOME": str(home / "rustup")}
+        done = subprocess.run(argv, capture_output=True, text=True, timeout=DOWNLOAD_TIMEOUT_S, check=False, env=env)
     except (OSError, subprocess.TimeoutExpired) as exc:
         pytest.skip(f"the llama-cpp-python {version} sdist could not be downloaded ({exc}); set {SRC_ENV}")
     found = sorted(into.glob("llama_cpp_python-*.tar.gz"))
