@@ -11,6 +11,7 @@ from typing import Any
 
 from engine.chat.calls import arguments_text, named_calls_grammar, new_call_id
 from engine.chat.family import CALL, CONTENT, THINKING, Family, ToolCall
+from engine.chat.tagged import split_blocks
 
 CALLS_OPEN, CALLS_CLOSE = "<｜tool▁calls▁begin｜>", "<｜tool▁calls▁end｜>"
 CALL_OPEN, CALL_CLOSE, SEP = "<｜tool▁call▁begin｜>", "<｜tool▁call▁end｜>", "<｜tool▁sep｜>"
@@ -24,23 +25,20 @@ _CALL = re.compile(
 def call_blocks(text: str, names: Sequence[str], pattern: re.Pattern[str]) -> tuple[str, list[ToolCall]]:
     """Each ``pattern`` match (group 1 the name, group 2 the JSON arguments) of an offered tool as a call; the
     calls' wrapper markers go with them, a block naming no offered tool stays text."""
-    calls: list[ToolCall] = []
-    kept: list[str] = []
-    pos = 0
-    for m in pattern.finditer(text):
-        try:
-            args = json.loads(m.group(2))
-        except json.JSONDecodeError:
-            continue
-        if m.group(1) in names and isinstance(args, dict):
-            kept.append(text[pos:m.start()])
-            pos = m.end()
-            calls.append(ToolCall(new_call_id(), m.group(1), arguments_text(args)))
-    kept.append(text[pos:])
-    rest = "".join(kept)
+    rest, calls = split_blocks(text, pattern, lambda m: _call(m, names))
     if calls:
-        rest = rest.replace(CALLS_OPEN, "").replace(CALLS_CLOSE, "")
-    return rest.strip(), calls
+        rest = rest.replace(CALLS_OPEN, "").replace(CALLS_CLOSE, "").strip()
+    return rest, calls
+
+
+def _call(m: re.Match[str], names: Sequence[str]) -> list[ToolCall] | None:
+    try:
+        args = json.loads(m.group(2))
+    except json.JSONDecodeError:
+        return None
+    if m.group(1) not in names or not isinstance(args, dict):
+        return None
+    return [ToolCall(new_call_id(), m.group(1), arguments_text(args))]
 
 
 def parse_calls(text: str, names: Sequence[str]) -> tuple[str, list[ToolCall]]:
