@@ -8,7 +8,7 @@ import re
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from engine.chat.calls import RULES, json_call, json_object_grammar, literal, offered
+from engine.chat.calls import RULES, arguments_text, json_call, json_object_grammar, literal, offered
 from engine.chat.family import CallGrammar, CallParser, ToolCall
 from engine.core.gbnf import prefixed
 from engine.core.jsonschema import schema_grammar
@@ -112,3 +112,24 @@ def listed_calls(open_: str, close: str) -> tuple[CallParser, CallGrammar]:
         return root + "\n" + json_object_grammar(tools, only)
 
     return parse, grammar
+
+
+_DECODER = json.JSONDecoder()
+
+
+def leading_calls(seg: str, names: Sequence[str], keys: Sequence[str],
+                  call_id: Callable[[dict[str, Any]], str]) -> tuple[list[ToolCall], str] | None:
+    """A JSON list of calls (or one call) at the start of ``seg`` and the text after it; the arguments under the
+    first of ``keys`` present, the id from ``call_id(item)``. None unless every item is a call of an offered tool
+    (a list with anything else stays text, whole)."""
+    try:
+        obj, end = _DECODER.raw_decode(seg.lstrip())
+    except json.JSONDecodeError:
+        return None
+    calls = []
+    for item in obj if isinstance(obj, list) else [obj]:
+        if not isinstance(item, dict) or item.get("name") not in names:
+            return None
+        args: Any = next((item[k] for k in keys if k in item), {})
+        calls.append(ToolCall(call_id(item), item["name"], arguments_text(args)))
+    return calls, seg.lstrip()[end:]

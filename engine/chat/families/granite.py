@@ -3,12 +3,12 @@ in ``<think>...</think><response>...</response>``; 4.x calls as Hermes does, ``<
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from engine.chat.calls import RULES, arguments_text, json_object_grammar, literal, new_call_id
+from engine.chat.calls import RULES, json_object_grammar, literal, new_call_id
 from engine.chat.family import CALL, CONTENT, THINKING, Family, ToolCall
+from engine.chat.tagged import leading_calls
 from engine.core.gbnf import either
 
 from . import hermes
@@ -16,22 +16,11 @@ from . import hermes
 LIST_OPEN = "<|tool_call|>"  # 3.x: a JSON list of calls follows
 THINK_OPEN, THINK_CLOSE = "<think>", "</think>"
 RESPONSE_OPEN, RESPONSE_CLOSE = "<response>", "</response>"  # 3.3 wraps the answer after thinking
-_JSON = json.JSONDecoder()
 
 
 def _listed(seg: str, names: Sequence[str]) -> tuple[list[ToolCall], str] | None:
-    """A JSON list of calls (or one call) at the start of ``seg`` and the text after it; None unless every item is
-    a call of an offered tool."""
-    try:
-        obj, end = _JSON.raw_decode(seg.lstrip())
-    except json.JSONDecodeError:
-        return None
-    calls = []
-    for item in obj if isinstance(obj, list) else [obj]:
-        if not isinstance(item, dict) or item.get("name") not in names:
-            return None
-        calls.append(ToolCall(new_call_id(), item["name"], arguments_text(item.get("arguments", {}))))
-    return calls, seg.lstrip()[end:]
+    """A JSON list of calls (or one call) at the start of ``seg`` and the text after it (fresh call ids)."""
+    return leading_calls(seg, names, ("arguments",), lambda item: new_call_id())
 
 
 def parse_calls(text: str, names: Sequence[str]) -> tuple[str, list[ToolCall]]:

@@ -11,6 +11,7 @@ from typing import Any
 
 from engine.chat.calls import RULES, arguments_text, json_object_grammar, literal, named_calls_grammar
 from engine.chat.family import CALL, CONTENT, THINKING, Family, ToolCall
+from engine.chat.tagged import leading_calls
 from engine.core.gbnf import either
 
 OPEN, ARGS, CALL_ID = "[TOOL_CALLS]", "[ARGS]", "[CALL_ID]"
@@ -24,19 +25,14 @@ def new_id() -> str:
 
 
 def _json_list(seg: str, names: Sequence[str]) -> tuple[list[ToolCall], str] | None:
-    """``[{"name": ..., "arguments": ...}, ...]`` (or one object) at the start of ``seg``, and the text after it."""
-    try:
-        obj, end = _JSON.raw_decode(seg.lstrip())
-    except json.JSONDecodeError:
-        return None
-    calls = []
-    for item in obj if isinstance(obj, list) else [obj]:
-        if not isinstance(item, dict) or item.get("name") not in names:
-            return None  # a list with anything but offered calls stays text, whole
-        cid = item.get("id")
-        args = item.get("arguments", item.get("parameters", {}))
-        calls.append(ToolCall(cid if isinstance(cid, str) and cid else new_id(), item["name"], arguments_text(args)))
-    return calls, seg.lstrip()[end:]
+    """``[{"name": ..., "arguments": ...}, ...]`` (or one object) at the start of ``seg``, and the text after it;
+    the model's own ids kept."""
+    return leading_calls(seg, names, ("arguments", "parameters"), _item_id)
+
+
+def _item_id(item: dict[str, Any]) -> str:
+    cid = item.get("id")
+    return cid if isinstance(cid, str) and cid else new_id()
 
 
 def _named(seg: str, names: Sequence[str]) -> tuple[list[ToolCall], str] | None:
