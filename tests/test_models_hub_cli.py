@@ -60,7 +60,8 @@ def test_search_then_files_then_drafts(hub: HubState, capsys: pytest.CaptureFixt
 
     code, out, _ = run(["drafts", TARGET_REPO, TARGET_FILE], capsys)
     lines = out.splitlines()
-    assert code == 0 and lines[0].startswith(f"drafts for {TARGET_REPO}/{TARGET_FILE} (30.4 MB), best first:")
+    assert code == 0 and lines[0] == (f"drafts for {TARGET_REPO}/{TARGET_FILE} (30.4 MB, llama: a rejected draft "
+                                     "costs nothing to undo), best first:")
     assert lines[1].startswith(f"  compatible   {DRAFT_REPO}/{DRAFT_FILE}  Q8_0 2.5 MB")
     assert lines[2].startswith("      same tokenizer; 1/12 of the target's size")
     assert f"incompatible {TOKEN_REPO}/" in out and "vocabulary differs: token 1000 differs" in out

@@ -159,8 +159,8 @@ class ModelManagerDialog(QDialog):
             set_cell(t, r, 1, p.name, bold=is_active)
             set_cell(t, r, 2, p.source)
             set_cell(t, r, 3, format_bytes(p.target_size + p.draft_size))
-            set_cell(t, r, 4, f"{p.target_path.name} + {p.draft_path.name}",
-                 tip=f"{p.target_path}\n{p.draft_path}")
+            files = f"{p.target_path.name} + {p.draft_path.name}" if p.draft_path else f"{p.target_path.name} alone"
+            set_cell(t, r, 4, files, tip=f"{p.target_path}\n{p.draft_path or 'no draft: lookup and ar'}")
         c = self.catalog_table
         c.setRowCount(len(self.catalog))
         for r, spec in enumerate(self.catalog):

@@ -61,8 +61,9 @@ class DownloadWorker(QObject):
             self.downloaded.emit(pair)
 
     @Slot(object, object)
-    def import_files(self, target: Path, draft: Path) -> None:
-        """Import two local GGUF files; hashing them reads every byte, hence this thread."""
+    def import_files(self, target: Path, draft: Path | None) -> None:
+        """Import local GGUF files (a target, and its draft or None); hashing them reads every byte, hence this
+        thread."""
         with WorkerBoundary("Cannot import", self.import_failed.emit):
             self.imported.emit(self._store.import_pair(target, draft))
 
@@ -126,6 +127,6 @@ def stop_thread(thread: QThread, timeout_ms: int = 30000) -> None:
         log.error("thread %s did not stop within %d ms", thread.objectName(), timeout_ms)
 
 
-def as_active(pair: InstalledPair) -> tuple[str, str, str, str]:
-    """(id, name, target, draft) strings for :class:`app.settings.store.ActivePair`."""
-    return pair.id, pair.name, str(pair.target_path), str(pair.draft_path)
+def as_active(pair: InstalledPair) -> tuple[str, str, str, str | None]:
+    """(id, name, target, draft) for :class:`app.settings.store.ActivePair` (draft None: a target alone)."""
+    return pair.id, pair.name, str(pair.target_path), str(pair.draft_path) if pair.draft_path else None

@@ -24,7 +24,7 @@ def _size(path: Path) -> int:
 def check_pairs(store: ModelStore) -> list[tuple[str, bool, str]]:
     """``(pair_id, ok, message)`` per installed pair: files present, sizes and SHA-256 as recorded
     (pulled and imported pairs record them; the offline pair's are pinned), vocabularies compatible."""
-    from .store import check_pair_files
+    from .pairfiles import check_pair_files
 
     recorded = {
         pid: (e.get("target_sha256"), e.get("draft_sha256"), e.get("target_size"), e.get("draft_size"))
@@ -40,6 +40,8 @@ def check_pairs(store: ModelStore) -> list[tuple[str, bool, str]]:
             for role, path, want_sha, want_size in (
                 ("target", pair.target_path, t_sha, t_size), ("draft", pair.draft_path, d_sha, d_size)
             ):
+                if path is None:  # a target imported alone
+                    continue
                 check_gguf_file(path)
                 if want_size is not None and _size(path) != want_size:
                     raise EngineError(f"{role} {path.name} is {_size(path):,} bytes, expected {want_size:,}")
@@ -49,12 +51,13 @@ def check_pairs(store: ModelStore) -> list[tuple[str, bool, str]]:
                         raise EngineError(f"{role} {path.name} has SHA-256 {got}, expected {want_sha}: the file "
                                           "changed since it was installed")
                     checked.append("sha256")
-            check_pair_files(pair.target_path, pair.draft_path)
+            if pair.draft_path is not None:
+                check_pair_files(pair.target_path, pair.draft_path)
         except EngineError as exc:
             results.append((pair.id, False, str(exc)))
         except OSError as exc:
             results.append((pair.id, False, f"cannot read the files ({exc.strerror or exc})"))
         else:
-            what = "checksums and vocabularies" if checked else "sizes and vocabularies"
+            what = ("checksums" if checked else "sizes") + (" and vocabularies" if pair.draft_path else "")
             results.append((pair.id, True, f"{what} ok"))
     return results

@@ -1,10 +1,12 @@
-"""Find drafts for a target GGUF on the Hub: candidates checked against llama.cpp's pairing rule from headers only.
+"""Find drafts for a target GGUF, on the Hub or on disk: candidates checked against llama.cpp's pairing rule from
+headers only.
 
-Candidates are GGUF repositories of the target's publisher and family, the family of the base model its card
-names, and the GGUF files already in the model store. For each, one model is picked (the best draft
-quantisation), its header is read with range requests (no weights) and held to the vocabulary rule. The
-ranking puts compatible drafts first, then those whose size is 1/8 to 1/20 of the target's, then by
-quantisation.
+Candidates are GGUF repositories of the target's publisher and family (for a file on disk: the family its header
+or file name gives), the family of the base model its card names, and the GGUF files already in the model store.
+For each, one model is picked (the best draft quantisation), its header is read with range requests (no weights)
+and held to the vocabulary rule. The ranking puts compatible drafts first, then those whose size is 1/8 to 1/20
+of the target's, then by quantisation. A compatible candidate's reason says what the two architectures mean for
+speculation (a recurrent or hybrid model: :mod:`engine.models.archs`).
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ from huggingface_hub import HfApi
 from engine.core.vocab import VocabInfo, check_vocab_rule
 from engine.errors import EngineError, VocabMismatchError
 
-from . import hubapi, search
+from . import archs, hubapi, search
 from .headers import HeaderReader, NotGgufError, file_size
 from .hub_http import DownloadError
 from .hubnames import is_repo_id
@@ -54,6 +56,7 @@ class Candidate:
         reason: One line: why (the rule's first failing check), or the size ratio when compatible.
         header_bytes: Bytes read to decide (header blocks only).
         files: The model's files on the Hub (several for a split model).
+        arch: Its ``general.architecture`` ("" when its header was not read).
     """
 
     source: str
@@ -65,6 +68,7 @@ class Candidate:
     reason: str
     header_bytes: int
     files: tuple[str, ...] = ()
+    arch: str = ""
 
     @property
     def compatible(self) -> bool:
@@ -73,11 +77,13 @@ class Candidate:
 
 @dataclass(frozen=True)
 class DraftSearch:
-    """The target and its candidates, best first; ``advice`` says what runs when none is compatible."""
+    """The target and its candidates, best first; ``advice`` says what runs when none is compatible; ``arch`` is
+    the target's architecture (a file on disk has no ``repo``)."""
 
     target: search.GgufModel
     candidates: list[Candidate]
     advice: str
+    arch: str = ""
 
 
 def family(name: str) -> str:
@@ -121,11 +127,26 @@ def verdict(target: VocabInfo, reader: HeaderReader, size: int, target_size: int
     return "compatible", f"same tokenizer; 1/{target_size / max(size, 1):.0f} of the target's size"
 
 
-def _hub_repos(target: search.GgufModel, bases: list[str]) -> list[str]:
-    owner = target.repo.split("/")[0]
-    fam = family(target.repo)
-    queries = [(owner, fam), *((None, family(b)) for b in bases)]
-    t_params = params_b(target.repo)
+def _arch(reader: HeaderReader) -> archs.ArchInfo:
+    try:
+        return archs.from_metadata(reader.metadata({"general.architecture"}))
+    except (NotGgufError, DownloadError):
+        return archs.arch_info("")
+
+
+def _decide(target: VocabInfo, t_arch: archs.ArchInfo, reader: HeaderReader, size: int,
+            target_size: int) -> tuple[str, str, str]:
+    """:func:`verdict`, with what the two architectures mean for speculation added to a compatible one."""
+    v, why = verdict(target, reader, size, target_size)
+    d_arch = _arch(reader) if v != "unchecked" else archs.arch_info("")
+    note = archs.pair_note(t_arch, d_arch) if v == "compatible" else ""
+    return v, f"{why}; {note}" if note else why, d_arch.arch
+
+
+def _hub_repos(name: str, owner: str | None, bases: list[str], exclude: str = "") -> list[str]:
+    """Repositories of ``name``'s family (by ``owner``, or anyone's when None) and of its base models' families."""
+    queries = [(owner, family(name)), *((None, family(b)) for b in bases)]
+    t_params = params_b(name)
     seen: list[str] = []
     for author, q in queries:
         if not q:
@@ -133,7 +154,7 @@ def _hub_repos(target: search.GgufModel, bases: list[str]) -> list[str]:
         for repo in _family_repos(author, q):
             p = params_b(repo)
             smaller = t_params is None or p is None or p < t_params
-            if repo != target.repo and repo not in seen and smaller:
+            if repo != exclude and repo not in seen and smaller:
                 seen.append(repo)
     return seen[:MAX_HUB_CANDIDATES]
 
@@ -150,22 +171,22 @@ def _pick(models: list[search.GgufModel]) -> search.GgufModel:
     return min(models, key=lambda m: (_quant_rank(m.quant), m.size))
 
 
-def _hub_candidate(repo: str, t_vocab: VocabInfo, t_size: int) -> Candidate:
+def _hub_candidate(repo: str, t_vocab: VocabInfo, t_arch: archs.ArchInfo, t_size: int) -> Candidate:
     try:
         models, _, _ = search.list_models(repo)
     except (EngineError, DownloadError) as exc:
         return Candidate("hub", repo, "", 0, "?", "unchecked", str(exc), 0)
     m = _pick(models)
     reader = HeaderReader.hub_file(repo, m.first, m.size)
-    v, why = verdict(t_vocab, reader, m.size, t_size)
-    return Candidate("hub", repo, m.first, m.size, m.quant, v, why, reader.fetched, m.files)
+    v, why, arch = _decide(t_vocab, t_arch, reader, m.size, t_size)
+    return Candidate("hub", repo, m.first, m.size, m.quant, v, why, reader.fetched, m.files, arch)
 
 
 def _disk_paths(store: ModelStore) -> list[Path]:
     paths: list[Path] = []
     try:
         for pair in store.installed():
-            paths += [pair.target_path, pair.draft_path]
+            paths += [pair.target_path] + ([pair.draft_path] if pair.draft_path else [])
     except EngineError as exc:
         log.info("installed pairs not listed for drafts: %s", exc)
     hub_dir = store.root / "hub"
@@ -192,7 +213,36 @@ def find_drafts(repo: str, filename: str, *, store: ModelStore | None = None,
     """
     models, _, bases = search.list_models(repo)
     target = search.find_model(models, filename)
-    t_vocab = HeaderReader.hub_file(repo, target.first, target.size).vocab()
+    reader = HeaderReader.hub_file(repo, target.first, target.size)
+    t_vocab = reader.vocab()
+    hub = _hub_repos(repo, repo.split("/")[0], bases, exclude=repo)
+    return _search(target, t_vocab, _arch(reader), hub, store or ModelStore(), on_candidate)
+
+
+def find_drafts_for_file(path: Path, *, store: ModelStore | None = None,
+                         on_candidate: Report | None = None) -> DraftSearch:
+    """Candidates for drafting a GGUF file on disk: the store's files and the Hub's repositories of the family
+    its header names (``general.basename``, else its file name), held to the same vocabulary rule.
+
+    Raises:
+        NotGgufError: The file is missing, not GGUF, or its tokenizer cannot be read.
+        NotFoundError, AuthError, RateLimitError, DownloadError: The Hub refused a family search.
+    """
+    path = Path(path).expanduser()
+    reader = HeaderReader.local(path)
+    t_vocab = reader.vocab()
+    meta = reader.metadata({"general.basename", "general.size_label", "general.architecture"})
+    words = [v.decode("utf-8", "replace") for k in ("general.basename", "general.size_label")
+             if isinstance(v := meta.get(k), bytes)]
+    name = "-".join(words) if words else path.stem
+    size = file_size(path)
+    target = search.GgufModel("", path.name, (str(path),), size, search.quant_of(path.name))
+    return _search(target, t_vocab, archs.from_metadata(meta), _hub_repos(name, None, []), store or ModelStore(),
+                   on_candidate, skip=path.resolve())
+
+
+def _search(target: search.GgufModel, t_vocab: VocabInfo, t_arch: archs.ArchInfo, hub_repos: list[str],
+            store: ModelStore, on_candidate: Report | None, skip: Path | None = None) -> DraftSearch:
     found: list[Candidate] = []
 
     def add(c: Candidate) -> None:
@@ -200,14 +250,17 @@ def find_drafts(repo: str, filename: str, *, store: ModelStore | None = None,
         if on_candidate is not None:
             on_candidate(c)
 
-    for path in _disk_paths(store or ModelStore()):
+    for path in _disk_paths(store):
+        if skip is not None and path.resolve() == skip:
+            continue  # the target itself: a model cannot draft for itself
         reader = HeaderReader.local(path)
-        v, why = verdict(t_vocab, reader, file_size(path), target.size)
+        v, why, arch = _decide(t_vocab, t_arch, reader, file_size(path), target.size)
         add(Candidate("disk", "", str(path), file_size(path), search.quant_of(path.name), v, why, reader.fetched,
-                      (str(path),)))
-    for cand in _hub_repos(target, bases):
-        add(_hub_candidate(cand, t_vocab, target.size))
+                      (str(path),), arch))
+    for cand in hub_repos:
+        add(_hub_candidate(cand, t_vocab, t_arch, target.size))
     found.sort(key=lambda c: rank_key(c, target.size))
+    alone = "still downloads alone and " if target.repo else ""
     advice = "" if any(c.compatible for c in found) else (
-        "no compatible draft found: the target still downloads alone and runs with the lookup and ar modes")
-    return DraftSearch(target, found, advice)
+        f"no compatible draft found: the target {alone}runs with the lookup and ar modes")
+    return DraftSearch(target, found, advice, t_arch.arch)

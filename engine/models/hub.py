@@ -48,7 +48,8 @@ from .hub_http import (
 )
 from .hubnames import file_name, repo_id
 from .pace import RATE_FLOOR, RateFloor, RateWatch, TooSlowError
-from .store import InstalledPair, ModelStore, check_pair_files
+from .pairfiles import check_pair_files
+from .store import InstalledPair, ModelStore
 from .transfer import DISK_RESERVE, Progress, check_space, fetch, remaining, stamped_sha256
 
 __all__ = [

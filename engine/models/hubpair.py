@@ -18,8 +18,9 @@ from engine.errors import VocabMismatchError
 from .headers import HeaderReader, NotGgufError
 from .hub import Planned, pull_pair, remote_file
 from .hub_http import FreeBytes, ProgressCallback
+from .pairfiles import explain_mismatch
 from .search import GgufModel
-from .store import InstalledPair, ModelStore, explain_mismatch
+from .store import InstalledPair, ModelStore
 
 
 @dataclass(frozen=True)

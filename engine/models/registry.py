@@ -9,8 +9,8 @@ from typing import Any
 from engine.core.diskio import atomic_write_text
 from engine.errors import EngineError
 
-TEXT_FIELDS = ("id", "name", "source", "target_path", "draft_path")
-OPTIONAL = {"target_size": int, "draft_size": int, "target_sha256": str, "draft_sha256": str}
+TEXT_FIELDS = ("id", "name", "source", "target_path")
+OPTIONAL = {"draft_path": str, "target_size": int, "draft_size": int, "target_sha256": str, "draft_sha256": str}
 
 
 def _damaged(path: Path, what: str) -> EngineError:

@@ -1,4 +1,5 @@
-"""The local model store: installed target/draft pairs, their registry, import, file checks, removal."""
+"""The local model store: installed target/draft pairs (a model of the user's own may have no draft), their
+registry, import, file checks, removal."""
 
 from __future__ import annotations
 
@@ -9,13 +10,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from engine.core.backend import Model, check_gguf_file
 from engine.core.paths import model_store_dir
-from engine.core.vocab import check_compatible
-from engine.errors import DiskFullError, EngineError, VocabMismatchError
+from engine.errors import DiskFullError, EngineError
 
 from . import offline, registry
 from .catalog import PairSpec
+from .pairfiles import check_model_file, check_pair_files, own_draft
 
 log = logging.getLogger(__name__)
 
@@ -31,16 +31,16 @@ class InstalledPair:
         id: Pair id (the catalog id for hub pairs).
         name: Display name.
         target_path: The target GGUF.
-        draft_path: The draft GGUF.
+        draft_path: The draft GGUF, or None for a target imported alone (it runs with lookup and ar).
         target_size: Target file size in bytes (0 if the file is missing).
-        draft_size: Draft file size in bytes (0 if the file is missing).
+        draft_size: Draft file size in bytes (0 if the file is missing or there is none).
         source: ``"offline"``, ``"hub"`` or ``"import"``.
     """
 
     id: str
     name: str
     target_path: Path
-    draft_path: Path
+    draft_path: Path | None
     target_size: int
     draft_size: int
     source: str
@@ -52,30 +52,6 @@ def installed_as(spec: PairSpec, pairs: list[InstalledPair]) -> InstalledPair | 
     same = [p for p in pairs if p.target_path.name == spec.target.filename
             and (p.target_size, p.draft_size) == (spec.target.size, spec.draft.size)]
     return next((p for p in pairs if p.id == spec.id), same[0] if same else None)
-
-
-def explain_mismatch(target: Path, draft: Path, exc: VocabMismatchError) -> VocabMismatchError:
-    """Reword a rule failure for users: which file cannot draft for which, why, and what to do."""
-    return VocabMismatchError(
-        f"{draft.name} cannot be the draft for {target.name}: {exc}. Speculative decoding needs both "
-        "models to share one tokenizer; pick a draft from the target's model family"
-    )
-
-
-def check_pair_files(target: Path, draft: Path) -> None:
-    """Apply llama.cpp's pairing rule to two local GGUF files (vocabularies only, fast).
-
-    Raises:
-        ModelLoadError: A file is missing, not GGUF, or llama.cpp refuses it.
-        VocabMismatchError: The draft's vocabulary does not match the target's (reason in plain words).
-    """
-    check_gguf_file(target)
-    check_gguf_file(draft)
-    with Model(target, vocab_only=True) as t, Model(draft, vocab_only=True) as d:
-        try:
-            check_compatible(t, d)
-        except VocabMismatchError as exc:
-            raise explain_mismatch(target, draft, exc) from exc
 
 
 def _slug(text: str) -> str:
@@ -138,15 +114,15 @@ class ModelStore:
             return str(path.resolve())
 
     def _pair(self, e: dict[str, Any]) -> InstalledPair:
-        t, d = self._path(e["target_path"]), self._path(e["draft_path"])
-        return InstalledPair(str(e["id"]), str(e["name"]), t, d, _size(t), _size(d), str(e["source"]))
+        t, d = self._path(e["target_path"]), self._path(e["draft_path"]) if e.get("draft_path") else None
+        return InstalledPair(str(e["id"]), str(e["name"]), t, d, _size(t), _size(d) if d else 0, str(e["source"]))
 
     def register(
         self,
         pair_id: str,
         name: str,
         target: Path,
-        draft: Path,
+        draft: Path | None,
         source: str,
         *,
         target_sha256: str | None = None,
@@ -161,8 +137,8 @@ class ModelStore:
             raise ValueError(f"unknown source {source!r}")
         entry = {
             "id": pair_id, "name": name, "source": source,
-            "target_path": self._stored(target), "draft_path": self._stored(draft),
-            "target_size": _size(target), "draft_size": _size(draft),
+            "target_path": self._stored(target), "draft_path": self._stored(draft) if draft else None,
+            "target_size": _size(target), "draft_size": _size(draft) if draft else None,
             "target_sha256": target_sha256, "draft_sha256": draft_sha256,
         }
         with self._lock:
@@ -193,7 +169,7 @@ class ModelStore:
         return next((p for p in self.installed() if p.id == pair_id), None)
 
     # -- import -----------------------------------------------------------------------------
-    def import_pair(self, target: Path, draft: Path, name: str | None = None) -> InstalledPair:
+    def import_pair(self, target: Path, draft: Path | None = None, name: str | None = None) -> InstalledPair:
         """Register GGUF files the user already has; they stay where they are.
 
         Their SHA-256 is recorded (reading both files: seconds for GB-sized models, so call this off a
@@ -201,8 +177,8 @@ class ModelStore:
 
         Args:
             target: The target GGUF.
-            draft: The draft GGUF.
-            name: Display name (default: ``"<target stem> + <draft stem>"``).
+            draft: The draft GGUF, or None: the target alone (it runs with the lookup and ar modes).
+            name: Display name (default: ``"<target stem> + <draft stem>"``, or the target's stem alone).
 
         Returns:
             The registered pair (the existing one if these exact files are already registered).
@@ -210,26 +186,34 @@ class ModelStore:
         Raises:
             ModelLoadError: A file is missing, not GGUF, or llama.cpp refuses it.
             VocabMismatchError: The draft cannot draft for the target (the reason says why).
+            EngineError: The draft is the target's own file.
         """
-        target, draft = Path(target).expanduser().resolve(), Path(draft).expanduser().resolve()
-        check_pair_files(target, draft)
+        target = Path(target).expanduser().resolve()
+        draft = Path(draft).expanduser().resolve() if draft is not None else None
+        if draft == target:
+            raise own_draft(target)
+        if draft is None:
+            check_model_file(target)
+        else:
+            check_pair_files(target, draft)
         entries = self._load()
-        stored = (self._stored(target), self._stored(draft))
-        same = next((e for e in entries.values() if (e["target_path"], e["draft_path"]) == stored), None)
-        if same is not None and same.get("target_sha256") and same.get("draft_sha256"):
+        stored = (self._stored(target), self._stored(draft) if draft else None)
+        same = next((e for e in entries.values() if (e["target_path"], e.get("draft_path")) == stored), None)
+        if same is not None and same.get("target_sha256") and (draft is None or same.get("draft_sha256")):
             return self._pair(same)
-        sums = {f"{role}_sha256": _sha256(path) for role, path in (("target", target), ("draft", draft))}
+        sums = {f"{role}_sha256": _sha256(path) for role, path in (("target", target), ("draft", draft)) if path}
         if same is not None:  # registered before imports recorded checksums
             return self.register(same["id"], same["name"], target, draft, "import", **sums)
-        base = f"local-{_slug(target.stem)}+{_slug(draft.stem)}"
+        base = f"local-{_slug(target.stem)}" + (f"+{_slug(draft.stem)}" if draft else "")
         pair_id, n = base, 2
         while pair_id in entries or pair_id == offline.PAIR_ID:
             pair_id, n = f"{base}-{n}", n + 1
-        return self.register(pair_id, name or f"{target.stem} + {draft.stem}", target, draft, "import", **sums)
+        default = f"{target.stem} + {draft.stem}" if draft else target.stem
+        return self.register(pair_id, name or default, target, draft, "import", **sums)
 
     # -- removal ----------------------------------------------------------------------------
     def _referenced(self, entries: dict[str, dict[str, Any]]) -> set[Path]:
-        return {self._path(e[k]).resolve() for e in entries.values() for k in ("target_path", "draft_path")}
+        return {self._path(e[k]).resolve() for e in entries.values() for k in ("target_path", "draft_path") if e.get(k)}
 
     def discard_files(self, paths: list[Path]) -> None:
         """Delete downloaded files (and their stamps) that no registered pair uses."""
@@ -263,7 +247,7 @@ class ModelStore:
             if off is None:
                 raise EngineError(f"no installed pair {pair_id!r}")
             for p in (off.target_path, off.draft_path):
-                for f in (p, p.with_name(p.name + ".verified")):
+                for f in (p, p.with_name(p.name + ".verified")) if p else ():
                     f.unlink(missing_ok=True)
             return
         with self._lock:
@@ -273,7 +257,7 @@ class ModelStore:
                 raise EngineError(
                     f"no installed pair {pair_id!r}; see: python -m engine models list --installed"
                 )
-            files = [self._path(entry["target_path"]), self._path(entry["draft_path"])]
+            files = [self._path(entry[k]) for k in ("target_path", "draft_path") if entry.get(k)]
             owned = entry["source"] == "hub"
             try:
                 self._save(entries)

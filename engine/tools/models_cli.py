@@ -43,9 +43,11 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     pf.add_argument("--quiet", action="store_true", help="no progress output")
     pf.set_defaults(func=cmd_pull_file)
 
-    imp = msub.add_parser("import", help="register GGUF files you already have as a pair (not moved)")
+    imp = msub.add_parser("import", help="register GGUF files you already have as a pair, or a target alone "
+                          "(not moved)")
     imp.add_argument("--target", type=Path, required=True, metavar="PATH")
-    imp.add_argument("--draft", type=Path, required=True, metavar="PATH")
+    imp.add_argument("--draft", type=Path, metavar="PATH",
+                     help="its draft (default: none; the target runs with lookup and ar; see: models drafts PATH)")
     imp.add_argument("--name", help="display name")
     imp.set_defaults(func=cmd_import)
 
@@ -82,7 +84,8 @@ def cmd_list(args: argparse.Namespace) -> int:
         for p in store.installed():
             print(f"{p.id}  [{p.source}]  {p.name}  {format_bytes(p.target_size + p.draft_size)}")
             print(f"    target: {p.target_path} ({format_bytes(p.target_size)})")
-            print(f"    draft:  {p.draft_path} ({format_bytes(p.draft_size)})")
+            print(f"    draft:  {p.draft_path} ({format_bytes(p.draft_size)})" if p.draft_path else
+                  "    draft:  none (lookup and ar; find one: python -m engine models drafts TARGET)")
         return 0
     installed = store.installed()
     ram, vram = system_memory()
@@ -161,7 +164,8 @@ def cmd_pull_file(args: argparse.Namespace) -> int:
 
 def cmd_import(args: argparse.Namespace) -> int:
     pair = ModelStore().import_pair(args.target, args.draft, args.name)
-    print(f"imported {pair.id}: {pair.name}")
+    print(f"imported {pair.id}: {pair.name}" + ("" if pair.draft_path else
+          f" (no draft: it runs with lookup and ar; find one: python -m engine models drafts {pair.target_path})"))
     return 0
 
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 import argparse
 import json
 from dataclasses import asdict
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from engine.errors import EngineError
@@ -26,9 +27,10 @@ def register(msub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg
     f = msub.add_parser("files", help="a Hub repository's GGUF models by quantisation, with size and fit")
     f.add_argument("repo", metavar="REPO")
     f.set_defaults(func=cmd_files)
-    d = msub.add_parser("drafts", help="drafts for a Hub model, checked from GGUF headers, best first")
-    d.add_argument("repo", metavar="REPO")
-    d.add_argument("filename", metavar="FILE")
+    d = msub.add_parser("drafts", help="drafts for a Hub model (REPO FILE) or a GGUF file on disk (FILE), checked "
+                        "from GGUF headers, best first")
+    d.add_argument("repo", metavar="REPO|FILE", help="the target's Hub repository, or alone: a GGUF file on disk")
+    d.add_argument("filename", nargs="?", metavar="FILE", help="with REPO: the target's file in it")
     d.set_defaults(func=cmd_drafts)
     for p in (s, f, d):
         p.add_argument("--json", action="store_true", help="print one JSON document")
@@ -81,18 +83,25 @@ def cmd_files(args: argparse.Namespace) -> int:
 
 
 def cmd_drafts(args: argparse.Namespace) -> int:
-    from engine.models.drafts import find_drafts
+    from engine.models.archs import arch_info
+    from engine.models.drafts import find_drafts, find_drafts_for_file
 
-    found = find_drafts(args.repo, args.filename)
+    if args.filename is None:  # one argument: a file of the user's own
+        found = find_drafts_for_file(Path(args.repo))
+    else:
+        found = find_drafts(args.repo, args.filename)
     if args.json:
-        _print_json({"target": asdict(found.target), "advice": found.advice,
+        _print_json({"target": asdict(found.target), "arch": found.arch, "advice": found.advice,
                      "candidates": [asdict(c) for c in found.candidates]})
         return 0
-    print(f"drafts for {found.target.repo}/{found.target.first} ({format_bytes(found.target.size)}), best first:")
+    t = found.target
+    where = f"{t.repo}/{t.first}" if t.repo else t.first
+    arch = arch_info(found.arch)
+    print(f"drafts for {where} ({format_bytes(t.size)}, {arch.label}: {arch.cost}), best first:")
     for c in found.candidates:
         where = f"{c.repo}/{c.filename}" if c.repo else f"{c.filename} (on disk)"
         size = format_bytes(c.size) if c.size else "?"
-        print(f"  {c.verdict:<12} {where}  {c.quant} {size}")
+        print(f"  {c.verdict:<12} {where}  {c.quant} {size}" + (f"  {arch_info(c.arch).label}" if c.arch else ""))
         print(f"      {c.reason}")
     if found.advice:
         print(found.advice)
