@@ -6,10 +6,24 @@ answer to an earlier search never overwrites a newer one.
 
 from __future__ import annotations
 
+from types import TracebackType
+
 from PySide6.QtCore import QObject, Signal, Slot
 
 from app.worker.boundary import WorkerBoundary
 from engine import ModelStore, hub_drafts, hub_search
+
+
+class HubBoundary(WorkerBoundary):
+    """:class:`WorkerBoundary` that says "offline: …" alone: no "Search failed: " before it."""
+
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                 tb: TracebackType | None) -> bool:
+        if isinstance(exc, hub_search.OfflineError):
+            self.failed = True
+            self.fail(str(exc))
+            return True
+        return super().__exit__(exc_type, exc, tb)
 
 
 class HubSearchWorker(QObject):
@@ -37,19 +51,19 @@ class HubSearchWorker(QObject):
     @Slot(int, str, int)
     def search(self, request: int, query: str, page: int) -> None:
         """One page of GGUF repositories matching ``query``."""
-        with WorkerBoundary("Search failed", lambda m: self.failed.emit(request, m)):
+        with HubBoundary("Search failed", lambda m: self.failed.emit(request, m)):
             self.searched.emit(request, hub_search.search(query, page=page))
 
     @Slot(int, str)
     def list_repo(self, request: int, repo: str) -> None:
         """A repository's models with their fit on this machine."""
-        with WorkerBoundary(f"Cannot list {repo}", lambda m: self.failed.emit(request, m)):
+        with HubBoundary(f"Cannot list {repo}", lambda m: self.failed.emit(request, m)):
             self.listed.emit(request, hub_search.repo_models(repo, self._memory))
 
     @Slot(int, str, str)
     def drafts(self, request: int, repo: str, filename: str) -> None:
         """Draft candidates for ``repo/filename``, each reported as it is decided, then ranked."""
-        with WorkerBoundary("Finding a draft failed", lambda m: self.failed.emit(request, m)):
+        with HubBoundary("Finding a draft failed", lambda m: self.failed.emit(request, m)):
             found = hub_drafts.find_drafts(repo, filename, store=self._store,
                                 on_candidate=lambda c: self.candidate.emit(request, c))
             self.drafts_found.emit(request, found)

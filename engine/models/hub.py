@@ -38,9 +38,11 @@ from .hub_http import (
     FreeBytes,
     NotEnoughSpaceError,
     NotFoundError,
+    OfflineError,
     ProgressCallback,
     RemoteFile,
     SizeMismatchError,
+    check_online,
     endpoint,
     headers,
     http_error,
@@ -61,6 +63,7 @@ __all__ = [
     "DownloadProgress",
     "NotEnoughSpaceError",
     "NotFoundError",
+    "OfflineError",
     "RemoteFile",
     "SizeMismatchError",
     "TooSlowError",
@@ -83,9 +86,11 @@ def remote_file(repo: str, filename: str, revision: str = "main") -> RemoteFile:
     Raises:
         NotFoundError: HTTP 404.
         AuthError: HTTP 401 or 403.
+        OfflineError: The Hub's name does not resolve (:func:`check_online`).
         DownloadError: Any other failure to reach the Hub.
     """
     repo, filename = repo_id(repo), file_name(filename)
+    check_online()
     base = endpoint()
     url = hf_hub_url(repo, filename, revision=revision, endpoint=base)
     try:

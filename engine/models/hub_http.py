@@ -6,11 +6,16 @@ again on every call so tests and users can point the app at another Hub.
 
 from __future__ import annotations
 
+import ipaddress
+import logging
 import os
 import re
+import socket
+import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from urllib.parse import urlsplit
 
 import httpx2
 from huggingface_hub import constants
@@ -20,10 +25,19 @@ from huggingface_hub.utils._headers import build_hf_headers  # mypy: not re-expo
 from engine.errors import EngineError
 
 SHA256 = re.compile(r"^[0-9a-f]{64}$")
+OFFLINE = "offline: the Hugging Face Hub cannot be reached"
+RESOLVE_WAIT_S = 1.5  # the Hub's name looked up before a call: a lookup still going after this lets the call try
+
+log = logging.getLogger(__name__)
+Resolve = Callable[[str, int], object]
 
 
 class DownloadError(EngineError):
     """A download failed (network, server); the partial file is kept for a resume."""
+
+
+class OfflineError(DownloadError):
+    """The Hub's host name does not resolve (no network, no name server): said at once, without retries."""
 
 
 class NotFoundError(DownloadError):
@@ -118,4 +132,72 @@ def http_error(exc: HfHubHTTPError, repo: str, filename: str) -> DownloadError:
 
 
 def transport_error(exc: httpx2.HTTPError) -> DownloadError:
+    if _name_error(exc) is not None:  # the name stopped resolving during the call
+        return OfflineError(offline_text(_host()))
     return DownloadError(f"cannot reach {endpoint()}: {exc or type(exc).__name__}")
+
+
+def offline_text(host: str) -> str:
+    """What an :class:`OfflineError` says: :data:`OFFLINE`, the name that did not resolve and what to check."""
+    return f"{OFFLINE} ({host} does not resolve; check the network connection)"
+
+
+def _name_error(exc: BaseException | None) -> socket.gaierror | None:
+    """The failed name lookup behind ``exc``, if one is in its chain of causes."""
+    seen = 0
+    while exc is not None and seen < 16:
+        if isinstance(exc, socket.gaierror):
+            return exc
+        exc, seen = exc.__cause__ or exc.__context__, seen + 1
+    return None
+
+
+def _host() -> str:
+    return urlsplit(endpoint()).hostname or endpoint()
+
+
+def _is_address(host: str) -> bool:
+    try:
+        ipaddress.ip_address(host)
+    except ValueError:
+        return False
+    return True
+
+
+def check_online(wait_s: float = RESOLVE_WAIT_S, resolve: Resolve | None = None) -> None:
+    """Look the Hub's host name up before a call: a name that does not resolve is :class:`OfflineError` at once.
+
+    huggingface_hub retries a failed connection five times with back-off (about 23 s) before it gives up, and
+    then says only "[Errno -2] Name or service not known". A lookup that has not answered within ``wait_s``
+    (a slow name server) lets the call go on and try for itself; an IP address is never looked up.
+
+    Raises:
+        OfflineError: The name does not resolve.
+    """
+    parts = urlsplit(endpoint())
+    host = parts.hostname
+    if not host or _is_address(host):
+        return
+    try:
+        port = parts.port or (443 if parts.scheme == "https" else 80)
+    except ValueError:
+        return  # a malformed port: the call says what is wrong with the endpoint
+    lookup: Resolve = resolve or (lambda h, p: socket.getaddrinfo(h, p, type=socket.SOCK_STREAM))
+    failed: list[socket.gaierror] = []
+
+    def run() -> None:
+        try:
+            lookup(host, port)
+        except socket.gaierror as exc:
+            failed.append(exc)
+        except OSError as exc:  # anything else is the call's to report
+            log.info("looking up %s: %s", host, exc)
+
+    worker = threading.Thread(target=run, name="hub-lookup", daemon=True)  # a hung name server: never waited out
+    worker.start()
+    worker.join(wait_s)
+    if failed:
+        log.info("looking up %s: %s", host, failed[0])
+        raise OfflineError(offline_text(host))
+    if worker.is_alive():
+        log.info("the lookup of %s took over %.1f s; the call goes on", host, wait_s)

@@ -19,7 +19,7 @@ import httpx2
 from huggingface_hub import HfApi, get_session
 from huggingface_hub.errors import HfHubHTTPError, OfflineModeIsEnabled
 
-from .hub_http import AuthError, DownloadError, NotFoundError, endpoint, transport_error
+from .hub_http import AuthError, DownloadError, NotFoundError, check_online, endpoint, transport_error
 
 T = TypeVar("T")
 
@@ -87,9 +87,12 @@ def call(fn: Callable[[HfApi], T], repo: str | None = None, *, sleep: Callable[[
 
     ``fn`` must finish its requests before it returns (turn huggingface_hub's lazy listings into lists).
 
+    The Hub's name is looked up first (:func:`check_online`): offline, the call fails at once.
+
     Raises:
-        RateLimitError, NotFoundError, AuthError, BadAnswerError, DownloadError.
+        OfflineError, RateLimitError, NotFoundError, AuthError, BadAnswerError, DownloadError.
     """
+    check_online()
     for attempt in (1, 2):
         _install_hook()
         _guard.on = True

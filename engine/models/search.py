@@ -21,6 +21,7 @@ from . import hubapi
 from .catalog import Arch, fit_bytes, model_bytes
 from .headers import HeaderReader, NotGgufError
 from .hub_http import DownloadError
+from .hub_http import OfflineError as OfflineError  # the search pane tells it apart
 from .hubnames import MAX_FILE, count, repo_id, shown
 
 DEFAULT_LIMIT = 20  # repositories per page: one screen of results
