@@ -174,10 +174,12 @@ BAD_CHAT = [
     ({"top_k": -1}, "top_k", "greater than or equal to 0"),
     ({"min_p": 1.0}, "min_p", "less than 1"),
     ({"seed": -1}, "seed", "greater than or equal to 0"),
-    ({"n": 2}, "n", "n=1"),
+    ({"n": 17}, "n", "less than or equal to 16"),
+    ({"n": 0}, "n", "greater than or equal to 1"),
     ({"stop": ["a", "b", "c", "d", "e"]}, "stop", "at most 4"),
     ({"mode": "turbo"}, "mode", "turbo"),
-    ({"logprobs": True}, "logprobs", "not supported"),
+    ({"top_logprobs": 2}, "top_logprobs", "needs logprobs"),
+    ({"logprobs": True, "top_logprobs": 21}, "top_logprobs", "less than or equal to 20"),
     ({"messages": [{"role": "user", "content": "word " * (CTX + 100)}]}, "messages", "context holds only"),
 ]
 

@@ -5,29 +5,25 @@ from __future__ import annotations
 import asyncio
 import secrets
 import time
-import uuid
-from collections.abc import AsyncIterator
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 from fastapi import FastAPI, Request
 from fastapi.middleware.cors import CORSMiddleware
-from fastapi.responses import JSONResponse, Response, StreamingResponse
+from fastapi.responses import Response, StreamingResponse
 from starlette.background import BackgroundTask
 from starlette.concurrency import run_in_threadpool
 
 from engine import GenerationParams, ParameterError, SamplingParams
-from engine.chat.budget import ThinkingBudget
-from engine.chat.family import CONTENT, THINKING, ToolCall
 from engine.chat.format import ChatFormat
 from engine.core.gumbel import fingerprint
 from engine.errors import ModelFileChangedError
 from engine.process import EngineStopped
 
-from . import endpoints, errors, replies
-from .chatreply import ChatReply, delta_calls, finish_reason, joined, message_calls, piece_chunk
-from .config import FinishedRequest, RunningRequest, ServerConfig
+from . import choices, endpoints, errors
+from .choices import Run, client_gone
+from .config import ServerConfig
 from .errors import APIError
 from .gate import Gate, QueueFull
 from .guard import BearerAuth, BodyLimit, HostGuard
@@ -35,12 +31,6 @@ from .health import check_engine, engine_health
 from .job import Job, MiddleEnd, Outcome, ServedEngine, engine_failure, longest_piece
 from .schemas import ChatCompletionRequest, CompletionRequest
 from .structured import ChatPlan, VocabModel
-
-
-async def client_gone(request: Request) -> None:
-    """Return when the client disconnects (the body has been read, so only a disconnect can arrive)."""
-    while (await request.receive())["type"] != "http.disconnect":
-        pass
 
 
 class Service:
@@ -149,6 +139,7 @@ class Service:
                     prompt: list[int], prompt_field: str, extras: dict[str, Any], plan: ChatPlan | None = None,
                     middle: MiddleEnd | None = None) -> Response:
         params = self.params(body, len(prompt), prompt_field, extras)
+        vocab = await self.ask(self.vocab.get) if body.logprob_top is not None else None  # the tokens' texts
         if not await self.wait_turn(request):
             return APIError(400, "the client disconnected", code="client_disconnected").response()
         if self.closing:
@@ -163,117 +154,23 @@ class Service:
         except APIError:
             self.gate.release()
             raise
-        rid = ("chatcmpl-" if kind == replies.CHAT else "cmpl-") + uuid.uuid4().hex[:24]
-        loop = asyncio.get_running_loop()
-
-        def on_end(out: Outcome) -> None:  # worker thread, once the engine is free
-            st = out.stats
-            finish = "error" if out.error else "cancelled" if out.cancelled else out.finish_reason
-            self.gate.finished(FinishedRequest(
-                rid, kind, len(prompt), st.new_tokens if st else 0, finish, st.seconds if st else 0.0,
-                st.tokens_per_second if st else 0.0, params.mode))
-            try:
-                loop.call_soon_threadsafe(self._ended, rid)
-            except RuntimeError:  # the server's loop has closed
-                pass
-
-        try:
-            budget = None if plan is None else ThinkingBudget(plan.family, plan.section, plan.thinking_budget)
-            job = Job(self.engine, prompt, params, body.stop_strings,
-                      lambda n: self.gate.progressed(rid, n), on_end, budget, middle)
-            self.gate.started(RunningRequest(rid, kind, body.stream, len(prompt), 0, time.time()))
-            job.start()
-        except BaseException:
-            self.gate.release()
-            raise
-        self.jobs[rid] = job
+        run = Run(self, kind, body, prompt, params, plan, middle, vocab)
+        run.start(0)  # the gate goes back if it cannot start
         files = self.engine.files.stamps  # with the build and scheme: whether a seed can repeat its reply
-        head = (kind, rid, int(time.time()), self.model_id, fingerprint(files, params.sampling.scheme))
+        head = (kind, run.rid, int(time.time()), self.model_id, fingerprint(files, params.sampling.scheme))
         if body.stream:
             # the background task also runs when the client leaves before the stream's first byte
-            return StreamingResponse(self._stream(job, head, body, len(prompt), plan), media_type="text/event-stream",
+            return StreamingResponse(choices.stream(run, head), media_type="text/event-stream",
                                      headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"},
-                                     background=BackgroundTask(job.cancel))
-        return await self._whole(request, job, head, len(prompt), plan)
+                                     background=BackgroundTask(run.stop))
+        return await choices.whole(run, request, head)
 
-    async def _whole(self, request: Request, job: Job, head: tuple[str, str, int, str, str], n_prompt: int,
-                     plan: ChatPlan | None) -> Response:
-        async def collect() -> str:
-            return "".join([piece async for piece in job.pieces()])
-
-        task = asyncio.ensure_future(collect())
-        gone = asyncio.ensure_future(client_gone(request))
-        try:
-            await asyncio.wait({task, gone}, return_when=asyncio.FIRST_COMPLETED)
-            if not task.done():  # the client left: stop the generation, then let it wind down
-                job.cancel()
-            text = await task
-        finally:
-            gone.cancel()
-            job.cancel()
-        out = job.outcome
-        if out.error is not None or (out.cancelled and self.closing):
-            raise self._failure(out)
-        found: list[ToolCall] = []
-        reasoning, n_thinking = "", 0
-        if plan is not None:  # a chat reply: thinking and tool calls leave the text
-            reply = ChatReply(plan)
-            pieces = reply.feed(text)
-            rest, found = reply.finish()
-            text, reasoning = joined([*pieces, *rest], CONTENT), joined([*pieces, *rest], THINKING)
-            n_thinking = out.reasoning_tokens
-            if found:
-                text = text.strip()
-        legacy = plan is not None and plan.legacy
-        return JSONResponse(replies.whole(*head, text, finish_reason(found, legacy, out.finish_reason), n_prompt,
-                                          out.stats, message_calls(found, legacy), reasoning.strip(), n_thinking))
-
-    async def _stream(self, job: Job, head: tuple[str, str, int, str, str], body: ChatCompletionRequest |
-                      CompletionRequest, n_prompt: int, plan: ChatPlan | None) -> AsyncIterator[str]:
-        reply = ChatReply(plan) if plan is not None else None
-        try:
-            if head[0] == replies.CHAT:
-                yield replies.sse(replies.chunk(*head, role=True, text=""))
-            cut = False  # the server stops: text made but not yet sent is not sent, the reply is cut
-            async for piece in job.pieces():
-                if self.closing:
-                    cut = True
-                    break
-                if reply is None:
-                    yield replies.sse(replies.chunk(*head, text=piece))
-                    continue
-                for part in reply.feed(piece):
-                    yield replies.sse(piece_chunk(head, part))
-            out = job.outcome
-            if out.error is not None or cut or (out.cancelled and self.closing):
-                self.gate.count_failure()
-                yield replies.sse(self._failure(out).body())
-            else:
-                rest, found = reply.finish() if reply is not None else ([], [])
-                legacy = plan is not None and plan.legacy
-                for part in rest:
-                    yield replies.sse(piece_chunk(head, part))
-                if found:
-                    yield replies.sse(replies.chunk(*head, calls=delta_calls(found, legacy)))
-                yield replies.sse(replies.chunk(*head, finish=finish_reason(found, legacy, out.finish_reason),
-                                                stats=out.stats))
-                if body.include_usage:
-                    yield replies.sse(replies.usage_chunk(*head, n_prompt, out.stats, out.reasoning_tokens))
-            yield replies.sse("[DONE]")
-        finally:  # also when the client has gone: stop the generation within one round
-            job.cancel()
-
-    def _failure(self, out: Outcome) -> APIError:
+    def failure(self, out: Outcome) -> APIError:
         """The error for a generation that failed, or that the server cut short because it is stopping."""
         if out.error is not None:
             return engine_failure(out.error)
         return APIError(503, "the server stopped before the reply was finished: it was cut short",
                         code="server_stopping")
-
-    def _ended(self, rid: str) -> None:
-        """On the loop, once a generation has freed the engine."""
-        self.jobs.pop(rid, None)
-        self.gate.release()
 
     def cancel_all(self) -> None:
         """Stop every generation and start no new one (the server is stopping)."""

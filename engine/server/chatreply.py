@@ -61,11 +61,12 @@ class ChatReply:
         return held, calls
 
 
-def piece_chunk(head: tuple[str, str, int, str, str], part: Piece) -> dict[str, Any]:
-    """The chunk of one piece of a chat reply: content, or reasoning_content for thinking."""
+def piece_chunk(head: tuple[str, str, int, str, str], part: Piece, index: int = 0,
+                logprobs: dict[str, Any] | None = None) -> dict[str, Any]:
+    """The chunk of one piece of a chat reply (choice ``index``): content, or reasoning_content for thinking."""
     if part.kind == THINKING:
-        return replies.chunk(*head, reasoning=part.text)
-    return replies.chunk(*head, text=part.text)
+        return replies.chunk(*head, reasoning=part.text, index=index, logprobs=logprobs)
+    return replies.chunk(*head, text=part.text, index=index, logprobs=logprobs)
 
 
 def joined(pieces: Sequence[Piece], kind: str) -> str:

@@ -11,7 +11,7 @@ from fastapi.responses import Response
 from engine import ChatTemplateError, ParameterError
 from engine.core.fim import fim_ends, fim_tokens, suffix_head
 
-from . import errors, replies, responses, responsestream
+from . import embeddings, errors, replies, responses, responsestream
 from .errors import APIError
 from .job import MiddleEnd
 from .schemas import ChatCompletionRequest, CompletionRequest
@@ -38,6 +38,10 @@ def add(app: FastAPI, service: Service) -> None:
         chat_body = responses.chat_request(body)
         done = await chat(service, request, chat_body)
         return responsestream.stream(body, service.model_id, done) if body.stream else responses.reply(body, done)
+
+    @app.post("/v1/embeddings")
+    async def create_embeddings(request: Request) -> Response:
+        return await embeddings.create(service, request, await request.body())
 
 
 async def chat(service: Service, request: Request, body: ChatCompletionRequest) -> Response:

@@ -22,7 +22,8 @@ _COMMON: dict[str, tuple[str, str]] = {
     "seed": (NOTED, "one seed gives one reply in every mode, auto included (coupled sampling, the default); "
              "system_fingerprint changes with the model files, llama.cpp's build or the scheme, when it may not"),
     "stop": (HONOURED, "up to 4 strings, cut from the reply"),
-    "n": (NOTED, "1 only; more is refused"),
+    "n": (NOTED, "1 to 16 choices, each a generation of its own, one after another; choice i samples with seed + i "
+          "(mod 2**32), so choice 0 is the n=1 reply"),
     "stream": (HONOURED, ""),
     "stream_options": (HONOURED, "include_usage"),
     "logit_bias": (HONOURED, "token ids of the target's vocabulary, -100 to 100; applied to the target's "
@@ -45,8 +46,10 @@ CHAT: dict[str, tuple[str, str]] = {
     "parallel_tool_calls": (NOTED, "auto may return several calls; required and named return one"),
     "functions": (NOTED, "legacy: mapped onto tools; the reply carries function_call"),
     "function_call": (NOTED, "legacy: mapped onto tool_choice"),
-    "logprobs": (REFUSED, "not computed: true is refused"),
-    "top_logprobs": (REFUSED, "not computed: refused"),
+    "logprobs": (NOTED, "the target's own log-probabilities (the raw logits row's log-softmax, before temperature, "
+                 "bias or grammar) in every mode, from the rows its verification read; every reply token, thinking "
+                 "included"),
+    "top_logprobs": (HONOURED, "0 to 20; needs logprobs"),
     "audio": (REFUSED, "no audio output"),
     "modalities": (REFUSED, "text only: anything but [\"text\"] is refused"),
     "prediction": (REFUSED, "predicted outputs are not supported"),
@@ -69,7 +72,7 @@ COMPLETIONS: dict[str, tuple[str, str]] = {
     "prompt": (NOTED, "one string (or a list holding one)"),
     "suffix": (NOTED, "fill-in-the-middle with the model's FIM tokens (400 for a model without them)"),
     "echo": (REFUSED, "true is refused"),
-    "logprobs": (REFUSED, "not computed: refused"),
+    "logprobs": (NOTED, "0 to 5 alternatives per token, as chat's logprobs are computed"),
     "best_of": (REFUSED, "1 only"),
 }
 EXTENSIONS: dict[str, str] = {
@@ -82,7 +85,7 @@ EXTENSIONS: dict[str, str] = {
 
 # The value of each refused field that asks for nothing (sent by clients that fill in every default).
 _HARMLESS: dict[str, tuple[Any, ...]] = {
-    "logprobs": (None, False, 0), "top_logprobs": (None, 0), "audio": (None,), "modalities": (None, ["text"]),
+    "audio": (None,), "modalities": (None, ["text"]),
     "prediction": (None,), "web_search_options": (None,), "verbosity": (None,), "moderation": (None, False),
     "echo": (None, False), "best_of": (None, 1),
 }
@@ -97,4 +100,5 @@ def refuse(data: dict[str, Any], table: dict[str, tuple[str, str]]) -> None:
 # One line for the app's server panel: what a client can count on, and what is refused.
 SUPPORTS = ("Chat and completions, streamed or whole; JSON mode and JSON schemas (exact under speculation); tool "
             "calls where the model's chat template has them; fill-in-the-middle on models with FIM tokens; "
-            "logit bias and penalties; /v1/responses. Refused with a 400: logprobs, n > 1, audio.")
+            "logit bias and penalties; logprobs; n choices; embeddings; /v1/responses and Anthropic's "
+            "/v1/messages. Refused with a 400: audio.")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from typing import Any
 
 from engine import GenerationStats
@@ -35,11 +36,15 @@ def speculation(stats: GenerationStats) -> dict[str, Any]:
     return out
 
 
-def usage(prompt_tokens: int, stats: GenerationStats | None, reasoning_tokens: int = 0) -> dict[str, Any]:
-    """Token counts; ``reasoning_tokens``: the completion's tokens that were thinking (counted in completion);
-    ``cached_tokens``: the prompt's tokens the engine found already read (a prefix shared with the request before)."""
-    completion = stats.new_tokens if stats is not None else 0
-    cached = stats.prompt_cached if stats is not None else 0  # the prompt's prefix the engine did not read again
+def usage(prompt_tokens: int, stats: GenerationStats | Sequence[GenerationStats | None] | None,
+          reasoning_tokens: int = 0) -> dict[str, Any]:
+    """Token counts (``stats``: one reply's, or each choice's: their completions add up); ``reasoning_tokens``: the
+    completion's tokens that were thinking (counted in completion); ``cached_tokens``: the prompt's tokens the engine
+    found already read (a prefix shared with the request before), as the first choice found them."""
+    every = [stats] if stats is None or isinstance(stats, GenerationStats) else list(stats)
+    completion = sum(s.new_tokens for s in every if s is not None)
+    first = every[0] if every else None
+    cached = first.prompt_cached if first is not None else 0  # the prompt's prefix the engine did not read again
     return {"prompt_tokens": prompt_tokens, "completion_tokens": completion, "total_tokens": prompt_tokens + completion,
             "prompt_tokens_details": {"cached_tokens": min(cached, prompt_tokens)},
             "completion_tokens_details": {"reasoning_tokens": min(reasoning_tokens, completion)}}
@@ -51,37 +56,45 @@ def _head(kind: str, rid: str, created: int, model: str, fingerprint: str, chunk
     return {"id": rid, "object": obj, "created": created, "model": model, "system_fingerprint": fingerprint}
 
 
-def whole(
-    kind: str, rid: str, created: int, model: str, fingerprint: str, text: str, finish: str, prompt_tokens: int,
-    stats: GenerationStats | None, calls: dict[str, Any] | None = None, reasoning: str = "",
-    reasoning_tokens: int = 0,
-) -> dict[str, Any]:
-    """A non-streamed reply; ``calls``: the message's tool-call fields (:mod:`.chatreply`; content None with
-    calls and no text, as OpenAI sends it)."""
-    choice: dict[str, Any] = {"index": 0, "finish_reason": finish, "logprobs": None}
+def choice(kind: str, index: int, text: str, finish: str, calls: dict[str, Any] | None = None,
+           reasoning: str = "", logprobs: dict[str, Any] | None = None) -> dict[str, Any]:
+    """One choice of a non-streamed reply; ``calls``: the message's tool-call fields (:mod:`.chatreply`; content
+    None with calls and no text, as OpenAI sends it)."""
+    out: dict[str, Any] = {"index": index, "finish_reason": finish, "logprobs": logprobs}
     if kind == CHAT:
         content = None if calls and not text else text
-        choice["message"] = {"role": "assistant", "content": content, "refusal": None, **(calls or {})}
+        out["message"] = {"role": "assistant", "content": content, "refusal": None, **(calls or {})}
         if reasoning:
-            choice["message"]["reasoning_content"] = reasoning
+            out["message"]["reasoning_content"] = reasoning
     else:
-        choice["text"] = text
+        out["text"] = text
+    return out
+
+
+def whole(kind: str, rid: str, created: int, model: str, fingerprint: str, choices: list[dict[str, Any]],
+          prompt_tokens: int, stats: Sequence[GenerationStats | None], reasoning_tokens: int = 0) -> dict[str, Any]:
+    """A non-streamed reply of ``choices`` (:func:`choice`), ``stats`` each one's; ``speculation`` is the first's
+    (and each choice carries its own when there are several)."""
     out = _head(kind, rid, created, model, fingerprint, chunk=False)
-    out["choices"] = [choice]
+    if len(choices) > 1:
+        for c, st in zip(choices, stats, strict=True):
+            if st is not None:
+                c["speculation"] = speculation(st)
+    out["choices"] = choices
     out["usage"] = usage(prompt_tokens, stats, reasoning_tokens)
-    if stats is not None:
-        out["speculation"] = speculation(stats)
+    if stats and stats[0] is not None:
+        out["speculation"] = speculation(stats[0])
     return out
 
 
 def chunk(
     kind: str, rid: str, created: int, model: str, fingerprint: str, *, text: str | None = None, role: bool = False,
     finish: str | None = None, stats: GenerationStats | None = None, calls: dict[str, Any] | None = None,
-    reasoning: str | None = None,
+    reasoning: str | None = None, index: int = 0, logprobs: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
-    """One streamed piece: text, the opening role (chat), tool calls (``calls``: :func:`.chatreply.delta_calls`),
-    or the closing finish reason with stats."""
-    choice: dict[str, Any] = {"index": 0, "finish_reason": finish, "logprobs": None}
+    """One streamed piece of choice ``index``: text, the opening role (chat), tool calls (``calls``:
+    :func:`.chatreply.delta_calls`), or the closing finish reason with stats."""
+    out_choice: dict[str, Any] = {"index": index, "finish_reason": finish, "logprobs": logprobs}
     if kind == CHAT:
         delta: dict[str, Any] = {}
         if role:
@@ -91,18 +104,18 @@ def chunk(
         if reasoning is not None:
             delta["reasoning_content"] = reasoning
         delta.update(calls or {})
-        choice["delta"] = delta
+        out_choice["delta"] = delta
     else:
-        choice["text"] = text or ""
+        out_choice["text"] = text or ""
     out = _head(kind, rid, created, model, fingerprint, chunk=True)
-    out["choices"] = [choice]
+    out["choices"] = [out_choice]
     if stats is not None:
         out["speculation"] = speculation(stats)
     return out
 
 
 def usage_chunk(kind: str, rid: str, created: int, model: str, fingerprint: str, prompt_tokens: int,
-                stats: GenerationStats | None, reasoning_tokens: int = 0) -> dict[str, Any]:
+                stats: Sequence[GenerationStats | None], reasoning_tokens: int = 0) -> dict[str, Any]:
     """The last chunk when ``stream_options.include_usage`` is set: no choices, only usage."""
     out = _head(kind, rid, created, model, fingerprint, chunk=True)
     out["choices"] = []

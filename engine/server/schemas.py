@@ -11,10 +11,14 @@ from typing import Any, ClassVar, Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from . import fields
+from .errors import APIError
 from .formats import FunctionCallSpec, FunctionName, FunctionSpec, NamedChoice, ResponseFormat, ToolCallSpec, ToolSpec
 
 ROLES = ("system", "user", "assistant", "developer", "tool", "function")  # developer: OpenAI's newer system
 MAX_STOPS = 4
+MAX_N = 16  # choices per request: each is a generation of its own, run one after another on the one engine
+MAX_TOP_LOGPROBS = 20  # chat's top_logprobs range, as OpenAI's
+MAX_TEXT_LOGPROBS = 5  # completions' logprobs range, as OpenAI's
 
 
 class ChatMessage(BaseModel):
@@ -80,7 +84,7 @@ class _Sampling(BaseModel):
     min_p: float = Field(default=0.0, ge=0.0, lt=1.0)  # extension
     seed: int | None = Field(default=None, ge=0, le=2**32 - 1)
     stop: Any = None
-    n: int = 1
+    n: int = Field(default=1, ge=1, le=MAX_N)
     stream: bool = False
     stream_options: StreamOptions | None = None
     mode: Literal["ar", "sd", "ssd", "lookup", "auto"] | None = None  # extension: this request's speculation mode
@@ -105,13 +109,6 @@ class _Sampling(BaseModel):
             return list(value)
         raise ValueError("stop must be a string or a list of strings")
 
-    @field_validator("n")
-    @classmethod
-    def _one(cls, value: int) -> int:
-        if value != 1:
-            raise ValueError(f"only n=1 is supported, got {value}")
-        return value
-
     @property
     def stop_strings(self) -> list[str]:
         return list(self.stop or ())
@@ -133,7 +130,21 @@ class ChatCompletionRequest(_Sampling):
     reasoning_effort: Literal["none", "minimal", "low", "medium", "high"] | None = None
     chat_template_kwargs: dict[str, Any] | None = None  # extension: variables for the model's chat template
     thinking_budget: int | None = Field(default=None, ge=0)  # extension: thinking tokens before the answer is due
+    logprobs: bool = False
+    top_logprobs: int | None = Field(default=None, ge=0, le=MAX_TOP_LOGPROBS)
     FIELDS = fields.CHAT
+
+    @model_validator(mode="after")
+    def _top_needs_logprobs(self) -> ChatCompletionRequest:
+        if self.top_logprobs and not self.logprobs:
+            raise APIError(400, "top_logprobs: needs logprobs set to true", param="top_logprobs",
+                           code="invalid_value")
+        return self
+
+    @property
+    def logprob_top(self) -> int | None:
+        """The alternatives per token to report (None: no logprobs asked for)."""
+        return (self.top_logprobs or 0) if self.logprobs else None
 
     @property
     def legacy(self) -> bool:
@@ -169,7 +180,12 @@ class CompletionRequest(_Sampling):
     prompt: Any
     max_tokens: int | None = Field(default=16, gt=0)  # OpenAI's default for completions
     suffix: str | None = None
+    logprobs: int | None = Field(default=None, ge=0, le=MAX_TEXT_LOGPROBS)
     FIELDS = fields.COMPLETIONS
+
+    @property
+    def logprob_top(self) -> int | None:
+        return self.logprobs
 
     @field_validator("prompt")
     @classmethod

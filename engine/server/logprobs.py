@@ -1,0 +1,174 @@
+"""``logprobs`` / ``top_logprobs``: the engine a job generates on, with the row tap on
+(:mod:`engine.speculative.logprobs`), and the figures in OpenAI's two shapes (chat's ``content`` entries,
+completions' ``tokens`` / ``token_logprobs`` / ``top_logprobs`` / ``text_offset``).
+
+An engine here taps its target on the generating thread; an engine in a process of its own runs the tapped
+generation as a task there and reports each token with its figures. Token texts come from the target's
+vocabulary here (:class:`~.structured.VocabModel`).
+"""
+
+from __future__ import annotations
+
+import queue
+import threading
+from collections.abc import Iterator, Sequence
+from typing import Any, cast
+
+from engine import Engine, GenerationParams, GenerationStats
+from engine.core.backend import Model
+from engine.generation import TokenEvent
+from engine.process import RemoteEngine
+from engine.speculative.logprobs import TASK, Figures, TappedGeneration
+
+from .job import ServedEngine
+
+_POLL_S = 0.02  # how often a waiting remote generation looks at its stop Event
+
+
+class _EitherStop(threading.Event):
+    """Set when this one is set or the caller's is: a task in the engine process has one stop Event."""
+
+    def __init__(self, other: threading.Event | None) -> None:
+        super().__init__()
+        self._other = other
+
+    def is_set(self) -> bool:
+        return super().is_set() or (self._other is not None and self._other.is_set())
+
+
+class RemoteTapped:
+    """A tapped generation in the engine process, iterated like a Generation (``stats`` complete after it)."""
+
+    def __init__(self, engine: RemoteEngine, prompt: Sequence[int], params: GenerationParams,
+                 stop: threading.Event | None, top: int, sink: list[Figures | None]) -> None:
+        self.stats = GenerationStats(mode=params.mode, prompt_tokens=len(prompt))
+        self.tokens: list[int] = []
+        self._sink = sink
+        self._halt = _EitherStop(stop)
+        self._events: queue.Queue[tuple[str, Any]] = queue.Queue()
+        self._ended = False
+        args = (tuple(prompt), params, top)
+
+        def run() -> None:
+            try:
+                stats = engine.run_task(TASK, args, self._halt, lambda v: self._events.put(("token", v)))
+                self._events.put(("done", stats))
+            except BaseException as exc:  # handed to the iterating thread, which raises it there
+                self._events.put(("error", exc))
+
+        self._thread = threading.Thread(target=run, name="ssd-chat-server-logprobs", daemon=True)
+        self._thread.start()
+
+    def _next(self) -> tuple[str, Any]:
+        while True:
+            try:
+                return self._events.get(timeout=_POLL_S)
+            except queue.Empty:
+                continue
+
+    def __iter__(self) -> Iterator[TokenEvent]:
+        try:
+            while not self._ended:
+                kind, value = self._next()
+                if kind == "token":
+                    token, text, from_draft, n_round, figures = value
+                    self.tokens.append(token)
+                    self._sink.append(figures)
+                    yield TokenEvent(token, text, from_draft, n_round)
+                else:
+                    self._end(kind, value)
+        finally:
+            self.close()
+
+    def _end(self, kind: str, value: Any) -> None:
+        self._ended = True
+        if kind == "error":
+            raise value
+        self.stats = value
+
+    def close(self) -> None:
+        """Stop the task and wait until the engine has let go of it (idempotent; never raises)."""
+        self._halt.set()
+        while not self._ended:
+            kind, value = self._next()
+            if kind != "token":
+                try:
+                    self._end(kind, value)
+                except Exception:  # the generation's own error was the caller's to read
+                    return
+        if not self.stats.finish_reason:
+            self.stats.finish_reason = "stopped"
+
+
+class TappedEngine:
+    """What a :class:`~.job.Job` generates on when the request asks for logprobs; the figures of each token the
+    job reads land in ``sink``, in order."""
+
+    def __init__(self, engine: ServedEngine, top: int) -> None:
+        self._engine = engine
+        self.top = top
+        self.sink: list[Figures | None] = []
+        self._read = 0
+
+    def generate(self, prompt: Sequence[int], params: GenerationParams,
+                 stop: threading.Event | None = None) -> Any:
+        if isinstance(self._engine, Engine):
+            return TappedGeneration(self._engine, prompt, params, stop, self.top, self.sink)
+        return RemoteTapped(self._engine, prompt, params, stop, self.top, self.sink)
+
+    def markup_tokens(self, text: str) -> list[int]:
+        return self._engine.markup_tokens(text)
+
+    def served(self) -> ServedEngine:
+        """This, as the engine a Job takes (it uses ``generate`` and ``markup_tokens`` alone)."""
+        return cast(ServedEngine, self)
+
+    def take(self) -> list[Figures | None]:
+        """The figures that came since the last take (the worker thread appends; this reads up to a length)."""
+        n = len(self.sink)
+        out, self._read = self.sink[self._read:n], n
+        return out
+
+
+def _piece(model: Model, token: int) -> tuple[str, list[int]]:
+    raw = model.token_bytes(token, special=True)
+    return raw.decode("utf-8", "replace"), list(raw)
+
+
+def chat_entries(model: Model, figures: Sequence[Figures | None]) -> list[dict[str, Any]]:
+    """Chat's ``logprobs.content`` entries: token, logprob, bytes and the top alternatives."""
+    out: list[dict[str, Any]] = []
+    for f in figures:
+        if f is None:
+            continue
+        token, lp, best = f
+        text, raw = _piece(model, token)
+        tops = []
+        for t, tlp in best:
+            ttext, traw = _piece(model, t)
+            tops.append({"token": ttext, "logprob": tlp, "bytes": traw})
+        out.append({"token": text, "logprob": lp, "bytes": raw, "top_logprobs": tops})
+    return out
+
+
+def chat_logprobs(model: Model, figures: Sequence[Figures | None]) -> dict[str, Any]:
+    return {"content": chat_entries(model, figures), "refusal": None}
+
+
+def text_logprobs(model: Model, figures: Sequence[Figures | None], offset: int = 0) -> dict[str, Any]:
+    """Completions' ``logprobs`` object; ``offset``: characters of the reply before these tokens."""
+    tokens: list[str] = []
+    values: list[float] = []
+    tops: list[dict[str, float]] = []
+    offsets: list[int] = []
+    for f in figures:
+        if f is None:
+            continue
+        token, lp, best = f
+        text = _piece(model, token)[0]
+        tokens.append(text)
+        values.append(lp)
+        tops.append({_piece(model, t)[0]: tlp for t, tlp in best})
+        offsets.append(offset)
+        offset += len(text)
+    return {"tokens": tokens, "token_logprobs": values, "top_logprobs": tops, "text_offset": offsets}
