@@ -56,6 +56,7 @@ from .errors import (
     VocabMismatchError,
 )
 from .generation import Generation, TokenEvent
+from .models import archs as model_archs
 from .models import drafts as hub_drafts
 from .models import hub, hubpair, offline
 from .models import search as hub_search
@@ -146,6 +147,7 @@ __all__ = [
     "installed_as",
     "load_catalog",
     "loaded_placement",
+    "model_archs",
     "offline",
     "place_layers",
     "plain_family",

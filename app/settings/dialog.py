@@ -39,7 +39,7 @@ from app.settings.explain import (
 from app.settings.mode_note import mode_note
 from app.settings.remote import RemoteTest
 from app.settings.values import Settings, load_fields, setting_options
-from engine import EngineError, MeasuredRate, Option, supports_gpu_offload
+from engine import EngineError, MeasuredRate, Option, model_archs, supports_gpu_offload
 
 ERROR_STYLE = "color: #cf222e;"
 NOTE_STYLE = "color: #6e7781;"
@@ -94,6 +94,7 @@ class SettingsDialog(QDialog):
         self.choices["thinking"].setEnabled(thinking_switch is not False)  # None: no model loaded, nothing known
         self.thinking_note.setVisible(thinking_switch is False)
         forms["decoding"].addRow("", self.thinking_note)
+        forms["decoding"].addRow("", _note("arch-note", NOTE_STYLE, model_archs.SPECULATION_NOTE))  # recurrent models
         self.gpu_note = QLabel("This build of llama.cpp has no GPU offload:\n"
                                "everything runs on the CPU and GPU layers are ignored.")
         self.gpu_note.setStyleSheet(NOTE_STYLE)

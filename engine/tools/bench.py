@@ -114,7 +114,7 @@ def scenarios(names: list[str], target: Path, cores: int, f16: Path | None) -> l
             assert f16 is not None
             out.append(Scenario("C", "F16 target, all cores", f16, cores, cores))
         else:
-            raise EngineError(f"unknown scenario {n!r} (use A, B, C; or O, R or S alone)")
+            raise EngineError(f"unknown scenario {n!r} (use A, B, C; or H, O, R or S alone)")
     return out
 
 
@@ -192,6 +192,9 @@ def cmd_bench(args: argparse.Namespace) -> int:
     if args.scenarios.strip().upper() == "R":  # remote: the target over llama.cpp's RPC, its own module
         from .bench_remote import cmd_remote
         return cmd_remote(args)
+    if args.scenarios.strip().upper() == "H":  # recurrent and hybrid tiny pairs: the checkpoint's cost
+        from .bench_recurrent import cmd_recurrent
+        return cmd_recurrent(args)
     if args.scenarios.strip().upper() == "S":  # simulated machines: no model, no clock
         from .simbench import cmd_simulated
         return cmd_simulated(seeds=args.seeds)
@@ -268,11 +271,13 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
                      "Without --target/--draft the offline pair is assembled first. S alone: every fixed plan and "
                      "auto on simulated machines, no model, 10 replies of 256 tokens (engine/tools/simbench.py). "
                      "R alone: the target on --servers RPC servers here, each behind a proxy adding --delays ms each "
-                     "way, the draft local, and llama.cpp's ar over the same link (engine/tools/bench_remote.py).")
+                     "way, the draft local, and llama.cpp's ar over the same link (engine/tools/bench_remote.py). "
+                     "H alone: tiny recurrent and hybrid pairs (lfm2, mamba; lfm2 with an attention-only draft), "
+                     "ar, sd, ssd and auto with the checkpoint's cost per round (engine/tools/bench_recurrent.py).")
     p = sub.add_parser("bench", help="benchmark ar, sd, ssd, lookup and auto on the real pair",
                        formatter_class=HelpFormatter, epilog=epilog,
                        description="Measure tokens per second of every mode in hardware scenarios (see below).")
-    p.add_argument("--scenarios", default="A,B,C", help="comma list of A, B, C; or O, R or S alone (see below)")
+    p.add_argument("--scenarios", default="A,B,C", help="comma list of A, B, C; or H, O, R or S alone (see below)")
     add_rpc_argument(p)
     p.add_argument("--delays", default="0,5,25", help="R: milliseconds the proxy adds each way, comma list")
     p.add_argument("--servers", default="1,2", help="R: RPC servers the target's layers are split over, comma list")

@@ -292,7 +292,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--repeats", type=int, default=None, help="repeats of every (prompt, setting, mode), "
                    f"interleaved; default {O_REPEATS} for O, {REPEATS} for A, B, C")
     p.add_argument("--paths", default=f"{HOST},{BACKEND}", help="O: sampling paths to measure (host, backend)")
-    p.add_argument("--model-dir", help="O: where the tiny models are written (default: the data folder)")
+    p.add_argument("--model-dir", help="O, H: where the tiny models are written (default: the data folder)")
     p.add_argument("--o-prompts", dest="o_prompts", type=int, default=2, help="O: random prompts of 32 tokens")
     p.add_argument("--gpu-layers", type=gpu_layers, default="auto", help=f"O: target layers on the GPU ({LAYERS_HELP})")
     p.add_argument("--draft-gpu-layers", type=gpu_layers, default="auto",
