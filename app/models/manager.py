@@ -5,12 +5,11 @@ from __future__ import annotations
 import logging
 from pathlib import Path
 
-from PySide6.QtCore import Signal
+from PySide6.QtCore import QSize, Signal
 from PySide6.QtGui import QCloseEvent
 from PySide6.QtWidgets import (
     QDialog,
     QDialogButtonBox,
-    QFileDialog,
     QGroupBox,
     QLabel,
     QProgressBar,
@@ -19,9 +18,11 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from app.models.import_flow import ImportFlow
+from app.models.installed_box import InstalledBox
 from app.models.pair_status import installed_status, intact_text, progress_text
 from app.models.search_pane import FIT_COLOURS, SearchPane
-from app.models.tables import button_row, new_table, set_cell
+from app.models.tables import button_row, fitted, new_table, set_cell
 from app.models.workers import DownloadWorker, as_active, start_thread, stop_thread
 from app.settings.store import ActivePair
 from engine import (
@@ -32,6 +33,7 @@ from engine import (
     PairSpec,
     fit_label,
     format_bytes,
+    hub_search,
     hubpair,
     installed_as,
     load_catalog,
@@ -40,6 +42,7 @@ from engine import (
 )
 
 log = logging.getLogger(__name__)
+SIZE = QSize(1280, 860)  # the size it opens at where the screen has room
 
 
 class ModelManagerDialog(QDialog):
@@ -62,7 +65,6 @@ class ModelManagerDialog(QDialog):
         super().__init__(parent)
         self.setWindowTitle("Model manager")
         self.setObjectName("model-manager")
-        self.resize(1280, 860)
         self.store = store or ModelStore()
         self.active = active
         self.catalog_error = ""
@@ -71,7 +73,7 @@ class ModelManagerDialog(QDialog):
         except EngineError as exc:
             self.catalog, self.catalog_error = [], str(exc)
         self.ram, self.vram = memory or system_memory()
-        self.downloading: PairSpec | hubpair.HubPair | None = None
+        self.downloading: PairSpec | hubpair.HubPair | hubpair.DraftFor | None = None
         self.status: dict[str, str] = {}
 
         gpu = "GPU offload available" if supports_gpu_offload() else \
@@ -83,19 +85,19 @@ class ModelManagerDialog(QDialog):
         self.message.setWordWrap(True)
         self.message.hide()
 
-        self.installed_table = new_table(["", "Pair", "Source", "Size", "Files"])
-        self.use_button = QPushButton("Use this pair")
+        installed_box = self.installed_box = InstalledBox()
+        self.installed_table = installed_box.table
+        self.use_button, self.import_button = installed_box.use_button, installed_box.import_button
+        self.remove_button, self.verify_button = installed_box.remove_button, installed_box.verify_button
+        self.drafts_button = installed_box.drafts_button
         self.use_button.clicked.connect(self._on_use_clicked)
-        self.import_button = QPushButton("Import local files…")
-        self.import_button.clicked.connect(self._on_import_clicked)
-        self.remove_button = QPushButton("Remove")
+        self.imports = ImportFlow(self)
+        self.imports.chosen.connect(self.import_files)
+        self.imports.said.connect(self.show_message)
+        self.import_button.clicked.connect(self.imports.start)
+        self.drafts_button.clicked.connect(self._on_drafts_clicked)
         self.remove_button.clicked.connect(self._on_remove_clicked)
-        self.verify_button = QPushButton("Verify files")
         self.verify_button.clicked.connect(self._on_verify_clicked)
-        installed_box = QGroupBox("Installed pairs")
-        iv = QVBoxLayout(installed_box)
-        iv.addWidget(self.installed_table)
-        iv.addLayout(button_row(self.use_button, self.import_button, self.remove_button, self.verify_button))
 
         self.catalog_table = new_table(["Pair", "Quant", "Download", "Needs", "Fit", "Why", "Status"],
                                        stretch="Why")
@@ -109,6 +111,7 @@ class ModelManagerDialog(QDialog):
         self.progress_bar.hide()
         self.search = SearchPane(self.store, (self.ram, self.vram))
         self.search.download_pair.connect(self.start_download)
+        self.search.pair_local.connect(self._on_pair_local)
         catalog_box = QGroupBox("Recommended")
         cv = QVBoxLayout(catalog_box)
         cv.addWidget(self.catalog_table)
@@ -122,9 +125,11 @@ class ModelManagerDialog(QDialog):
         layout.addWidget(self.machine_label)
         layout.addWidget(self.message)
         layout.addWidget(installed_box, 1)
-        layout.addWidget(self.search, 4)
-        layout.addWidget(catalog_box, 3)
+        layout.addWidget(self.search, 3)
+        layout.addWidget(catalog_box, 2)
         layout.addWidget(buttons)
+        screen = self.screen()
+        self.resize(fitted(SIZE, screen.availableGeometry().size()) if screen is not None else SIZE)
 
         self.worker = DownloadWorker(self.store)
         self.worker.progressed.connect(self._on_progressed)
@@ -151,16 +156,7 @@ class ModelManagerDialog(QDialog):
         except EngineError as exc:
             self.installed = []
             self.show_message(str(exc), error=True)
-        t = self.installed_table
-        t.setRowCount(len(self.installed))
-        for r, p in enumerate(self.installed):
-            is_active = self.active is not None and Path(self.active.target) == p.target_path
-            set_cell(t, r, 0, "●" if is_active else "")
-            set_cell(t, r, 1, p.name, bold=is_active)
-            set_cell(t, r, 2, p.source)
-            set_cell(t, r, 3, format_bytes(p.target_size + p.draft_size))
-            files = f"{p.target_path.name} + {p.draft_path.name}" if p.draft_path else f"{p.target_path.name} alone"
-            set_cell(t, r, 4, files, tip=f"{p.target_path}\n{p.draft_path or 'no draft: lookup and ar'}")
+        self.installed_box.show_pairs(self.installed, self.active)
         c = self.catalog_table
         c.setRowCount(len(self.catalog))
         for r, spec in enumerate(self.catalog):
@@ -179,8 +175,7 @@ class ModelManagerDialog(QDialog):
 
     def selected_installed(self) -> InstalledPair | None:
         """The selected installed pair."""
-        rows = self.installed_table.selectionModel().selectedRows()
-        return self.installed[rows[0].row()] if rows else None
+        return self.installed_box.selected()
 
     def selected_spec(self) -> PairSpec | None:
         """The selected catalog pair."""
@@ -201,19 +196,22 @@ class ModelManagerDialog(QDialog):
         self.show_message(f"Using {pair.name}.")
         self.refresh()
 
-    def import_files(self, target: Path, draft: Path) -> None:
-        """Import two local GGUF files on the worker thread; an incompatible pair is refused with the reason."""
-        self.show_message(f"Importing {target.name} + {draft.name} (reading them for checksums)…")
+    def import_files(self, target: Path, draft: Path | None = None) -> None:
+        """Import local GGUF files (a target, with its draft or alone) on the worker thread; an incompatible pair
+        or a file as its own draft is refused with the reason."""
+        what = f"{target.name} + {draft.name}" if draft else f"{target.name} without a draft"
+        self.show_message(f"Importing {what} (reading {'them' if draft else 'it'} for checksums)…")
         self.import_requested.emit(target, draft)
 
     def _on_imported(self, pair: InstalledPair) -> None:
-        self.show_message(f"Imported {pair.name}.")
+        self.show_message(f"Imported {pair.name}." + ("" if pair.draft_path else
+                          " It runs with lookup and ar; select it and press Find a draft to look for one."))
         self.refresh()
 
     def _on_import_failed(self, message: str) -> None:
         self.show_message(message, error=True)
 
-    def start_download(self, spec: PairSpec | hubpair.HubPair) -> None:
+    def start_download(self, spec: PairSpec | hubpair.HubPair | hubpair.DraftFor) -> None:
         """Download (or resume) a catalog pair or a Hub pair on the download thread."""
         if self.downloading is not None:
             return
@@ -231,14 +229,18 @@ class ModelManagerDialog(QDialog):
         if pair is not None:
             self.activate(pair)
 
-    def _on_import_clicked(self) -> None:
-        flt = "GGUF models (*.gguf);;All files (*)"
-        target, _ = QFileDialog.getOpenFileName(self, "Target model (the large one)", "", flt)
-        if not target:
-            return
-        draft, _ = QFileDialog.getOpenFileName(self, "Draft model (small, same tokenizer)", "", flt)
-        if draft:
-            self.import_files(Path(target), Path(draft))
+    def _on_drafts_clicked(self) -> None:
+        pair = self.selected_installed()
+        if pair is not None:
+            self.search.find_drafts_for_file(pair.target_path)
+
+    def _on_pair_local(self, target: Path, draft: Path | hub_search.GgufModel) -> None:
+        """A draft found for a file of the user's own: one on disk is imported with it, one on the Hub first
+        downloads (with progress and Cancel)."""
+        if isinstance(draft, Path):
+            self.import_files(target, draft)
+        else:
+            self.start_download(hubpair.DraftFor(target, draft))
 
     def _on_remove_clicked(self) -> None:
         pair = self.selected_installed()
@@ -301,8 +303,8 @@ class ModelManagerDialog(QDialog):
         self.refresh()
 
     def _update_buttons(self) -> None:
-        self.use_button.setEnabled(self.selected_installed() is not None)
-        self.remove_button.setEnabled(self.selected_installed() is not None)
+        for button in (self.use_button, self.remove_button, self.drafts_button):
+            button.setEnabled(self.selected_installed() is not None)
         spec = self.selected_spec()
         installed = spec is not None and installed_as(spec, self.installed) is not None
         self.download_button.setEnabled(spec is not None and self.downloading is None and not installed)

@@ -7,6 +7,8 @@ downloads it with the catalog's progress, cancel and resume.
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from PySide6.QtCore import Signal
 from PySide6.QtWidgets import (
     QGroupBox,
@@ -25,6 +27,7 @@ from engine import ModelStore, format_bytes, hub_drafts, hub_search, hubpair
 
 FIT_COLOURS = {"fits": "#1a7f37", "tight": "#9a6700", "too large": "#cf222e"}
 VERDICT_COLOURS = {"compatible": "#1a7f37", "unchecked": "#9a6700", "incompatible": "#cf222e"}
+HUB_PAIR, LOCAL_PAIR = "Download pair", "Pair with this draft"  # a Hub target; a file of the user's own
 
 
 class SearchPane(QGroupBox):
@@ -32,12 +35,15 @@ class SearchPane(QGroupBox):
 
     Signals:
         download_pair(hubpair.HubPair): the user chose a target and a draft to download as one unit.
+        pair_local(Path, Path | GgufModel): a draft for a file of the user's own: on disk, or on the Hub.
     """
 
     download_pair = Signal(object)
+    pair_local = Signal(object, object)
     search_requested = Signal(int, str, int)
     list_requested = Signal(int, str)
     drafts_requested = Signal(int, str, str)
+    file_drafts_requested = Signal(int, str)
 
     def __init__(self, store: ModelStore, memory: tuple[int, int | None], parent: QWidget | None = None) -> None:
         super().__init__("Find a model on the Hub", parent)
@@ -73,19 +79,17 @@ class SearchPane(QGroupBox):
         top = QHBoxLayout()
         top.addWidget(self.search_box, 1)
         top.addWidget(self.search_button)
-        columns = QHBoxLayout()  # repositories on the left; the chosen one's models above its drafts
-        right = QVBoxLayout()
-        for title, table, button, box, stretch in (
-            ("Repositories", self.repos_table, self.more_button, columns, 2),
-            ("Models: size and fit on this machine", self.models_table, self.draft_button, right, 2),
-            ("Drafts, best first", self.drafts_table, self.download_button, right, 3),
+        columns = QHBoxLayout()  # side by side, so the manager fits a 1280x720 screen
+        for title, table, button, stretch in (
+            ("Repositories", self.repos_table, self.more_button, 2),
+            ("Models: size and fit on this machine", self.models_table, self.draft_button, 3),
+            ("Drafts, best first", self.drafts_table, self.download_button, 3),
         ):
             col = QVBoxLayout()
             col.addWidget(QLabel(f"<b>{title}</b>"))
             col.addWidget(table)
             col.addLayout(button_row(button))
-            box.addLayout(col, stretch)
-        columns.addLayout(right, 5)
+            columns.addLayout(col, stretch)
         layout = QVBoxLayout(self)
         layout.addLayout(top)
         layout.addWidget(self.note)
@@ -95,6 +99,7 @@ class SearchPane(QGroupBox):
         self.search_requested.connect(self.worker.search)
         self.list_requested.connect(self.worker.list_repo)
         self.drafts_requested.connect(self.worker.drafts)
+        self.file_drafts_requested.connect(self.worker.drafts_for_file)
         self.worker.searched.connect(self._on_searched)
         self.worker.listed.connect(self._on_listed)
         self.worker.candidate.connect(self._on_candidate)
@@ -155,6 +160,15 @@ class SearchPane(QGroupBox):
         self.drafts_requested.emit(self._next("drafts"), model.model.repo, model.model.first)
         self._update_buttons()
 
+    def find_drafts_for_file(self, path: Path) -> None:
+        """Look for drafts for a GGUF file of the user's own (an installed pair's target)."""
+        self.target, self.candidates = None, []
+        self.drafts_table.setRowCount(0)
+        self.show_note(f"Reading GGUF headers of draft candidates for {path.name}: the model store and the Hub "
+                       "(no weights)…")
+        self.file_drafts_requested.emit(self._next("drafts"), str(path))
+        self._update_buttons()
+
     # -- selection --------------------------------------------------------------------------------
     def selected_model(self) -> hub_search.ModelFit | None:
         rows = self.models_table.selectionModel().selectedRows()
@@ -173,15 +187,23 @@ class SearchPane(QGroupBox):
         self.more_button.setEnabled(self.page is not None and self.page.more)
         self.draft_button.setEnabled(self.selected_model() is not None)
         c = self.selected_candidate()
-        self.download_button.setEnabled(c is not None and c.source == "hub" and c.verdict != "incompatible"
+        local = self.target is not None and not self.target.repo  # a file of the user's own
+        self.download_button.setText(LOCAL_PAIR if local else HUB_PAIR)
+        self.download_button.setEnabled(c is not None and (c.source == "hub" or local) and c.verdict != "incompatible"
                                         and self.target is not None)
 
     def _on_download_clicked(self) -> None:
         c = self.selected_candidate()
         if c is None or self.target is None:
             return
+        if c.source == "disk":
+            self.pair_local.emit(Path(self.target.first), Path(c.filename))
+            return
         draft = hub_search.GgufModel(c.repo, c.filename.rsplit("/", 1)[-1], c.files or (c.filename,), c.size, c.quant)
-        self.download_pair.emit(hubpair.HubPair(self.target, draft))
+        if self.target.repo:
+            self.download_pair.emit(hubpair.HubPair(self.target, draft))
+        else:
+            self.pair_local.emit(Path(self.target.first), draft)
 
     # -- answers ----------------------------------------------------------------------------------
     def _on_searched(self, request: int, page: hub_search.SearchPage) -> None:
@@ -238,11 +260,12 @@ class SearchPane(QGroupBox):
     def _on_drafts(self, request: int, found: hub_drafts.DraftSearch) -> None:
         if request != self.latest["drafts"]:
             return
+        self.target = found.target
         self.candidates = list(found.candidates)
         self._show_candidates()
         good = sum(c.compatible for c in found.candidates)
         self.show_note(found.advice or f"{good} compatible of {len(found.candidates)} candidates, best first; "
-                       "pick one and press Download pair.", error=bool(found.advice))
+                       f"pick one and press {self.download_button.text()}.", error=bool(found.advice))
 
     def _on_failed(self, request: int, message: str) -> None:
         if request in self.latest.values():

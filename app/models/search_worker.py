@@ -6,6 +6,7 @@ answer to an earlier search never overwrites a newer one.
 
 from __future__ import annotations
 
+from pathlib import Path
 from types import TracebackType
 
 from PySide6.QtCore import QObject, Signal, Slot
@@ -66,4 +67,12 @@ class HubSearchWorker(QObject):
         with HubBoundary("Finding a draft failed", lambda m: self.failed.emit(request, m)):
             found = hub_drafts.find_drafts(repo, filename, store=self._store,
                                 on_candidate=lambda c: self.candidate.emit(request, c))
+            self.drafts_found.emit(request, found)
+
+    @Slot(int, str)
+    def drafts_for_file(self, request: int, path: str) -> None:
+        """Draft candidates for a GGUF file on disk (the store's files and the Hub's), as :meth:`drafts` does."""
+        with HubBoundary("Finding a draft failed", lambda m: self.failed.emit(request, m)):
+            found = hub_drafts.find_drafts_for_file(Path(path), store=self._store,
+                                                    on_candidate=lambda c: self.candidate.emit(request, c))
             self.drafts_found.emit(request, found)

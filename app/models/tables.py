@@ -1,8 +1,8 @@
-"""Small table and layout helpers for the model manager's tables."""
+"""Small table and layout helpers for the model manager's tables, and its size on a small screen."""
 
 from __future__ import annotations
 
-from PySide6.QtCore import Qt
+from PySide6.QtCore import QSize, Qt
 from PySide6.QtGui import QColor
 from PySide6.QtWidgets import (
     QAbstractItemView,
@@ -12,6 +12,13 @@ from PySide6.QtWidgets import (
     QTableWidgetItem,
     QWidget,
 )
+
+FRAME_PX = 40  # the window manager's title bar and frame around a dialog
+
+
+def fitted(size: QSize, room: QSize) -> QSize:
+    """``size`` cut to the screen's free ``room`` (on a 1280x720 screen the manager's buttons stay on it)."""
+    return QSize(min(size.width(), room.width()), min(size.height(), room.height() - FRAME_PX))
 
 
 def new_table(headers: list[str], *, stretch: str | None = None) -> QTableWidget:

@@ -45,13 +45,16 @@ class DownloadWorker(QObject):
         self._cancel.set()
 
     @Slot(object)
-    def download(self, spec: PairSpec | hubpair.HubPair) -> None:
-        """Download (or resume) a catalog pair, or a target and draft found on the Hub."""
+    def download(self, spec: PairSpec | hubpair.HubPair | hubpair.DraftFor) -> None:
+        """Download (or resume) a catalog pair, a target and draft found on the Hub, or a Hub draft for a file of
+        the user's own."""
         self._cancel.clear()
         with WorkerBoundary(f"Downloading {spec.name} failed", self.failed.emit):
             try:
                 report, cancel = self.progressed.emit, self._cancel
-                if isinstance(spec, hubpair.HubPair):
+                if isinstance(spec, hubpair.DraftFor):
+                    pair = hubpair.download_draft_for(spec, self._store, progress=report, cancel=cancel)
+                elif isinstance(spec, hubpair.HubPair):
                     pair = hubpair.download_hub_pair(spec, self._store, progress=report, cancel=cancel)
                 else:
                     pair = hub.download_pair(spec, self._store, progress=report, cancel=cancel)
