@@ -21,7 +21,7 @@ from engine.core.gumbel import fingerprint
 from engine.errors import ModelFileChangedError
 from engine.process import EngineStopped
 
-from . import choices, endpoints, errors
+from . import anthropic, choices, endpoints, errors, messages
 from .choices import Run, client_gone
 from .config import ServerConfig
 from .errors import APIError
@@ -155,6 +155,7 @@ class Service:
             self.gate.release()
             raise
         run = Run(self, kind, body, prompt, params, plan, middle, vocab)
+        request.state.run = run  # what an endpoint that re-tells the reply (/v1/messages) reads besides it
         run.start(0)  # the gate goes back if it cannot start
         files = self.engine.files.stamps  # with the build and scheme: whether a seed can repeat its reply
         head = (kind, run.rid, int(time.time()), self.model_id, fingerprint(files, params.sampling.scheme))
@@ -189,6 +190,7 @@ def create_app(engine: ServedEngine, config: ServerConfig, gate: Gate | None = N
     app.add_middleware(BodyLimit, limit=config.max_body_bytes)
     if config.api_key:
         app.add_middleware(BearerAuth, key=config.api_key)
+        app.add_middleware(anthropic.ApiKeyHeader)  # before the key's check: Anthropic's clients send x-api-key
     if config.cors_origins:
         app.add_middleware(CORSMiddleware, allow_origins=list(config.cors_origins), allow_methods=["GET", "POST"],
                            allow_headers=["Authorization", "Content-Type"])
@@ -210,4 +212,5 @@ def create_app(engine: ServedEngine, config: ServerConfig, gate: Gate | None = N
         return service.model_card()
 
     endpoints.add(app, service)
+    messages.add(app, service)
     return app

@@ -24,7 +24,7 @@ from . import replies
 from .chatreply import ChatReply, delta_calls, finish_reason, joined, message_calls, piece_chunk
 from .config import FinishedRequest, RunningRequest
 from .job import Job, MiddleEnd, Outcome
-from .logprobs import TappedEngine, chat_logprobs, text_logprobs
+from .logprobs import Recorder, TappedEngine, chat_logprobs, text_logprobs
 from .schemas import ChatCompletionRequest, CompletionRequest
 from .structured import ChatPlan
 
@@ -54,6 +54,8 @@ class Run:
         self.n = body.n
         self.job: Job | None = None
         self.tap: TappedEngine | None = None
+        self.outcomes: list[Outcome] = []  # each choice's, once it has ended
+        self.recorders: list[Recorder] = []  # each choice's text as read, where the request has stop strings
         self.released = self.stopped = self.running = False
         self._offset = 0  # completions' text_offset: characters of the choice's tokens reported so far
         self._loop = asyncio.get_running_loop()
@@ -83,6 +85,9 @@ class Run:
             self.tap = TappedEngine(svc.engine, top) if top is not None else None
             self._offset = 0
             engine = self.tap.served() if self.tap is not None else svc.engine
+            if self.body.stop_strings:
+                self.recorders.append(Recorder(self.tap if self.tap is not None else svc.engine))
+                engine = self.recorders[-1].served()
             job = Job(engine, self.prompt, params, self.body.stop_strings,
                       lambda n: svc.gate.progressed(self.rid, n), on_end, budget, self.middle)
             svc.gate.started(RunningRequest(self.rid, self.kind, self.body.stream, len(self.prompt), 0, time.time()))
@@ -97,6 +102,7 @@ class Run:
     def _ended(self, out: Outcome, last: bool) -> None:
         """On the loop, once a choice's generation has freed the engine."""
         self.running = False
+        self.outcomes.append(out)
         if self.service.jobs.get(self.rid) is self.job:
             del self.service.jobs[self.rid]
         if last or out.error is not None or out.cancelled or self.stopped or self.service.closing:
@@ -114,6 +120,10 @@ class Run:
             self.job.cancel()
         if not self.running:
             self.release()
+
+    def stop_hit(self, i: int) -> str | None:
+        """The stop string that ended choice ``i`` (None: another end, or no stop strings)."""
+        return self.recorders[i].stop_hit(self.body.stop_strings) if i < len(self.recorders) else None
 
     def logprobs(self) -> dict[str, Any] | None:
         """The figures of the tokens since the last call, in the endpoint's shape (None without logprobs)."""

@@ -15,7 +15,7 @@ from . import embeddings, errors, replies, responses, responsestream
 from .errors import APIError
 from .job import MiddleEnd
 from .schemas import ChatCompletionRequest, CompletionRequest
-from .structured import chat_plan, sampling_extras
+from .structured import ChatPlan, chat_plan, sampling_extras
 
 if TYPE_CHECKING:
     from .app import Service
@@ -45,6 +45,16 @@ def add(app: FastAPI, service: Service) -> None:
 
 
 async def chat(service: Service, request: Request, body: ChatCompletionRequest) -> Response:
+    plan, prompt = await chat_prompt(service, body)
+    model = await service.ask(service.vocab.get) if body.logit_bias else None
+    extras = sampling_extras(body, plan.grammar, model.n_vocab if model is not None else 0, plan.triggers)
+    budget = min((b for b in (body.thinking_budget, service.config.thinking_budget) if b is not None), default=None)
+    plan.thinking_budget = budget
+    return await service.serve(request, replies.CHAT, body, prompt, "messages", extras, plan)
+
+
+async def chat_prompt(service: Service, body: ChatCompletionRequest) -> tuple[ChatPlan, list[int]]:
+    """The plan of a chat request and its prompt's tokens (every problem a 400)."""
     service.check_model(body.model)
     await service.check_size([m.text for m in body.messages], "messages")
     template = service.config.chat_template
@@ -61,11 +71,7 @@ async def chat(service: Service, request: Request, body: ChatCompletionRequest) 
         plan.section = await service.ask(engine.reply_section, plan.messages, plan.variables, template, plan.tools)
     except (ChatTemplateError, ParameterError) as exc:  # e.g. a template that insists on alternating turns
         raise APIError(400, str(exc), param="messages", code="invalid_messages") from exc
-    model = await service.ask(service.vocab.get) if body.logit_bias else None
-    extras = sampling_extras(body, plan.grammar, model.n_vocab if model is not None else 0, plan.triggers)
-    budget = min((b for b in (body.thinking_budget, service.config.thinking_budget) if b is not None), default=None)
-    plan.thinking_budget = budget
-    return await service.serve(request, replies.CHAT, body, prompt, "messages", extras, plan)
+    return plan, list(prompt)
 
 
 async def complete(service: Service, request: Request, body: CompletionRequest) -> Response:

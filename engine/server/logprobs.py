@@ -172,3 +172,55 @@ def text_logprobs(model: Model, figures: Sequence[Figures | None], offset: int =
         offsets.append(offset)
         offset += len(text)
     return {"tokens": tokens, "token_logprobs": values, "top_logprobs": tops, "text_offset": offsets}
+
+
+class _Recorded:
+    """A generation whose events' texts are kept (in ``texts``) as the job reads them."""
+
+    def __init__(self, gen: Any, texts: list[str]) -> None:
+        self._gen = gen
+        self._texts = texts
+
+    def __iter__(self) -> Iterator[TokenEvent]:
+        try:
+            for ev in self._gen:
+                self._texts.append(ev.text)
+                yield ev
+        finally:
+            self.close()
+
+    @property
+    def stats(self) -> GenerationStats:
+        return cast(GenerationStats, self._gen.stats)
+
+    @property
+    def tokens(self) -> list[int]:
+        return list(self._gen.tokens)
+
+    def close(self) -> None:
+        self._gen.close()
+
+
+class Recorder:
+    """What a job generates on when the reply must say which stop string ended it: the text the job read, stop
+    strings included (the reply's own text has them cut)."""
+
+    def __init__(self, engine: ServedEngine | TappedEngine) -> None:
+        self._engine = engine
+        self.texts: list[str] = []
+
+    def generate(self, prompt: Sequence[int], params: GenerationParams,
+                 stop: threading.Event | None = None) -> Any:
+        return _Recorded(self._engine.generate(prompt, params, stop), self.texts)
+
+    def markup_tokens(self, text: str) -> list[int]:
+        return self._engine.markup_tokens(text)
+
+    def served(self) -> ServedEngine:
+        return cast(ServedEngine, self)
+
+    def stop_hit(self, stops: Sequence[str]) -> str | None:
+        """The stop string that ended the reply: the one that occurs first in the text read (None if none does)."""
+        text = "".join(self.texts)
+        found = [(text.find(s), i) for i, s in enumerate(stops) if s and s in text]
+        return stops[min(found)[1]] if found else None

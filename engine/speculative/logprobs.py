@@ -2,8 +2,8 @@
 
 Every mode emits its tokens through :meth:`~engine.speculative.target.Target._verdict` (the prompt's first token,
 ar's rounds and every verified draft): row i of that verdict's outputs predicts its i-th emitted token. A
-:class:`RowTap` wraps that one method on a target for the length of a generation and keeps, per emitted token,
-its log-probability under the target's own distribution (the log-softmax of the raw logits row: before
+:class:`RowTap` wraps that one method on the engine's targets for the length of a generation and keeps, per
+emitted token, its log-probability under the target's own distribution (the log-softmax of the raw logits row: before
 temperature, truncation, bias or grammar) and the ``top`` likeliest ids with theirs. While tapped, the target
 reads host rows (a backend sampler chain returns candidates only, not the whole row); the reply does not change,
 since both paths sample the same distributions.
@@ -55,43 +55,61 @@ def row_figures(row: FloatRow, token: int, top: int) -> Figures:
 
 
 class RowTap:
-    """Figures of every token ``target`` emits while installed (:meth:`install` ... :meth:`remove`)."""
+    """Figures of every token the ``targets`` emit while installed (:meth:`install` ... :meth:`remove`); a reply
+    runs on one of them (an engine's sequences each have a target), whichever it was given."""
 
-    def __init__(self, target: Any, top: int) -> None:
-        self.target = target
+    def __init__(self, targets: Sequence[Any], top: int) -> None:
+        self.targets = list(targets)
         self.top = min(max(top, 0), MAX_TOP)
-        self.found: deque[Figures] = deque()
+        self.found: list[deque[Figures]] = [deque() for _ in self.targets]
+        self._which: int | None = None  # the target the reply runs on, known from its first figures
         self._installed = False
 
     def install(self) -> None:
         if self._installed:
             return
-        verdict: Callable[[Draft, Any], Verdict] = self.target._verdict
+        for target, found in zip(self.targets, self.found, strict=True):
+            target._verdict = self._tapped(target._verdict, found)
+        for ctx in {id(t.ctx): t.ctx for t in self.targets}.values():
+            ctx.sampling_path = lambda params: HOST
+        self._installed = True
 
+    def _tapped(self, verdict: Callable[[Draft, Any], Verdict], found: deque[Figures]) -> Any:
         def tapped(draft: Draft, rows: Any) -> Verdict:
             out = verdict(draft, rows)
             for i, tok in enumerate(out.tokens(draft.tokens)):  # nothing decodes in between: the rows are live
-                self.found.append(row_figures(rows.row(i), tok, self.top))
+                found.append(row_figures(rows.row(i), tok, self.top))
             return out
 
-        self.target._verdict = tapped
-        self.target.ctx.sampling_path = lambda params: HOST
-        self._installed = True
+        return tapped
 
     def remove(self) -> None:
-        """Give the target its own methods back (idempotent)."""
+        """Give the targets their own methods back (idempotent)."""
         if self._installed:
-            del self.target._verdict
-            del self.target.ctx.sampling_path
+            for target in self.targets:
+                del target._verdict
+            for ctx in {id(t.ctx): t.ctx for t in self.targets}.values():
+                del ctx.sampling_path
             self._installed = False
 
     def take(self, token: int) -> Figures | None:
         """The figures of the next emitted token, which must be ``token`` (None if the rows said otherwise)."""
-        while self.found:
-            got = self.found.popleft()
+        if self._which is None:
+            self._which = next((i for i, f in enumerate(self.found) if f), None)
+            if self._which is None:
+                return None
+        found = self.found[self._which]
+        while found:
+            got = found.popleft()
             if got[0] == token:
                 return got
         return None
+
+
+def targets_of(engine: Any) -> list[Any]:
+    """The targets a reply of ``engine`` may run on: one per sequence of its target context."""
+    slots = getattr(engine, "_slots", None)
+    return list(getattr(slots, "targets", None) or [engine.target])
 
 
 class TappedGeneration:
@@ -99,7 +117,7 @@ class TappedGeneration:
 
     def __init__(self, engine: Any, prompt: Sequence[int], params: Any, stop: threading.Event | None, top: int,
                  sink: list[Figures | None]) -> None:
-        self._tap = RowTap(engine.target, top)
+        self._tap = RowTap(targets_of(engine), top)
         self._tap.install()
         try:
             self._gen = engine.generate(prompt, params, stop)
