@@ -66,6 +66,20 @@ def test_tokens_equal_the_in_process_engine(remote: RemoteEngine, tiny: TinyPair
     assert remote.n_ctx == 512 and remote.placement.has_draft
 
 
+def test_the_stats_count_every_token_as_it_comes(remote: RemoteEngine) -> None:
+    # Between two Stats events each Token carries its time: the count and the rate describe the tokens out so far,
+    # so the app's line under a streaming reply never lags its text.
+    prompt = remote.tokenize("Count with me")
+    gen = remote.generate(prompt, GenerationParams(mode="sd", max_tokens=60, sampling=GREEDY))
+    seen: list[tuple[int, int, float]] = []
+    for n, _ev in enumerate(gen, 1):
+        seen.append((n, gen.stats.new_tokens, gen.stats.seconds))
+    assert len(seen) >= 20 and all(n == count for n, count, _ in seen)
+    times = [s for _, _, s in seen]
+    assert times == sorted(times) and times[0] > 0
+    assert gen.stats.tokens_by_mode["sd"] >= len(seen) - 1 and gen.stats.seconds_by_mode["sd"] > 0
+
+
 def test_stop_ends_the_generation_at_a_round(remote: RemoteEngine) -> None:
     stop = threading.Event()
     gen = remote.generate(remote.tokenize("Hello"), GenerationParams(mode="ar", max_tokens=400, sampling=GREEDY), stop)
@@ -79,7 +93,7 @@ def test_stop_ends_the_generation_at_a_round(remote: RemoteEngine) -> None:
 
 
 @pytest.mark.parametrize(("sig", "said"), [
-    (signal.SIGKILL, "killed by SIGKILL (killed by the system or another program (out of memory?))"),
+    (signal.SIGKILL, "killed by SIGKILL (ended by the system or another program, often for lack of memory)"),
     (signal.SIGBUS, "killed by SIGBUS (a model file was cut short or changed while in use): Fatal Python error: Bus"),
     (signal.SIGABRT, "killed by SIGABRT (llama.cpp stopped on an error): Fatal Python error: Aborted"),
 ])
@@ -168,7 +182,7 @@ def _zombie(pid: int) -> bool:
 
 
 @pytest.mark.parametrize(("code", "tail", "said"), [
-    (-9, "", "killed by SIGKILL (killed by the system or another program (out of memory?))"),
+    (-9, "", "killed by SIGKILL (ended by the system or another program, often for lack of memory)"),
     (-7, "x\nFatal Python error: Bus error\n\nThread 0x1 (most recent call first):\n  File ...",
      "killed by SIGBUS (a model file was cut short or changed while in use): Fatal Python error: Bus error"),
     (-11, "Fatal Python error: Bus error\n\nThread 0x1 (most recent call first):\n",  # a second fault mid-report

@@ -105,3 +105,32 @@ def test_cpu_figures_are_left_out_when_the_generation_ends_on_another_thread() -
     closer.start()
     closer.join()
     assert stats.loop_cpu_s is None and stats.host_cpu_s is None  # another thread's CPU clock says nothing of this loop
+
+
+def test_each_steps_tokens_and_wall_time_over_its_rounds() -> None:
+    # A round's time runs from the end of the round before (the first token's time for the first): here ar rounds
+    # of 0.1 s for one token and sd rounds of 0.15 s for three, after a prompt read of 5 s that neither counts.
+    clock = Clock()
+    stats = GenerationStats(mode="auto")
+    rec = StatsRecorder(stats, clock)
+    clock.now += 5.0
+    rec.first_token(DecodeTimes())
+    for rr, took in [(RoundResult([1], "ar"), 0.1)] * 20 + [(RoundResult([1, 2, 3], "sd", "jit", 3, 2), 0.15)] * 10:
+        clock.now += took
+        rec.round(rr)
+        for _ in rr.tokens:
+            rec.token()
+    assert stats.tokens_by_mode == {"ar": 20, "sd": 30}
+    assert stats.seconds_by_mode == pytest.approx({"ar": 2.0, "sd": 1.5})
+    assert stats.tokens_per_second == pytest.approx(50 / 8.5)  # the reply's own rate keeps the prompt's read
+
+
+def test_to_dict_is_asdict_and_a_copy() -> None:
+    from dataclasses import asdict
+
+    stats = GenerationStats(mode="auto", rounds_by_mode={"ar": 2}, mode_switches=["ar->sd"], plan_rates={"ar": 1.0})
+    got = stats.to_dict()
+    assert got == asdict(stats)
+    got["rounds_by_mode"]["ar"] = 9
+    got["mode_switches"].append("x")
+    assert stats.rounds_by_mode == {"ar": 2} and stats.mode_switches == ["ar->sd"]

@@ -1,8 +1,8 @@
 """The readout under the conversation: the shown conversation's reply, live while it streams, else its last one.
 
 It says two things in plain words, speed and how much speculation helped ("19.9 tok/s · 1.3× plain
-decoding", against the baseline of :mod:`app.chat.plain_baseline`); the engine's other figures and what
-the speed-up is compared with are in its tooltip.
+decoding", within the reply itself: :mod:`app.chat.speedup`); the engine's other figures and what the speed-up
+compares are in its tooltip.
 """
 
 from __future__ import annotations
@@ -13,10 +13,9 @@ from typing import Any
 
 from PySide6.QtWidgets import QLabel
 
-from app.chat.plain_baseline import PLAIN, Baseline, PlainBaseline, kept, kept_rounds, tooltip_line
+from app.chat.speedup import PLAIN, gain_text, tooltip_line
 from app.chat.stats_text import HIDDEN_REASONS, REASON_TEXT, is_live, message_status, plural, stats_text
 from app.history.store import Message
-from engine import MeasuredRate
 
 NO_REPLY = "No reply yet"
 STOPPING = "stopping…"
@@ -41,20 +40,12 @@ def short_mode(stats: Mapping[str, Any]) -> str:
     return mode
 
 
-def gain_text(stats: Mapping[str, Any], plain: Baseline | None) -> str:
-    """``1.3× plain decoding`` against ``plain`` where there is one and speculation ran; "" otherwise."""
-    rate = float(stats.get("tokens_per_second") or 0.0)
-    if stats.get("mode") == PLAIN or not rate or plain is None:
-        return ""
-    return f"{rate / plain.tokens_per_second:.1f}× plain decoding"
-
-
-def readout_html(stats: Mapping[str, Any], plain: Baseline | None = None) -> str:
+def readout_html(stats: Mapping[str, Any]) -> str:
     """One short line: the mode in bold, the speed and the gain once they mean something, then any end reason."""
     parts = [f"<b>{html.escape(short_mode(stats))}</b>"] if stats.get("mode") else []
     if settled(stats) and stats.get("tokens_per_second"):
         parts.append(f"{float(stats['tokens_per_second']):.1f} tok/s")
-        gain = gain_text(stats, plain)
+        gain = gain_text(stats)
         if gain:
             parts.append(gain)
     elif is_live(stats):
@@ -83,22 +74,13 @@ class ReadoutLabel(QLabel):
 class Readout:
     """Writes the readout label; it describes the conversation on screen and nothing else.
 
-    While that conversation's reply streams it shows the engine's live stats, its speed-up against the
-    baseline of now; otherwise the stats of its last reply as saved, with the baseline kept in them when the
-    reply ended (so a restart or a switch shows what that reply did), or :data:`NO_REPLY`.
+    While that conversation's reply streams it shows the engine's live stats; otherwise the stats of its last
+    reply as saved (its speed-up is read from them, so a restart or a switch shows what that reply did), or
+    :data:`NO_REPLY`.
     """
 
     def __init__(self, label: QLabel) -> None:
         self.label = label
-        self.baseline = PlainBaseline()
-
-    def forget_plain(self) -> None:
-        """A new model pair: the plain rate measured so far was another pair's."""
-        self.baseline.forget()
-
-    def note_rates(self, rates: Mapping[str, MeasuredRate]) -> None:
-        """The planner's figures after an auto reply (its ar figure may become the baseline)."""
-        self.baseline.note_rates(rates)
 
     def show_waiting(self, mode: str) -> None:
         """A reply was requested; nothing has come back yet."""
@@ -113,14 +95,7 @@ class Readout:
     def show_live(self, stats: Mapping[str, Any], *, stopping: bool = False) -> None:
         """The engine's running stats for the reply on screen."""
         tail = f" · {STOPPING}" if stopping else ""
-        plain = self.baseline.current()
-        self._set(readout_html(stats, plain) + tail, _details(stats_text(stats), stats, plain, frozen=False,
-                                                             rounds=self.baseline.rounds))
-
-    def finished(self, stats: Mapping[str, Any]) -> dict[str, Any]:
-        """A reply ended: count its plain rounds, and return its stats with the baseline of now kept in them."""
-        self.baseline.note_finished(stats)
-        return self.baseline.freeze(stats)
+        self._set(readout_html(stats) + tail, _details(stats_text(stats), stats, live=True))
 
     def show_messages(self, messages: Sequence[Message]) -> None:
         """The last reply among ``messages`` (saved or kept in memory), or :data:`NO_REPLY`."""
@@ -128,10 +103,8 @@ class Readout:
         if last is None:
             self._set(NO_REPLY, "")
         elif last.stats:
-            plain = kept(last.stats)
             status = message_status(last.stats, complete=last.complete, unsaved=last.unsaved)
-            self._set(readout_html(last.stats, plain) + _status_tail(last),
-                      _details(status, last.stats, plain, frozen=True, rounds=kept_rounds(last.stats)))
+            self._set(readout_html(last.stats) + _status_tail(last), _details(status, last.stats, live=False))
         else:
             self._set(html.escape(message_status(None, complete=last.complete, unsaved=last.unsaved))
                       or NO_REPLY, "")
@@ -141,12 +114,11 @@ class Readout:
         self.label.setToolTip(details)
 
 
-def _details(line: str, stats: Mapping[str, Any], plain: Baseline | None, *, frozen: bool,
-             rounds: int | None) -> str:
-    """The tooltip: the stats line, then what the speed-up is compared with (for a speculative reply)."""
+def _details(line: str, stats: Mapping[str, Any], *, live: bool) -> str:
+    """The tooltip: the stats line, then what the speed-up compares, or why there is none (a speculative reply)."""
     if stats.get("mode") == PLAIN or not stats.get("mode"):
         return line
-    return f"{line}\n{tooltip_line(plain, rounds, frozen=frozen)}"
+    return f"{line}\n{tooltip_line(stats, live=live)}"
 
 
 def _status_tail(m: Message) -> str:

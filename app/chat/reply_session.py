@@ -93,8 +93,6 @@ class ReplySession(QObject):
         host.generation_finished.connect(self._on_generation_finished)
         host.failed.connect(self._on_failed)
         self.restart_banner = RestartBanner(host, pane)
-        host.rates_measured.connect(self.readout.note_rates)
-        host.model_loaded.connect(self.readout.forget_plain)
 
     # -- what is on screen ------------------------------------------------------------------------
     def show(self, conversation_id: int | None) -> None:
@@ -277,16 +275,15 @@ class ReplySession(QObject):
         if self.reply_id is None:
             return
         self._last_stats = stats
-        if self._streaming_shown():
+        if self._streaming_shown():  # the stats come with every token's text: both follow it
             self.readout.show_live(self._with_fit(stats), stopping=self.stopping)
-        self.pane.chat_view.set_live_status(stats_text(self._with_fit(stats)))
+        self.pane.chat_view.set_live_status(stats_text(self._with_fit(stats)))  # painted with the text it counts
 
     def _on_generation_finished(self, reply: FinishedReply) -> None:
         if self.reply_id is None or reply.request_id != self._request_id:
             return
         reply_id, self.last_calls = self.reply_id, reply.calls
-        stats = self.readout.finished(reply.stats)  # the speed-up's baseline is kept with the reply
-        self.saves.write(reply_id, reply.text, stats=self._with_fit(stats), runs=list(reply.runs),
+        self.saves.write(reply_id, reply.text, stats=self._with_fit(reply.stats), runs=list(reply.runs),
                          complete=True, reasoning=reply.reasoning)
         self._end()
         self.reply_saved.emit(reply_id)

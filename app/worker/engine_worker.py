@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import enum
 import threading
-import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -84,8 +83,8 @@ class EngineSignals(QObject):
         thinking_generated(str): the thinking's text of one token (shown apart, above the answer).
         format_read(ModelFormat): the loaded model's chat format (after :meth:`read_format`, or a reply refused for
             want of a template).
-        stats_changed(dict): the engine's running stats (``GenerationStats.to_dict()``), at most every
-            ``STATS_INTERVAL_S`` and once more at the end.
+        stats_changed(dict): the engine's running stats (``GenerationStats.to_dict()``) after every token's text, so
+            the line under the reply counts what it shows, and once more at the end.
         generation_finished(FinishedReply): the reply ended (done, length, stopped...).
         verification_progressed(VerifyProgress): how far "Verify exactness" is (per pass).
         verification_finished(Verification): "Verify exactness" finished.
@@ -119,8 +118,6 @@ class EngineSignals(QObject):
 
 class EngineWorker(EngineSignals):
     """Owns the :class:`RemoteEngine` (created and used only on its thread) and emits what it does."""
-
-    STATS_INTERVAL_S = 0.1
 
     def __init__(self) -> None:
         super().__init__()
@@ -201,14 +198,10 @@ class EngineWorker(EngineSignals):
                 self.context_fitted.emit(request.request_id, fitted.dropped_turns)
             reply = ReplyText(splitter)
             gen = eng.generate(fitted.tokens, request.params, request.stop)
-            last = time.perf_counter()
             for ev in gen:
                 if ev.text:
                     self._emit_pieces(reply.feed(ev.text, ev.from_draft), ev.from_draft)
-                now = time.perf_counter()
-                if now - last >= self.STATS_INTERVAL_S:
-                    last = now
-                    self.stats_changed.emit(gen.stats.to_dict())
+                self.stats_changed.emit(gen.stats.to_dict())  # after the text: the view shows the two together
             self._emit_pieces(reply.finish(), False)
             final = {**gen.stats.to_dict(), **reply.stats()}  # every generated token counts, thinking's too
             warning = drafting_warning(gen.stats, eng.placement)  # a fixed sd/ssd that cannot pay here

@@ -26,7 +26,9 @@ from engine.native import abort
 from . import faults
 from . import protocol as p
 
-STATS_INTERVAL_S = 0.1  # a generation's Stats event at most this often (the app's readout refreshes at 10 Hz)
+# A generation's Stats event at most this often (the app's chat view repaints at 30 Hz); between two, each Token
+# carries the count's time, so the parent's count and rate follow every token.
+STATS_INTERVAL_S = 0.03
 BEAT_S = 1.0  # how often the child says it is alive; the parent's deadlines are many of these
 
 
@@ -174,7 +176,7 @@ class Child:
         last = time.perf_counter()
         for n, ev in enumerate(gen, 1):
             self._tick()
-            self.send(p.Token(req.rid, ev.token, ev.text, ev.from_draft, ev.round))
+            self.send(p.Token(req.rid, ev.token, ev.text, ev.from_draft, ev.round, gen.stats.seconds))
             if n == fault_at:
                 abort.raise_abort(f"test fault after {n} tokens")
             now = time.perf_counter()

@@ -78,6 +78,8 @@ class RemoteGeneration:
                     self._shown_round = ev.round
                     self.tokens.append(ev.token)
                     self.text_parts.append(ev.text)
+                    self.stats.seconds = max(self.stats.seconds, ev.seconds)  # the stats describe every token out
+                    self.stats.set_count(len(self.tokens))
                     yield TokenEvent(ev.token, ev.text, ev.from_draft, ev.round)
         finally:
             self.close()

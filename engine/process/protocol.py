@@ -21,7 +21,7 @@ from engine.core.placement import Placement
 from engine.errors import EngineError
 from engine.stats import GenerationStats
 
-VERSION = 2  # raised whenever a message below changes shape
+VERSION = 3  # raised whenever a message below changes shape (3: Token.seconds)
 ALL = -1  # the rid of a Stop that stops every request
 STOPPED = "the engine stopped: "  # how every EngineStopped of a dead process begins (the app looks for it)
 _T = TypeVar("_T")
@@ -132,13 +132,15 @@ class LoadedPair:
 
 @message
 class Token:
-    """One generated token, as the engine's ``TokenEvent``."""
+    """One generated token, as the engine's ``TokenEvent``, and the generation's seconds when it came (its stats'
+    ``seconds``: the parent keeps the count and the rate in step with the tokens between :class:`Stats`)."""
 
     rid: int
     token: int
     text: str
     from_draft: bool
     round: int
+    seconds: float = 0.0
 
 
 @message
