@@ -182,3 +182,20 @@ def test_logprob_and_n_requests_are_checked(server: LocalServer) -> None:
     err = error_of(httpx.post(f"{server.url}/completions", json={"model": server.model_id, "prompt": "a",
                                                                  "logprobs": 6}, timeout=60), 400)
     assert err["param"] == "logprobs"
+
+
+def test_logprobs_on_an_engine_that_samples_inside_llama_cpp(engine: Engine, server: LocalServer,
+                                                             oai: openai.OpenAI) -> None:
+    """A backend sampler chain returns no rows: while tapped, the target reads them on the host, and the reply is
+    the one the chain gives."""
+    want = _figures(_ask(oai, server, "ar"))
+    cfg = EngineConfig(engine.config.target_path, engine.config.draft_path, n_ctx=1024, threads=1, draft_threads=1,
+                       sampling_path="backend")
+    with Engine(cfg) as chained, serve(chained) as srv:
+        api = client(srv)
+        plain = api.chat.completions.create(model=srv.model_id, messages=ASK, max_tokens=10, temperature=0,
+                                            extra_body={"mode": "sd"})
+        got = _figures(_ask(api, srv, "sd"))
+        assert plain.model_extra is not None and plain.model_extra["speculation"]["mode"] == "sd"
+    assert "".join(t for t, _, _ in got) == plain.choices[0].message.content
+    assert [v for _, v, _ in got] == pytest.approx([v for _, v, _ in want], abs=CLOSE)
