@@ -102,7 +102,7 @@ def test_completions_logprobs_in_the_legacy_shape(server: LocalServer, oai: open
                                                                           strict=True))
 
 
-def test_the_engine_in_its_own_process_gives_the_same_figures(engine: Engine, server: LocalServer,
+def test_the_engine_in_its_own_process_gives_the_same_figures_and_vectors(engine: Engine, server: LocalServer,
                                                               oai: openai.OpenAI) -> None:
     from engine.process import RemoteEngine
 
@@ -112,6 +112,9 @@ def test_the_engine_in_its_own_process_gives_the_same_figures(engine: Engine, se
         got = _figures(_ask(client(srv), srv, "sd"))
         streamed = [e for c in _ask(client(srv), srv, "ar", stream=True)
                     if c.choices and c.choices[0].logprobs for e in c.choices[0].logprobs.content or []]
+        there = client(srv).embeddings.create(model=srv.model_id, input="a cat sat").data[0].embedding
+    here = oai.embeddings.create(model=server.model_id, input="a cat sat").data[0].embedding
+    assert there == pytest.approx(here, abs=1e-6)
     assert [t for t, _, _ in got] == [t for t, _, _ in want]
     assert [v for _, v, _ in got] == pytest.approx([v for _, v, _ in want], abs=CLOSE)
     assert [e.token for e in streamed] == [t for t, _, _ in want]
