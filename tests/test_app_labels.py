@@ -40,10 +40,10 @@ def test_amx_is_read_from_the_cpus_flags(tmp_path: Path, cpuinfo: str | None, am
 
 
 def test_the_kernels_line_names_amx_only_where_the_cpu_has_it(qtbot: QtBot) -> None:
-    assert verdict_text(SAFE, amx=False).startswith("CPU kernels: repacked weights — on: the check ran")
-    assert verdict_text(SAFE, amx=True).startswith("CPU kernels: repacked weights (AMX) — on: the check ran")
+    assert verdict_text(SAFE, amx=False) == "Fast CPU code for quantized models — on: tested on this computer: it works"
+    assert verdict_text(SAFE, amx=True).startswith("Fast CPU code for quantized models (AMX) — on: tested")
     assert verdict_text(AMX_FAULTS, amx=False).startswith(  # the check found AMX (faulting): it is named
-        "CPU kernels: repacked weights (AMX) — AMX off, repacked weights on: this CPU's AMX unit is not usable")
+        "Fast CPU code for quantized models (AMX) — on, without AMX: this CPU's AMX unit failed the test")
     box = CpuKernelsBox(SAFE, amx=False)
     qtbot.addWidget(box)
     assert "(AMX)" not in box.verdict.text()

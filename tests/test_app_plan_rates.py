@@ -9,20 +9,22 @@ from engine.speculative.types import RoundResult
 from engine.stats import StatsRecorder
 
 
-def test_a_finished_auto_reply_shows_the_predicted_rates_of_its_plans() -> None:
+def test_a_finished_auto_reply_says_what_it_expected_of_each_mode_in_plain_words() -> None:
+    # (it read "predicted ssd(K=4, M=1) 9.1, sd(K=3) 6.2, ar 5.0 tok/s")
     stats = GenerationStats(mode="auto")
     rec = StatsRecorder(stats)
     rec.round(RoundResult([5, 6], "ssd", rates=(("ssd(K=4, M=1)", 9.14), ("sd(K=3)", 6.2), ("ar", 5.0))))
     live = stats_text(stats.to_dict())
-    assert "predicted" not in live  # the live readout stays short
+    assert "estimates" not in live  # the live readout stays short
     stats.finish_reason = "stop"
     line = stats_text(stats.to_dict())
-    assert "predicted ssd(K=4, M=1) 9.1, sd(K=3) 6.2, ar 5.0 tok/s" in line
+    assert line.endswith("auto's estimates: ssd 9.1 tok/s, sd 6.2 tok/s, plain decoding 5.0 tok/s")
+    assert "K=" not in line and "M=" not in line and "predicted" not in line
 
 
 def test_a_reply_without_plans_shows_no_prediction() -> None:
     stats = GenerationStats(mode="ssd", finish_reason="stop", new_tokens=3)
-    assert "predicted" not in stats_text(stats.to_dict())
+    assert "estimates" not in stats_text(stats.to_dict())
 
 
 def test_lookup_and_auto_run_without_a_draft_and_the_rest_fall_back_to_ar() -> None:

@@ -145,13 +145,12 @@ FAULTED = CpuCheckStatus(
 
 
 # What Settings says for each verdict the CPU check can reach; the signal is only in the tooltip (and the log).
-VERDICT_TEXTS = {
-    "safe": "CPU kernels: repacked weights — on: the check ran a K-quant model with them (decoded a batch of 8 and 2 "
-            "single tokens with Q4_K_M weights)",
-    "amx-dropped": "CPU kernels: repacked weights (AMX) — AMX off, repacked weights on: this CPU's AMX unit is not "
-                   "usable here; ssd-chat uses its other fast kernels (repacked weights)",
-    "faulting": "CPU kernels: repacked weights — off: this CPU's extra fast kernels are not usable here; ssd-chat "
-                "uses the plain CPU kernels (slower)",
+VERDICT_TEXTS = {  # plain words: no buffer types, K-quants, kernels or what the check decoded (the tooltip has them)
+    "safe": "Fast CPU code for quantized models — on: tested on this computer: it works",
+    "amx-dropped": "Fast CPU code for quantized models (AMX) — on, without AMX: this CPU's AMX unit failed the test "
+                   "on this computer, so ssd-chat uses the rest of the fast code",
+    "faulting": "Fast CPU code for quantized models — off: it failed the test on this computer, so ssd-chat uses "
+                "the plain CPU code (slower)",
 }
 
 
@@ -163,6 +162,8 @@ def test_cpu_kernels_say_what_each_verdict_means(qtbot: QtBot, cpu_verdict: Call
     qtbot.addWidget(box)
     assert box.verdict.text() == VERDICT_TEXTS[kind]
     assert "Segmentation" not in box.verdict.text() and "SIG" not in box.verdict.text()
+    for jargon in ("kernel", "repack", "K-quant", "buffer", "decoded"):
+        assert jargon not in box.verdict.text()
     if kind != "safe":
         assert "killed by SIGSEGV" in box.verdict.toolTip()
 
@@ -172,11 +173,11 @@ def test_cpu_kernels_before_the_check_and_with_the_users_choice(qtbot: QtBot,
     cpu_verdict("unchecked")
     box = CpuKernelsBox(amx=True)
     qtbot.addWidget(box)
-    assert box.verdict.text() == ("CPU kernels: repacked weights (AMX) — on: not checked yet: the check runs when "
-                                  "a model first loads")
+    assert box.verdict.text() == ("Fast CPU code for quantized models (AMX) — on: not tested yet: ssd-chat tests "
+                                  "it on this computer when a model first loads")
     box = CpuKernelsBox(FAULTED, amx=True)
     qtbot.addWidget(box)
-    assert box.verdict.text().startswith("CPU kernels: repacked weights (AMX) — off: this CPU's extra fast kernels")
+    assert box.verdict.text().startswith("Fast CPU code for quantized models (AMX) — off: it failed the test")
     assert box.choice() == "auto" and not box.apply()
     box.set_choice("on")
     assert box.apply()
@@ -184,5 +185,6 @@ def test_cpu_kernels_before_the_check_and_with_the_users_choice(qtbot: QtBot,
     again = CpuKernelsBox(amx=False)
     qtbot.addWidget(again)
     assert again.choice() == "on" and again.verdict.text() == (
-        "CPU kernels: repacked weights — on: chosen here; not checked yet: the check runs when a model first loads")
-    assert "— on: the check ran a K-quant model" in CpuKernelsBox(SAFE).verdict.text()
+        "Fast CPU code for quantized models — on, as you chose; not tested yet: ssd-chat tests it on this computer "
+        "when a model first loads")
+    assert "— on: tested on this computer: it works" in CpuKernelsBox(SAFE).verdict.text()

@@ -96,7 +96,7 @@ def test_a_change_that_reloads_the_model_says_so_before_ok(qtbot: QtBot, data_di
     assert dialog.reload_note.text() == "OK reloads the model pair: Context length changed (read when the model loads)."
     dialog.edits["gpu_layers"].setText("none")
     dialog.cpu_kernels.set_choice("off")
-    assert "Context length, Target GPU layers and CPU kernels changed" in dialog.reload_note.text()
+    assert "Context length, Target GPU layers and Fast CPU code changed" in dialog.reload_note.text()
     dialog.edits["n_ctx"].setText(str(Settings().n_ctx))
     dialog.edits["gpu_layers"].setText("auto")
     dialog.cpu_kernels.set_choice("auto")

@@ -229,7 +229,7 @@ def test_settings_dialog_changes_reload_the_pair(
     closing.append(w)
     w.open_settings()
     dialog = w.settings_dialog
-    assert dialog.cpu_kernels.verdict.text().startswith("CPU kernels: repacked weights")
+    assert dialog.cpu_kernels.verdict.text().startswith("Fast CPU code for quantized models")
     dialog.cpu_kernels.set_choice("off")
     dialog.edits["temperature"].setText("0.5")
     with qtbot.waitSignal(w.host.model_loaded, timeout=TIMEOUT_MS):

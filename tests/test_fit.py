@@ -61,7 +61,8 @@ def test_replies_without_a_user_turn_and_no_system_prompt() -> None:
 def test_stop_policy_and_a_last_turn_too_long_say_so() -> None:
     with pytest.raises(ContextFullError, match=r"the conversation has 488 tokens and the context holds 400") as got:
         fit_messages(words, chat(20), n_ctx=400, max_tokens=50, policy=STOP)
-    assert "400 tokens, 50 of them kept for the reply and 18 for the last round's draft" in str(got.value)  # not 68
+    assert ("400 tokens, of which 50 are kept free for the reply (Max tokens) and 18 as working room while it is"
+            " written") in str(got.value)  # not 68; and no "last round's draft"
     huge: list[ChatMessage] = [{"role": "user", "content": "word " * 500}]
     with pytest.raises(ContextFullError, match="the system prompt and the last message alone have 502 tokens"):
         fit_messages(words, huge, n_ctx=400, max_tokens=50, policy=DROP_OLDEST)

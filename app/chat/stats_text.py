@@ -13,6 +13,7 @@ from typing import Any
 CRASHED = "crashed"  # finish reason of a reply whose process died inside llama.cpp
 HIDDEN_REASONS = ("", "stop", "streaming")
 UNSAVED = "not saved yet: the disk is full (kept in memory, saved when space is freed)"
+MODE_WORDS = {"ar": "plain decoding"}  # a mode as the line names it (sd, ssd and lookup are named in Settings)
 REASON_TEXT = {CRASHED: "crashed inside llama.cpp", "context": "context full", "length": "length limit"}
 
 
@@ -68,13 +69,21 @@ def stats_parts(stats: Mapping[str, Any]) -> list[str]:
     if stats.get("dropped_turns"):
         parts.append(f"{plural(int(stats['dropped_turns']), 'oldest turn')} left out to fit the context")
     rates: Mapping[str, float] = stats.get("plan_rates") or {}
-    if rates and stats.get("finish_reason"):  # auto's why: the predicted rate of its best plan per mode
-        best = list(rates.items())[:4]
-        parts.append("predicted " + ", ".join(f"{plan} {rate:.1f}" for plan, rate in best) + " tok/s")
+    if rates and stats.get("finish_reason"):  # auto's why: what it expects of each mode here
+        parts.append(estimates_text(rates))
     reason = str(stats.get("finish_reason") or "")
     if reason not in HIDDEN_REASONS:
         parts.append(REASON_TEXT.get(reason, reason))
     return parts
+
+
+def estimates_text(rates: Mapping[str, float]) -> str:
+    """auto's predicted rate of its best plan per mode (``{"ar": 12.2, "ssd(K=1, M=6)": 5.3}``, best first) in plain
+    words: ``auto's estimates: plain decoding 12.2 tok/s, ssd 5.3 tok/s`` (a plan's draft length and branches are
+    for the docs, not this line)."""
+    shown = [f"{MODE_WORDS.get(mode, mode)} {rate:.1f} tok/s"
+             for mode, rate in ((plan.split("(", 1)[0].strip(), rate) for plan, rate in rates.items())]
+    return "auto's estimates: " + ", ".join(shown[:4])
 
 
 def size_text(n: float) -> str:

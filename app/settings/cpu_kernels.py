@@ -1,7 +1,8 @@
 """The CPU-kernel check in the settings dialog: its verdict on this machine and the user's override.
 
 llama.cpp's extra CPU buffer types (AMX tiles, repacked weights) are fast but fault on some CPUs
-that advertise AMX; the box names AMX only where the CPU has it. The engine checks once per
+that advertise AMX; the box calls them "fast CPU code for quantized models" and names AMX only where the CPU has
+it (the buffer types and signals are in its tooltip). The engine checks once per
 llama.cpp build and CPU (``engine.cpu_check``) and, where only AMX faults, keeps the repacked
 weights; this box says what it found and lets the user choose Auto / On (all types) / Off (none),
 kept by the engine and read at the next model load.
@@ -17,8 +18,9 @@ from PySide6.QtWidgets import QComboBox, QLabel, QVBoxLayout, QWidget
 from engine import CpuCheckOverride, CpuCheckStatus, cpu_check_status, set_cpu_check_override
 
 CHOICES: tuple[tuple[str, CpuCheckOverride], ...] = (
-    ("Auto: as the check found", "auto"), ("On: all of them", "on"), ("Off: plain CPU kernels", "off"))
-TITLE = "CPU kernels: repacked weights"
+    ("Auto: as the test found", "auto"), ("On: always", "on"), ("Off: plain CPU code (slower)", "off"))
+TITLE = "Fast CPU code for quantized models"
+LABEL = "Fast CPU code"  # in the line above OK that names what a change reloads
 AMX_FLAG = "amx_tile"  # the Linux /proc/cpuinfo flag of a CPU with AMX tiles
 CPUINFO = Path("/proc/cpuinfo")
 
@@ -33,30 +35,31 @@ def cpu_has_amx(cpuinfo: Path = CPUINFO) -> bool:
 
 
 def title(status: CpuCheckStatus, amx: bool) -> str:
-    """"CPU kernels: repacked weights", with "(AMX)" where the CPU has AMX or the check found it faulting."""
+    """:data:`TITLE`, with "(AMX)" where the CPU has AMX or the check found it faulting."""
     return f"{TITLE} (AMX)" if amx or "AMX" in (status.verdict.dropped if status.verdict else ()) else TITLE
 
 
 def verdict_text(status: CpuCheckStatus, amx: bool | None = None) -> str:
-    """One line: whether the extra buffer types are used, and what the check's verdict means for the user (``amx``:
-    the CPU has AMX; None: look); the signal that killed the check's child is in :func:`check_detail`."""
+    """One line in plain words: whether the fast CPU code is used and what the test on this computer found (``amx``:
+    the CPU has AMX; None: look). Buffer types, signals and what the test decoded are in :func:`check_detail`."""
     head = title(status, cpu_has_amx() if amx is None else amx)
     verdict = status.verdict
     if verdict is None:
-        found = "not checked yet: the check runs when a model first loads"
+        found = "not tested yet: ssd-chat tests it on this computer when a model first loads"
     elif verdict.dropped:
-        names = ", ".join(verdict.dropped)
-        unit = "unit is" if len(verdict.dropped) == 1 else "units are"
-        found = f"this CPU's {names} {unit} not usable here; ssd-chat uses its other fast kernels (repacked weights)"
+        names = " and ".join(verdict.dropped)
+        unit = "unit" if len(verdict.dropped) == 1 else "units"
+        found = (f"this CPU's {names} {unit} failed the test on this computer, so ssd-chat uses the rest of the fast"
+                 " code")
     elif verdict.safe:
-        found = f"the check ran a K-quant model with them ({verdict.detail})"
+        found = "tested on this computer: it works"
     else:
-        found = "this CPU's extra fast kernels are not usable here; ssd-chat uses the plain CPU kernels (slower)"
+        found = "it failed the test on this computer, so ssd-chat uses the plain CPU code (slower)"
     state = "on" if status.allowed else "off"
     if status.allowed and status.dropped:
-        state = f"{', '.join(status.dropped)} off, repacked weights on"
+        state = f"on, without {' and '.join(status.dropped)}"
     if status.override != "auto":
-        return f"{head} — {state}: chosen here; {found}"
+        return f"{head} — {state}, as you chose; {found}"
     return f"{head} — {state}: {found}"
 
 

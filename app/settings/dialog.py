@@ -25,6 +25,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from app.settings.cpu_kernels import LABEL as CPU_LABEL
 from app.settings.cpu_kernels import CpuKernelsBox
 from app.settings.explain import (
     FIELD_LINES,
@@ -240,7 +241,7 @@ class SettingsDialog(QDialog):
             except EngineError:
                 continue
         if self.cpu_kernels.choice() != self.cpu_kernels.status.override:
-            changed.append("CPU kernels")
+            changed.append(CPU_LABEL)
         return changed
 
     def settings(self) -> Settings:

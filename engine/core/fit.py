@@ -64,8 +64,8 @@ def fit_messages(tokenize: Tokenize, messages: Sequence[Message], *, n_ctx: int,
     if len(whole.tokens) <= budget:
         return whole
     reply = min(max_tokens, n_ctx // 4)  # what reply_room keeps, named as the user set it (Max tokens)
-    room = (f"the context holds {n_ctx} tokens, {reply} of them kept for the reply and {n_ctx - budget - reply}"
-            " for the last round's draft")
+    room = (f"the context holds {n_ctx} tokens, of which {reply} are kept free for the reply (Max tokens) and"
+            f" {n_ctx - budget - reply} as working room while it is written")
     if policy == STOP:
         raise ContextFullError(f"the conversation has {len(whole.tokens)} tokens and {room}: start a new chat,"
                                " or let Settings drop the oldest turns")
