@@ -9,7 +9,7 @@ from PySide6.QtCore import Signal
 from PySide6.QtGui import QAction, QCloseEvent, QKeySequence
 from PySide6.QtWidgets import QMainWindow, QSplitter
 
-from app.chat.conversations import ConversationPanel, ask_export_path
+from app.chat.conversations import ConversationPanel, ask_export_path, export_texts
 from app.chat.pane import ChatPane, StatusLine
 from app.chat.readout import STOPPING
 from app.chat.reply_session import ReplySession
@@ -23,6 +23,7 @@ from app.settings.dialog import SettingsDialog
 from app.settings.store import SettingsStore
 from app.settings.values import Settings, effective_mode, load_fields
 from app.startup.notes import StartupNotes
+from app.startup.restore import SessionRestore
 from app.worker.engine_worker import EngineState
 from app.worker.host import EngineHost
 from engine import GenerationParams
@@ -77,16 +78,10 @@ class MainWindow(QMainWindow):
         self.server_panel = add_server_panel(self, self.host, self.store, lambda: self._generation_params(0))
         self.tools = add_tools(self)  # MCP servers, the cards of their calls, Settings > Tools
         self.refresh_conversations()
-        geometry, splitter = self.store.window_state()
-        if geometry:
-            self.restoreGeometry(geometry)
-        else:
-            self.resize(1280, 820)
-        if splitter:
-            self.splitter.restoreState(splitter)
         self._apply_state()
         self.notes = StartupNotes(self.history, self.replies, self.show_error, self)  # crash, damaged history
         self.crash_note = self.notes.crash_note
+        self.session = SessionRestore(self)  # the geometry, the conversation and the server switch as they were
 
     # -- construction -----------------------------------------------------------------------------
     def _build_ui(self) -> None:
@@ -296,7 +291,7 @@ class MainWindow(QMainWindow):
 
     def _export(self, suffix: str) -> None:
         if self.conversation_id is not None:
-            path = ask_export_path(self, self.history.conversation(self.conversation_id).title, suffix)
+            path = ask_export_path(self, export_texts(self.history, self.conversation_id), suffix)
             if path is not None:
                 self.history.export_file(self.conversation_id, path)
 

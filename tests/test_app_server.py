@@ -152,4 +152,8 @@ def test_the_running_request_is_shown_with_its_progress(qtbot: QtBot) -> None:
     quiet = server.ServerStatus(url="http://127.0.0.1:8080/v1", listening=True, served=4, running=None, busy=False,
                                 queued=0, rejected=0, failed=0)
     assert status_texts(quiet, "qwen", now=0.0)[1] == "4 requests · 0 waiting · 0 errors"  # nothing turned away
-    assert now == "chat.completions (streamed, chatcmpl-1): 42 tokens so far after a 18-token prompt, 3 s"
+    assert now == "Streaming a chat reply: 42 tokens so far, from a prompt of 18 tokens, for 3 s"
+    whole = server.RunningRequest("cmpl-2", "completions", False, 1, 1, 100.0)
+    assert status_texts(server.ServerStatus(url="", listening=True, served=0, running=whole, busy=True, queued=0,
+                                            rejected=0, failed=0), "qwen", now=160.0)[2] == (
+        "Writing a completion: 1 token so far, from a prompt of 1 token, for 60 s")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 from PySide6.QtCore import QStandardPaths, Qt, Signal
@@ -19,7 +20,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from app.history.store import Conversation
+from app.history.store import Conversation, History
 
 RENAME_MIN_PX = 480  # the Rename dialog's width for short titles (Qt's default, 200 px, cuts most titles)
 RENAME_MAX_PX = 900  # ... and its widest, for titles up to the 60 characters a first message gives
@@ -27,6 +28,8 @@ RENAME_PAD_PX = 80  # the dialog's margins and the line edit's frame around the 
 TITLE_CHARS = 60  # a new chat's title: its first line up to this many characters, cut between words
 ELLIPSIS = "…"
 UNSAFE = '<>:"/\\|?*'  # characters Windows (and, for "/", every system) refuses in a file name
+NAME_CHARS = 100  # an exported chat's file name at most: whole phrases of its first message up to this many
+PHRASE_END = re.compile(r"[.?!;:,](?=\s|$)|\s[-–—]\s")  # where a phrase ends: punctuation, or a dash between words
 
 
 class ConversationPanel(QWidget):
@@ -151,23 +154,45 @@ def export_folder() -> Path:
     return Path(docs) if docs and Path(docs).is_dir() else Path.home()
 
 
-def export_name(title: str, suffix: str) -> str:
-    """A file name for a chat titled ``title``: its words kept whole, characters a file system refuses dropped."""
+def first_phrases(text: str, most: int = NAME_CHARS) -> str:
+    """The first line of ``text``, cut where a phrase ends when it is longer than ``most`` (between words where no
+    phrase ends in reach)."""
+    line = " ".join(text.strip().splitlines()[0].split()) if text.strip() else ""
+    if len(line) <= most:
+        return line
+    ends = [m.start() for m in PHRASE_END.finditer(line) if 0 < m.start() <= most]
+    return line[: ends[-1]] if ends else line[: most + 1].rsplit(" ", 1)[0]
+
+
+def export_name(title: str, suffix: str, first: str = "") -> str:
+    """A file name for a chat titled ``title``: its words kept whole, characters a file system refuses dropped.
+
+    A title cut from the chat's ``first`` message (it ends in "…") gives way to that message's first phrases, so
+    the name ends where a phrase does; a title the user gave is kept."""
+    if title.endswith(ELLIPSIS) and " ".join(first.split()).startswith(title[: -len(ELLIPSIS)].rstrip()):
+        title = first_phrases(first)
     words = "".join(" " if c in UNSAFE or not c.isprintable() else c for c in title.replace(ELLIPSIS, " ")).split()
-    return (" ".join(words).strip(" .") or "chat") + suffix
+    return (" ".join(words).strip(" .,;:") or "chat") + suffix
 
 
-def export_dialog(parent: QWidget, title: str, suffix: str) -> QFileDialog:
+def export_texts(history: History, conversation_id: int) -> tuple[str, str]:
+    """A conversation's title and its first user message: what :func:`export_name` names its file after."""
+    first = next((m.content for m in history.messages(conversation_id) if m.role == "user"), "")
+    return history.conversation(conversation_id).title, first
+
+
+def export_dialog(parent: QWidget, title: str, suffix: str, first: str = "") -> QFileDialog:
     """The save dialog for a chat titled ``title``: in :func:`export_folder`, the name from :func:`export_name`."""
     dialog = QFileDialog(parent, "Export chat", str(export_folder()), EXPORT_FILTERS[suffix])
     dialog.setAcceptMode(QFileDialog.AcceptMode.AcceptSave)
     dialog.setDefaultSuffix(suffix.lstrip("."))
-    dialog.selectFile(export_name(title, suffix))
+    dialog.selectFile(export_name(title, suffix, first))
     return dialog
 
 
-def ask_export_path(parent: QWidget, title: str, suffix: str) -> Path | None:
-    """Ask where to export a conversation titled ``title`` as ``suffix`` (``.md`` or ``.json``)."""
-    dialog = export_dialog(parent, title, suffix)
+def ask_export_path(parent: QWidget, texts: tuple[str, str], suffix: str) -> Path | None:
+    """Ask where to export a conversation (its title and first message: :func:`export_texts`) as ``suffix``
+    (``.md`` or ``.json``)."""
+    dialog = export_dialog(parent, texts[0], suffix, texts[1])
     files = dialog.selectedFiles() if dialog.exec() == QDialog.DialogCode.Accepted else []
     return Path(files[0]) if files else None

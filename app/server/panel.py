@@ -39,6 +39,7 @@ ERROR_STYLE = "color:#cf222e;"
 NOTE_STYLE = "color:#57606a;"
 SERVING = (EngineState.READY, EngineState.GENERATING)  # states with a loaded pair
 NO_PAIR = "Load a model pair first: the local server serves the pair the app has loaded."
+WHAT = {"chat.completions": "a chat reply", "completions": "a completion"}  # the Now line's words per endpoint
 PORT_HINT = " Choose another port above and switch it on again."  # after "cannot listen on …: in use"
 
 
@@ -85,9 +86,11 @@ class ServerPanel(QWidget):
         self.note.setStyleSheet(NOTE_STYLE)
         self.supports = QLabel(server.SUPPORTS)  # what clients can count on (engine.server.fields)
         self.supports.setObjectName("server-supports")
-        self.supports.setWordWrap(True)
-        never_widen(self.url_label, self.served_label, self.running_label, self.message, self.note, self.supports)
+        self.supports.setWordWrap(True)  # every line of it: no cap on its height, and never wider than the dock
+        self.supports.setMinimumWidth(1)
+        never_widen(self.url_label, self.served_label, self.running_label, self.message, self.note)
         form = QFormLayout()
+        form.setRowWrapPolicy(QFormLayout.RowWrapPolicy.WrapLongRows)  # long text under its label, full width
         form.addRow("Port", self.port_edit)
         form.addRow("URL", self.url_label)
         form.addRow("Served", self.served_label)
@@ -120,6 +123,7 @@ class ServerPanel(QWidget):
         self.url_label.setText(url)
         self.served_label.setText(served)
         self.running_label.setText(running)
+        self.running_label.setToolTip(f"request {status.running.id}" if status.running is not None else "")
         where = status.url.removeprefix("http://").removesuffix("/v1")
         self.indicator.setText(f"Server: {where} · {status.served} served" if status.url else "Server: stopping")
 
@@ -202,10 +206,10 @@ def status_texts(status: server.ServerStatus, model_id: str, now: float) -> tupl
         served += f" · {plural(status.rejected, 'request')} turned away: too many were already waiting"
     served += f" · {plural(status.failed, 'error')}"
     run = status.running
-    if run is not None:
-        how = "streamed" if run.stream else "whole"
-        running = (f"{run.endpoint} ({how}, {run.id}): {plural(run.completion_tokens, 'token')} so far after a "
-                   f"{run.prompt_tokens}-token prompt, {max(0.0, now - run.started):.0f} s")
+    if run is not None:  # its id is the line's tooltip
+        how = "Streaming" if run.stream else "Writing"
+        running = (f"{how} {WHAT.get(run.endpoint, run.endpoint)}: {plural(run.completion_tokens, 'token')} so far, "
+                   f"from a prompt of {plural(run.prompt_tokens, 'token')}, for {max(0.0, now - run.started):.0f} s")
     else:
         running = "the app's own reply" if status.busy else "idle"
     return url, served, running

@@ -23,7 +23,7 @@ TAIL_BYTES = 16384  # of a child's stderr file read for its last words
 
 # What a signal that ends a child most likely means here, in the user's words.
 MEANING = {
-    "SIGKILL": "killed by the system or another program (out of memory?)",
+    "SIGKILL": "ended by the system or another program, often for lack of memory",
     "SIGBUS": "a model file was cut short or changed while in use",
     "SIGABRT": "llama.cpp stopped on an error",
     "SIGSEGV": "a memory fault inside llama.cpp",
