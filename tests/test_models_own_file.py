@@ -126,3 +126,6 @@ def test_drafts_for_a_recurrent_file_say_what_a_checkpoint_costs(
         find_drafts_for_file(tmp_path / "missing.gguf")
     code, out, err = run(["drafts", str(tmp_path / "missing.gguf")], capsys)
     assert code == 2 and out == "" and err.startswith("error: ") and len(err.strip().splitlines()) == 1
+    assert run(["drafts", "Qwen/Qwen2.5-7B-Instruct-GGUF"], capsys)[2].strip() == (
+        "error: Qwen/Qwen2.5-7B-Instruct-GGUF is not a file here: for a Hub model name its file too (models drafts "
+        "REPO FILE; models files Qwen/Qwen2.5-7B-Instruct-GGUF lists them)")

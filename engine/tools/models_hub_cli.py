@@ -85,8 +85,12 @@ def cmd_files(args: argparse.Namespace) -> int:
 def cmd_drafts(args: argparse.Namespace) -> int:
     from engine.models.archs import arch_info
     from engine.models.drafts import find_drafts, find_drafts_for_file
+    from engine.models.hubnames import is_repo_id
 
     if args.filename is None:  # one argument: a file of the user's own
+        if not Path(args.repo).exists() and is_repo_id(args.repo) and not args.repo.endswith(".gguf"):
+            raise EngineError(f"{args.repo} is not a file here: for a Hub model name its file too (models drafts "
+                              f"REPO FILE; models files {args.repo} lists them)")
         found = find_drafts_for_file(Path(args.repo))
     else:
         found = find_drafts(args.repo, args.filename)
