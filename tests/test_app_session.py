@@ -45,7 +45,7 @@ def test_the_last_conversation_and_the_server_switch_reopen(
         w.server_panel.switch.click()
     assert w.server_panel.listening
     w.close()
-    assert w.store.session() == (first, True)
+    assert w.store.left_open() == (first, True)
 
     again = open_window(qtbot, tiny_pair(tiny))
     closing.append(again)
@@ -58,7 +58,7 @@ def test_the_last_conversation_and_the_server_switch_reopen(
         again.server_panel.switch.click()  # off: the next start leaves it off
     again.history.delete(first)
     again.close()
-    assert again.store.session() == (first, False)
+    assert again.store.left_open() == (first, False)
     third = open_window(qtbot, None)  # the conversation is gone: nothing is opened, nothing fails
     closing.append(third)
     assert third.conversation_id is None and not third.server_panel.listening

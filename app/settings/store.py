@@ -100,18 +100,18 @@ class SettingsStore:
         self._qs.setValue("window/splitter", splitter)
         self._qs.sync()
 
-    def session(self) -> tuple[int | None, bool]:
+    def left_open(self) -> tuple[int | None, bool]:
         """The conversation shown, and whether the local server was on, when the app last closed."""
         try:
-            conversation: int | None = int(str(self._qs.value("session/conversation", "")))
+            conversation: int | None = int(str(self._qs.value("reopen/conversation", "")))
         except ValueError:
             conversation = None
-        return conversation, str(self._qs.value("session/serving", "false")).lower() == "true"
+        return conversation, str(self._qs.value("reopen/serving", "false")).lower() == "true"
 
-    def set_session(self, conversation_id: int | None, serving: bool) -> None:
-        """Remember what :meth:`session` gives back."""
-        self._qs.setValue("session/conversation", "" if conversation_id is None else conversation_id)
-        self._qs.setValue("session/serving", serving)
+    def set_left_open(self, conversation_id: int | None, serving: bool) -> None:
+        """Remember what :meth:`left_open` gives back."""
+        self._qs.setValue("reopen/conversation", "" if conversation_id is None else conversation_id)
+        self._qs.setValue("reopen/serving", serving)
         self._qs.sync()
 
     def chat_template(self, model_path: str) -> str:

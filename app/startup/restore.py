@@ -32,7 +32,7 @@ class SessionRestore(QObject):
             window.resize(*FIRST_SIZE)
         if splitter:
             window.splitter.restoreState(splitter)
-        conversation, self.serve = window.store.session()
+        conversation, self.serve = window.store.left_open()
         if conversation is not None and any(c.id == conversation for c in window.history.conversations("")):
             window.open_conversation(conversation)
             window.refresh_conversations()
@@ -50,5 +50,5 @@ class SessionRestore(QObject):
     def eventFilter(self, watched: QObject, event: QEvent) -> bool:
         if watched is self.window and event.type() == QEvent.Type.Close and not self._kept:
             self._kept = True  # the first close only: after it the window has shut the server down
-            self.window.store.set_session(self.window.conversation_id, self.window.server_panel.listening)
+            self.window.store.set_left_open(self.window.conversation_id, self.window.server_panel.listening)
         return False
