@@ -1,4 +1,4 @@
-"""The settings dialog: decoding, sampling and hardware settings built from the engine's declarations.
+"""The settings dialog: decoding, sampling, hardware and remote-machine settings built from the engine's declarations.
 
 Each field's label, help, bounds and special values come from ``engine.OPTIONS``; a typed value is
 checked by the same declaration the engine validates with, and a problem is shown under its field.
@@ -38,6 +38,7 @@ from app.settings.explain import (
     reload_note,
 )
 from app.settings.mode_note import mode_note
+from app.settings.remote import LINE as REMOTE_LINE
 from app.settings.remote import RemoteTest
 from app.settings.values import Settings, load_fields, setting_options
 from engine import EngineError, MeasuredRate, Option, model_archs, supports_gpu_offload
@@ -45,7 +46,8 @@ from engine import EngineError, MeasuredRate, Option, model_archs, supports_gpu_
 ERROR_STYLE = "color: #cf222e;"
 NOTE_STYLE = "color: #6e7781;"
 WARN_STYLE = "color: #9a6700;"
-GROUPS = {"decoding": "Decoding", "sampling": "Sampling", "hardware": "Hardware"}
+GROUPS = {"decoding": "Decoding", "sampling": "Sampling", "hardware": "Hardware", "remote": "Remote machines"}
+ROW_LABELS = {"rpc": "Machines"}  # a field's label where its section already names it
 GPU_FIELDS = ("gpu_layers", "draft_gpu_layers")
 FIT_FIELDS = ("max_tokens", "n_ctx")  # a reply must fit the context (Settings.problems)
 MODE_LINES = {  # one line per mode in the mode list, for someone who has not read about speculation
@@ -104,7 +106,8 @@ class SettingsDialog(QDialog):
         for name in GPU_FIELDS:
             self.edits[name].setEnabled(self._gpu)
         self.remote_test = RemoteTest(self.edits["rpc"])  # Remote machines: Test asks each one
-        forms["hardware"].addRow("", self.remote_test)
+        forms["remote"].addRow("", self.remote_test)
+        forms["remote"].addRow(_note("rpc-line", NOTE_STYLE, REMOTE_LINE))
         self.cpu_kernels = cpu_kernels or CpuKernelsBox()
         self.cpu_kernels.combo.currentIndexChanged.connect(self._on_changed)
         forms["hardware"].addRow(self.cpu_kernels)
@@ -194,7 +197,8 @@ class SettingsDialog(QDialog):
         holder = QWidget()
         holder.setLayout(box)
         note = LAYERS_NOTE if layers else option.note
-        form.addRow(f"{option.label} ({note})" if note else option.label, holder)
+        label = ROW_LABELS.get(option.name, option.label)
+        form.addRow(f"{label} ({note})" if note else label, holder)
         self.edits[option.name] = edit
         self.errors[option.name] = error
 

@@ -1,5 +1,6 @@
-"""Settings › Remote machines: the field naming llama.cpp RPC servers that run the target's layers, and its Test
-button, which asks each machine (off the GUI thread) whether it answers, its protocol, devices and free memory."""
+"""Settings › Remote machines, a section of its own: the field naming llama.cpp RPC servers that run the target's
+layers, a line on what they are, and its Test button, which asks each machine (off the GUI thread) whether it
+answers, its protocol, devices and free memory. The field is read when the model loads, as the Hardware ones are."""
 
 from __future__ import annotations
 
@@ -13,8 +14,11 @@ from engine import EngineError, Option, ask_remote_machines, remote_endpoints
 REMOTE = Option("rpc", str, "", "Remote machines",
                 "Machines whose llama.cpp RPC server ('python -m engine rpc-server' there) runs the target's layers, "
                 "as HOST:PORT, comma-separated; empty: this machine only. The draft stays here. The server has no "
-                "authentication: reach it through an SSH tunnel or on a trusted network (docs/remote.md)", "hardware",
+                "authentication: reach it through an SSH tunnel or on a trusted network (docs/remote.md)", "remote",
                 note="HOST:PORT, …; empty = none")
+LINE = ("Other computers that run the target model's layers (the draft stays here). Start 'python -m engine rpc-server'"
+        " on each; reach them through an SSH tunnel or a trusted network, as the server has no password. OK asks them"
+        " first: the pair is kept as it is if one does not answer.")
 
 
 def problem(text: str) -> str | None:

@@ -122,6 +122,9 @@ def effective_mode(mode: str, *, has_draft: bool) -> str:
     return mode if has_draft or mode in DRAFT_FREE_MODES else "ar"
 
 
+LOAD_GROUPS = ("hardware", "remote")  # Settings' sections whose fields the model reads when it loads
+
+
 def load_fields() -> list[str]:
-    """The settings read when a model loads (the "hardware" group): changing one reloads the pair."""
-    return [name for name, option in setting_options().items() if option.group == "hardware"]
+    """The settings read when a model loads (Hardware and Remote machines): changing one reloads the pair."""
+    return [name for name, option in setting_options().items() if option.group in LOAD_GROUPS]
