@@ -12,8 +12,9 @@ import pytest
 
 from engine.core.recurrent import ROLLBACK_ARCHS
 from engine.models import archs
+from engine.models.catalog import Arch
 from engine.models.drafts import find_drafts_for_file
-from engine.models.headers import NotGgufError
+from engine.models.headers import HeaderReader, NotGgufError
 from engine.models.store import ModelStore
 from engine.tools.cli import main
 from engine.tools.tinyrecurrent import write_lfm2, write_mamba
@@ -51,6 +52,13 @@ def test_architectures_are_read_from_the_files(tiny: TinyPair, tmp_path: Path) -
     assert archs.of_file(write_mamba(tmp_path / "m.gguf")) == archs.ArchInfo("mamba", archs.CHECKPOINT)
     (tmp_path / "junk.gguf").write_bytes(b"not a model" * 50)
     assert archs.of_file(tmp_path / "junk.gguf").arch == "" and archs.of_file(tmp_path / "none.gguf").arch == ""
+
+
+def test_the_fit_estimate_counts_only_a_caches_layers(tmp_path: Path) -> None:
+    hybrid = HeaderReader.local(write_lfm2(tmp_path / "h.gguf", n_layer=6)).architecture()
+    assert hybrid == Arch(2, 4, 16, 0)  # every third lfm2 layer is attention; the others keep a state
+    recurrent = HeaderReader.local(write_mamba(tmp_path / "m.gguf")).architecture()
+    assert recurrent is not None and recurrent.kv_bytes(4096) == 0
 
 
 def test_a_target_imports_alone_and_never_as_its_own_draft(

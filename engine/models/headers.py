@@ -15,7 +15,7 @@ from huggingface_hub import hf_hub_url
 from engine.core.vocab import VocabInfo
 from engine.errors import EngineError
 
-from . import gguf_remote, hub
+from . import archs, gguf_remote, hub
 from .catalog import Arch
 from .hub_http import RemoteFile, endpoint
 
@@ -84,12 +84,18 @@ class HeaderReader:
             return int(v) if isinstance(v, int) else 0
 
         heads, embd = num("attention.head_count"), num("embedding_length")
-        kv_heads = num("attention.head_count_kv") or heads
+        layers, kv_heads = num("block_count"), num("attention.head_count_kv") or heads
+        per_layer = meta.get(f"{arch}.attention.head_count_kv")
+        # a hybrid names its KV heads per layer, 0 for a recurrent layer: only its attention layers have a cache
+        if isinstance(per_layer, list) and all(isinstance(n, int) for n in per_layer):
+            layers, kv_heads = sum(n > 0 for n in per_layer), max(per_layer, default=0)
         head_dim = num("attention.key_length") or (embd // heads if heads else 0)
         n_vocab = num("vocab_size")
-        if not (num("block_count") and kv_heads and head_dim):
+        if archs.arch_info(arch).kind == "recurrent":  # no KV cache: a state of a few MiB at most
+            return Arch(0, 0, 0, n_vocab)
+        if not (layers and kv_heads and head_dim):
             return None
-        return Arch(num("block_count"), kv_heads, head_dim, n_vocab)
+        return Arch(layers, kv_heads, head_dim, n_vocab)
 
     def vocab(self) -> VocabInfo:
         """The tokenizer as llama.cpp's pairing rule sees it.
