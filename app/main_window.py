@@ -20,7 +20,7 @@ from app.history.store import History, Message
 from app.models.pair_loader import PairLoader
 from app.server.menu import add_server_panel
 from app.settings.dialog import SettingsDialog
-from app.settings.remote_apply import RemoteApply
+from app.settings.remote_apply import add_remote_apply
 from app.settings.store import SettingsStore
 from app.settings.values import Settings, effective_mode, load_fields
 from app.startup.notes import StartupNotes
@@ -74,9 +74,7 @@ class MainWindow(QMainWindow):
         self.exactness = ExactnessCheck(self.host, self.readout, self)
         self.pairs = PairLoader(self.host, self.store, lambda: self.settings, self.model_label, self)
         self.pairs.error.connect(self.show_error)
-        self.remote_apply = RemoteApply(  # new remote machines are asked before the working pair is let go
-            self.host, self.pane, lambda: self.state == EngineState.READY and self.pairs.pair is not None,
-            lambda settings, reload: self.apply_settings(settings, reload=reload), self.open_settings, self)
+        self.remote_apply = add_remote_apply(self)  # new remote machines are asked before the pair is let go
         self.host.model_loaded.connect(self.error_banner.hide)
         self._build_menus()
         self.server_panel = add_server_panel(self, self.host, self.store, lambda: self._generation_params(0))
@@ -152,8 +150,7 @@ class MainWindow(QMainWindow):
 
     # -- models and settings ----------------------------------------------------------------------
     def open_settings(self, shown: Settings | None = None) -> None:
-        """Show the settings dialog (with ``shown``'s values: remote machines not applied); load-time changes
-        (hardware, remote machines, CPU kernels) reload the model."""
+        """Show the settings dialog (``shown``: values not applied yet); load-time changes reload the model."""
         dialog = SettingsDialog(shown or self.settings, self, rates=self.pairs.measured_rates(),
                                 thinking_switch=self.formats.thinking_switch())
         dialog.accepted.connect(lambda: self.apply_settings(dialog.settings(), reload=dialog.cpu_kernels.apply()))
@@ -161,10 +158,8 @@ class MainWindow(QMainWindow):
         self.settings_dialog = dialog
 
     def apply_settings(self, settings: Settings, *, reload: bool = False) -> None:
-        """Persist ``settings``; reload the model when a load-time setting changed (or ``reload``). While a pair works,
-        changed remote machines are asked first (:mod:`app.settings.remote_apply`) and the pair is kept if they do
-        not answer."""
-        if self.remote_apply.holds(self.settings, settings, reload):
+        """Persist ``settings``; reload the model when a load-time setting changed (or ``reload``)."""
+        if self.remote_apply.holds(self.settings, settings, reload):  # new remote machines are asked first
             return
         old, self.settings = self.settings, settings
         self.store.save(settings)

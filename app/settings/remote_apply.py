@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable
+from typing import Any
 
 from PySide6.QtCore import QObject, Signal
 from PySide6.QtWidgets import QHBoxLayout, QLabel, QPushButton, QVBoxLayout, QWidget
@@ -186,3 +187,13 @@ class RemoteApply(QObject):
             self.notice.say(text, buttons=True)
             self.refused.emit(text)
         self._settle()
+
+
+def add_remote_apply(window: Any) -> RemoteApply:
+    """The window's :class:`RemoteApply` (a MainWindow: its host, pane, state, pair, apply_settings, open_settings)."""
+    def ready() -> bool:
+        return bool(window.state == EngineState.READY and window.pairs.pair is not None)
+
+    return RemoteApply(window.host, window.pane, ready,
+                       lambda settings, reload: window.apply_settings(settings, reload=reload), window.open_settings,
+                       window)
