@@ -4,49 +4,62 @@ from __future__ import annotations
 
 import codecs
 import contextlib
-import functools
 import logging
 import threading
-import time
 from collections.abc import Generator, Sequence
 
 import numpy as np
 
+from .batch.prefill import read_prompt
+from .batch.rounds import SharedRounds
+from .batch.slots import Slots
 from .config import EngineConfig as EngineConfig
 from .config import GenerationParams as GenerationParams
 from .core import modelfile
+from .core import options as opt
 from .core.backend import Model
 from .core.context import Context, ContextParams
-from .core.options import MAX_K, cpu_cores
-from .core.placement import place_layers
+from .core.options import MAX_K, PREFILL_GRID, cpu_cores
+from .core.placement import Placement, place_layers
+from .core.recurrent import memory_kind
 from .core.vocab import check_compatible
 from .errors import ContextFullError, EngineError, ParameterError
 from .generation import Generation, TokenEvent
+from .modes import ModeMaker
 from .prompts import Prompts
 from .speculative import memory
-from .speculative.auto import AutoMode, measured_rates
+from .speculative.auto import measured_rates
 from .speculative.drafter import Drafter, PromptRead
 from .speculative.knobs import K_MAX as AUTO_K_MAX
 from .speculative.lookup import MAX_DRAFT as LOOKUP_MAX
-from .speculative.lookup import Lookup, LookupMode
+from .speculative.lookup import Lookup
 from .speculative.observer import RoundObserver, observer_for, tree_budget
 from .speculative.plan import MeasuredRate
-from .speculative.planner import AutoPlanner
-from .speculative.ssd import SSDMode, SSDOptions
-from .speculative.steps import ARMode, Mode, SDMode, Steps, Threads
+from .speculative.steps import Mode, Threads
 from .speculative.target import Target
-from .speculative.types import NGRAM
-from .speculative.worker import DraftWorker, InlineDrafts, SplitDrafts
-from .stats import DecodeTimes, GenerationStats, StatsRecorder
+from .speculative.types import RoundResult
+from .stats import GenerationStats, StatsRecorder
 
 log = logging.getLogger(__name__)
 
 DRAFT_FREE_MODES = ("ar", "lookup", "auto")  # modes that run on a target alone
-MODEL_DRAFT_MODES = ("sd", "ssd", "auto")  # modes that may draft with the draft model
 INLINE_DRAFT_MODES = ("sd",)  # modes whose draft decodes run on the generating thread (counted as the loop's)
+SLOT_WAIT_S = 5.0  # how long a reply waits for a sequence of the target context before it is refused
+SHARED = "beside other replies"  # why a round is plain: the decode is shared
 
 
-class Engine(Prompts):
+def wholly_on_gpu(placement: Placement) -> bool:
+    return placement.target_total > 0 and placement.target_on_gpu >= placement.target_total
+
+
+def replies_at_once(asked: int, placement: Placement) -> int:
+    """The replies one engine makes at once: ``asked``, or for 0 the machine's default (options.PARALLEL)."""
+    if asked:
+        return asked
+    return opt.AUTO_GPU_REPLIES if wholly_on_gpu(placement) else opt.AUTO_CPU_REPLIES
+
+
+class Engine(Prompts, ModeMaker):
     """Loads a target and optionally a draft, and generates in any mode (``lookup`` and ``auto`` also without one).
 
     Example:
@@ -59,8 +72,8 @@ class Engine(Prompts):
         self._stack = contextlib.ExitStack()
         self.draft_model: Model | None = None
         self.drafter: Drafter | None = None
-        self._lock = threading.Lock()
         self._active: Generation | None = None
+        self._open: list[Generation] = []  # the replies started and not yet closed
         try:
             self._load()
         except BaseException:
@@ -74,15 +87,26 @@ class Engine(Prompts):
         # GPU layers for both models at once (auto: all that fit in free GPU memory, the target's first)
         pl = self.placement = place_layers(cfg.target_path, cfg.draft_path, cfg.gpu_layers, cfg.draft_gpu_layers,
                                            cfg.n_ctx, remote=cfg.rpc)
-        target = Model(cfg.target_path, gpu_layers=pl.target_layers, remote=cfg.rpc, split=cfg.tensor_split)
+        n_seq = replies_at_once(cfg.parallel, pl)
+        # several replies share decodes: on the CPU their rows must not depend on the rows beside them
+        target = Model(cfg.target_path, gpu_layers=pl.target_layers, remote=cfg.rpc, split=cfg.tensor_split,
+                       exact_batches=n_seq > 1 and not wholly_on_gpu(pl))
         self.target_model = self._stack.enter_context(target)
+        kind = memory_kind(self.target_model.ptr)
+        if kind.recurrent and n_seq > 1:  # its checkpoints take the spare sequences
+            log.info("%s keeps a recurrent state: one reply at a time", kind.arch)
+            n_seq = 1
         n_ctx = min(cfg.n_ctx, max(self.target_model.n_ctx_train, 64)) if self.target_model.n_ctx_train else cfg.n_ctx
         self.target_ctx = self._stack.enter_context(
-            Context(self.target_model, ContextParams(n_ctx=n_ctx, n_batch=512, n_threads=threads,
-                                                     n_threads_batch=threads, flash_attn=cfg.flash_attn,
-                                                     sampling=cfg.sampling_path))
+            Context(self.target_model, ContextParams(n_ctx=n_ctx * n_seq, n_batch=512, n_seq_max=n_seq,
+                                                     n_threads=threads, n_threads_batch=threads,
+                                                     flash_attn=cfg.flash_attn,
+                                                     sampling=cfg.sampling_path if n_seq == 1 else "host"))
         )
-        self.target = Target(self.target_model, self.target_ctx)
+        grid = 0 if kind.recurrent else PREFILL_GRID  # a recurrent state is reused at its checkpoints instead
+        self._slots = Slots([Target(self.target_model, self.target_ctx, s, grid) for s in range(n_seq)])
+        self._rounds = SharedRounds(self._slots)
+        self.target = self._slots.targets[0]
         if cfg.draft_path:
             self.draft_model = self._stack.enter_context(Model(cfg.draft_path, gpu_layers=pl.draft_layers))
             check_compatible(self.target_model, self.draft_model)
@@ -106,15 +130,15 @@ class Engine(Prompts):
         # auto's measurements of this machine, kept across replies (and across starts, with remember_machine)
         self._cost_model = memory.load(self._memory, bool(split))
         self._lookup = Lookup(self._cost_model)  # the n-gram pool over the conversation (constant memory)
-        self.n_ctx = self.target_ctx.n_ctx
+        self.n_ctx = self.target_ctx.n_ctx_seq  # what one reply's conversation may hold
         self.files = modelfile.ModelFiles([cfg.target_path, cfg.draft_path])  # size and mtime at load
 
     def close(self) -> None:
         """Free the models (any thread); a generation still running ends first, within one round."""
-        active, self._active = self._active, None
-        if active is not None:
-            active.close()
-        with self._lock:
+        self._active = None
+        for gen in list(self._open):
+            gen.close()
+        with self._slots.lock:
             self._stack.close()
 
     def __enter__(self) -> Engine:
@@ -126,10 +150,30 @@ class Engine(Prompts):
     # -- prompts (tokenize, messages_tokens, chat_format...: engine.prompts) --------------------------
     def top2_margin(self, tokens: Sequence[int]) -> float:
         """The target's logit gap between its two best next tokens after ``tokens`` (near-tie check)."""
-        with self._lock:
-            row = self.target.kv.sync(list(tokens))
+        target = self._slots.take(tokens, SLOT_WAIT_S)
+        if target is None:
+            raise EngineError(self._busy())
+        try:
+            with self._slots.lock:
+                row = target.kv.sync(list(tokens))
+        finally:
+            self._slots.give(target)
         top = np.partition(row, -2)[-2:]
         return float(top[1] - top[0])
+
+    @property
+    def replies_at_once(self) -> int:
+        """How many replies this engine makes at the same time (more wait for a free one)."""
+        return self._slots.size
+
+    def slots(self) -> list[tuple[int, bool, bool]]:
+        """Each reply sequence: (id, busy, in shared plain rounds)."""
+        return self._slots.each()
+
+    def _busy(self) -> str:
+        if self._slots.size == 1:
+            return "another generation is still running on this engine; stop it first"
+        return f"all {self._slots.size} replies this engine makes at once are busy; try again when one ends"
 
     def measured_rates(self) -> dict[str, MeasuredRate]:
         """auto's best plan per mode it has run here, with its predicted tok/s (read between generations)."""
@@ -142,8 +186,9 @@ class Engine(Prompts):
         params: GenerationParams,
         stop: threading.Event | None = None,
     ) -> Generation:
-        """Start a generation (iterate it for tokens); ``stop`` is checked between rounds and draft steps. One
-        generation runs at a time: one still open is closed first, which takes at most the rest of its round."""
+        """Start a generation (iterate it for tokens); ``stop`` is checked between rounds and draft steps. With one
+        reply at a time (:attr:`replies_at_once`), one still open is closed first, which takes at most the rest of
+        its round; otherwise it waits for a free sequence."""
         self.files.check()  # ModelFileChangedError: a model file cut short under its mmap would SIGBUS on a read
         if params.mode not in DRAFT_FREE_MODES and self.drafter is None:
             raise ParameterError(f"mode {params.mode!r} needs a draft model")
@@ -152,51 +197,16 @@ class Engine(Prompts):
                 f"the prompt has {len(prompt)} tokens but the context holds only {self.n_ctx}"
             )
         previous, self._active = self._active, None
-        if previous is not None:
+        if previous is not None and self._slots.size == 1:
             previous.close()
+        self._open = [g for g in self._open if g.stats.finish_reason == ""]
         stats = GenerationStats(mode=params.mode, prompt_tokens=len(prompt))
         tokens: list[int] = []
         halt = threading.Event()
         events = self._run(list(prompt), params, (stop or threading.Event(), halt), stats, tokens)
         self._active = Generation(events, stats, tokens, halt)
+        self._open.append(self._active)
         return self._active
-
-    def _make_mode(self, params: GenerationParams, budget: int, reading: PromptRead | None = None,
-                   recorder: StatsRecorder | None = None) -> Mode:
-        """The reply's mode; ``budget``: fixed ssd's tree (observer.tree_budget). auto may start while the draft
-        still reads the prompt (``reading``): its drafter waits for it at first use (the wait: ``recorder``)."""
-        if params.mode == "ar":
-            return ARMode(Steps(self.target, None))
-        k = params.k
-        greedy = params.sampling.greedy
-        lookup = self._lookup
-        lookup.start(self.target.committed)
-        if params.mode == "lookup":
-            return LookupMode(Steps(self.target, None, self.threads), lookup, greedy=greedy)
-        if self.drafter is None:  # auto on a target alone: ar, and the pool's drafts when they pay
-            planner = AutoPlanner(self._cost_model, k, draft=False)
-            return AutoMode(Steps(self.target, None, self.threads), planner, SSDOptions(k=k), lookup, greedy)
-        self.drafter.pool_draft = lambda committed, n: lookup.propose(committed, n, greedy=greedy,
-                                                                                 shadow=False)
-        if params.mode == "sd":
-            return SDMode(Steps(self.target, InlineDrafts(self.drafter)), k)  # the draft runs on this thread
-        ready = functools.partial(self._join_read, reading, recorder) if reading and recorder else None
-        drafts = SplitDrafts(self.drafter, ready) if params.mode == "auto" else DraftWorker(self.drafter)
-        steps = Steps(self.target, drafts, self.threads)
-        if params.mode == "auto":
-            # read before the draft thread starts (during a prompt read: what the read will have left; a read that
-            # fails leaves the whole context to the first drafting round, which then catches up, unpriced)
-            lag = reading.lag(self.target.committed) if reading else self.drafter.lag(self.target.committed)
-            self._cost_model.acceptance.new_text()
-            planner = AutoPlanner(self._cost_model, k, adaptive=params.adaptive,
-                                  max_branches=self.drafter.max_branches, early_stop=params.early_stop,
-                                  draft_lag=lag, remaining=params.max_tokens,
-                                  prompt_read=self.reads_ahead(params), draft_busy=reading.busy if reading else None)
-            auto_opts = SSDOptions(k=k, backup=NGRAM, early_stop=params.early_stop)  # misses: the pool if it pays
-            return AutoMode(steps, planner, auto_opts, lookup, greedy)
-        opts = SSDOptions(k=k, fanout=params.fanout, geometric=params.geometric, backup=params.backup,
-                          miss_limit=params.miss_limit, early_stop=params.early_stop, budget=budget)
-        return SSDMode(steps, opts)
 
     def _run(
         self,
@@ -206,8 +216,9 @@ class Engine(Prompts):
         stats: GenerationStats,
         tokens: list[int],
     ) -> Generator[TokenEvent, None, None]:
-        if not self._lock.acquire(timeout=5.0):
-            raise EngineError("another generation is still running on this engine; stop it first")
+        target = self._slots.take(prompt, SLOT_WAIT_S)
+        if target is None:
+            raise EngineError(self._busy())
         model = self.target_model
         decoder = codecs.getincrementaldecoder("utf-8")("replace")
         recorder = StatsRecorder(stats)
@@ -216,14 +227,21 @@ class Engine(Prompts):
         observer: RoundObserver | None = None
         start = self._decode_times()
         ahead: PromptRead | None = None
+        lone = self._slots.size == 1
+        drafting = False  # whether the draft model is set for this reply (it is a reply's while no other runs)
         try:
-            self._configure_drafter(params, stops, len(prompt))  # before its prompt read: the read owns the drafter
-            ahead = self._read_ahead(prompt, params)
-            first = self.target.start(prompt, params.sampling, rng, stops)  # None: stopped while reading the prompt
+            if self._slots.alone():
+                self._configure_drafter(params, stops, len(prompt))  # before its prompt read: the read owns it
+                ahead, drafting = self._read_ahead(prompt, params), True
+            if lone:  # None: stopped while reading the prompt
+                first = target.start(prompt, params.sampling, rng, stops)
+            else:
+                first = read_prompt(self._slots, target, prompt, params.sampling, rng,
+                                    lambda: any(e.is_set() for e in stops))
             recorder.first_token(self._decode_times())
-            stats.prompt_cached = len(prompt) - self.target.kv.synced if first is not None else 0
+            stats.prompt_cached = len(prompt) - target.kv.synced if first is not None else 0
             pending: list[tuple[int, bool]] = [] if first is None else [(first, False)]
-            stats.sampling_path = self._sampling_path(params)
+            stats.sampling_path = self._sampling_path(params, target.path)
             n_round = 0
             while True:
                 for tok, from_draft in pending:
@@ -240,22 +258,40 @@ class Engine(Prompts):
                 if stops[0].is_set() or stops[1].is_set():
                     stats.finish_reason = "stopped"
                     return
-                if len(self.target.committed) + max(params.k, AUTO_K_MAX, LOOKUP_MAX) + 2 > self.n_ctx:
+                if len(target.committed) + max(params.k, AUTO_K_MAX, LOOKUP_MAX) + 2 > self.n_ctx:
                     stats.finish_reason = "context"
                     return
-                if mode is None:  # after the first token is out: the draft may still be reading the prompt
-                    # auto's rounds on ar need no draft: it waits for the read at its first drafting round
-                    reading = ahead if params.mode == "auto" else None
-                    if ahead is not None and reading is None:
+                if not lone and not self._slots.alone():  # another reply runs: plain rounds in shared decodes
+                    if ahead is not None:
                         self._join_read(ahead, recorder)
                         ahead = None
-                    budget = tree_budget(self._cost_model, params) if params.mode == "ssd" else 0  # fixed ssd's tree
-                    mode = self._make_mode(params, budget, reading, recorder)
-                    observer = observer_for(self._cost_model, params, budget, draft=self.drafter is not None)
-                rr = mode.step()
+                    if mode is not None:
+                        mode.close()  # joins the draft thread: the draft model is free for the next reply alone
+                        mode = None
+                    drafting = False
+                    self._slots.share(target, True)
+                    verdict, seconds = self._rounds.ar(target)
+                    rr = RoundResult([verdict.next_token], "ar", verify_s=seconds, why=SHARED)
+                else:
+                    self._slots.share(target, False)
+                    if mode is None:  # after the first token is out: the draft may still be reading the prompt
+                        if not drafting:  # alone again: the draft model is this reply's
+                            self._configure_drafter(params, stops, len(prompt))
+                            drafting = True
+                        # auto's rounds on ar need no draft: it waits for the read at its first drafting round
+                        reading = ahead if params.mode == "auto" else None
+                        if ahead is not None and reading is None:
+                            self._join_read(ahead, recorder)
+                            ahead = None
+                        budget = tree_budget(self._cost_model, params) if params.mode == "ssd" else 0  # its tree
+                        mode = self._make_mode(target, params, budget, reading, recorder)
+                        if observer is None:
+                            observer = observer_for(self._cost_model, params, budget, draft=self.drafter is not None)
+                    with self._slots.lock:
+                        rr = mode.step()
                 n_round += 1
                 recorder.round(rr)
-                if observer is not None:
+                if observer is not None and rr.why != SHARED:
                     observer.round(rr)
                 pending = [(t, i < rr.accepted) for i, t in enumerate(rr.tokens)]
         finally:
@@ -271,43 +307,6 @@ class Engine(Prompts):
                 if self._memory is not None:
                     memory.save(self._cost_model, self._memory)
             finally:
-                self._lock.release()
+                self._slots.give(target)
             recorder.finish(start, self._decode_times(),
                             draft_on_this_thread=params.mode in INLINE_DRAFT_MODES and self.drafter is not None)
-
-    def _configure_drafter(self, params: GenerationParams, stops: tuple[threading.Event, ...], n_prompt: int) -> None:
-        """The draft's sampler for this reply (a mode that may draft with it): its settings, random numbers and
-        the best ids kept per row (plain sd: the drafted token alone); a stop cuts its draft after the step."""
-        if self.drafter is None or params.mode not in MODEL_DRAFT_MODES:
-            return
-        self.drafter.stop_when(*stops)
-        self.drafter.configure(params.sampling, np.random.default_rng([params.sampling.seed, 1]),
-                               top_count=1 if params.mode == "sd" else max(params.fanout + 2, 6), prompt_len=n_prompt)
-
-    def _join_read(self, ahead: PromptRead, recorder: StatsRecorder) -> None:
-        """Wait for the draft's prompt read; the wait is the loop's (as a wait for a draft is)."""
-        t0 = time.perf_counter()
-        ahead.join()
-        recorder.draft_free(self._decode_times(), time.perf_counter() - t0)
-
-    def _read_ahead(self, prompt: Sequence[int], params: GenerationParams) -> PromptRead | None:
-        """The draft reads the prompt beside the target where the two never share a core and the mode drafts."""
-        if self.drafter is None or not self.reads_ahead(params):
-            return None
-        return PromptRead(self.drafter, prompt)
-
-    def reads_ahead(self, params: GenerationParams) -> bool:
-        """Whether the draft model reads the prompt on its own thread (:meth:`_read_ahead`)."""
-        return self.drafter is not None and params.mode in MODEL_DRAFT_MODES and self.threads.split is None
-
-    def _sampling_path(self, params: GenerationParams) -> str:
-        """host or backend (engine.core.outputs); "target/draft" when the two differ."""
-        t = d = self.target.path
-        if self.drafter is not None and params.mode in MODEL_DRAFT_MODES:
-            d = self.drafter.ctx.sampling_path(params.sampling)  # what its configure() picks
-        return t if d == t else f"{t}/{d}"
-
-    def _decode_times(self) -> DecodeTimes:
-        t, d = self.target_ctx, self.drafter.ctx if self.drafter else None
-        return DecodeTimes(t.decode_seconds, d.decode_seconds if d else 0.0, t.decode_cpu_seconds,
-                           d.decode_cpu_seconds if d else 0.0)

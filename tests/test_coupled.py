@@ -43,7 +43,7 @@ def related(request: pytest.FixtureRequest, tiny: TinyPair) -> Iterator[Engine]:
 
 def _near_tie(eng: Engine, prompt: list[int], reply: list[int], at: int, sampling: SamplingParams) -> float:
     """The gap between the target's two best perturbed scores where a reply first differs from ``reply``."""
-    with eng._lock:
+    with eng._slots.lock:
         eng.target_ctx.set_sampling(None)  # logits rows (the next generation attaches its chain again)
         row = eng.target.kv.sync(prompt + reply[:at]).copy()
     return score_margin(row, sampling, len(prompt) + at)

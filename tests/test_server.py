@@ -329,14 +329,18 @@ def test_a_generation_left_open_does_not_block_the_server(engine: Engine) -> Non
 
 
 def test_engine_refusing_is_an_error_event_not_a_traceback(engine: Engine) -> None:
-    """The engine stays busy (its lock held, as by a long top-2 margin check): after the engine's 5 s
+    """The engine stays busy (its reply sequence held, as by a long top-2 margin check): after the engine's 5 s
     wait the stream carries an OpenAI-style error event, and the server goes on serving."""
     with serve(engine) as srv:
-        with engine._lock:
+        held = engine._slots.take([1], 1.0)  # the engine's one reply sequence, as a margin check holds it
+        try:
             body = chat_body(srv.model_id, max_tokens=3, stream=True)
             with httpx.stream("POST", srv.url + "/chat/completions", json=body, timeout=60) as r:
                 assert r.status_code == 200
                 events = list(sse_events(r.iter_lines()))
+        finally:
+            assert held is not None
+            engine._slots.give(held)
         error = next(e for e in events if isinstance(e, dict) and "error" in e)["error"]
         assert error["code"] == "engine_unavailable" and "another generation" in error["message"]
         assert events[-1] == "[DONE]"

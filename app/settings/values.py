@@ -63,6 +63,7 @@ class Settings:
     draft_threads: int = _default("draft_threads")
     gpu_layers: int = _default("gpu_layers")
     draft_gpu_layers: int = _default("draft_gpu_layers")
+    parallel: int = _default("parallel")  # 0: the machine's default
     tint_drafts: bool = TINT_DRAFTS.default
     context_overflow: str = CONTEXT_OVERFLOW.default
     thinking: str = THINKING.default  # "default", "on" or "off" (where the model's template has the switch)
@@ -90,7 +91,8 @@ class Settings:
         """The engine configuration for a model pair under these settings."""
         return EngineConfig(
             target, draft, n_ctx=self.n_ctx, threads=self.threads, draft_threads=self.draft_threads,
-            gpu_layers=self.gpu_layers, draft_gpu_layers=self.draft_gpu_layers, remember_machine=True,
+            gpu_layers=self.gpu_layers, draft_gpu_layers=self.draft_gpu_layers, parallel=self.parallel,
+            remember_machine=True,
             rpc=remote_endpoints(self.rpc),
         )
 

@@ -73,6 +73,7 @@ class Context:
             raise ModelLoadError(f"could not create a llama.cpp context (n_ctx={params.n_ctx}) for {model.path}")
         self._ptr = ptr
         self.n_ctx: int = ll.llama_n_ctx(ptr)
+        self.n_ctx_seq: int = ll.llama_n_ctx_seq(ptr)  # what one sequence may hold (n_ctx split over separate ones)
         # llama.cpp clamps n_batch to n_ctx; a batch above the real size aborts the process.
         self.n_batch: int = min(params.n_batch, ll.llama_n_batch(ptr), ll.llama_n_ubatch(ptr))
         self.mem = ll.llama_get_memory(ptr)
@@ -141,7 +142,11 @@ class Context:
         if outputs is None:
             outputs = [n - 1] if n else []
         self._run(tokens, positions, seq_ids, outputs)
-        return Outputs(self._ptr, outputs, self.n_vocab, self.samplers.spec, self._stamp)
+        return self.outputs(outputs)
+
+    def outputs(self, indices: Sequence[int]) -> Outputs:
+        """The last decode's outputs at batch ``indices`` (one sequence's share of a batch)."""
+        return Outputs(self._ptr, indices, self.n_vocab, self.samplers.spec, self._stamp)
 
     def _stamp(self) -> int:
         return self.n_decodes
@@ -218,10 +223,10 @@ class Context:
             raise DecodeError(f"llama_decode failed with code {rc}")
 
     def prefill_out(self, tokens: Sequence[int], start: int, seq_id: int = 0,
-                    stop: Callable[[], bool] | None = None) -> Outputs:
-        """Decode ``tokens`` at positions ``start..`` in chunks of n_batch; the last token's output. ``stop`` is asked
-        before each chunk: true raises :class:`PrefillStopped` (the chunks decoded stay in the KV)."""
-        step = self.n_batch
+                    stop: Callable[[], bool] | None = None, step: int = 0) -> Outputs:
+        """Decode ``tokens`` at positions ``start..`` in chunks of ``step`` (0: n_batch); the last token's output.
+        ``stop`` is asked before each chunk: true raises :class:`PrefillStopped` (the chunks decoded stay in the KV)."""
+        step = min(step or self.n_batch, self.n_batch)
         if not tokens:
             raise DecodeError("nothing to prefill")
         last = (len(tokens) - 1) // step * step

@@ -1,4 +1,4 @@
-"""Sequence 0's token record, kept in step with the context's memory: cut-backs, checkpoints, prefix reuse."""
+"""One sequence's token record, kept in step with the context's memory: cut-backs, checkpoints, prefix reuse."""
 
 from __future__ import annotations
 
@@ -36,15 +36,22 @@ def common_prefix(a: Sequence[int], b: Sequence[int]) -> int:
 
 
 class KVTrack:
-    """Sequence 0 of a context and the tokens it holds, kept in step with the KV cache.
+    """One sequence of a context and the tokens it holds, kept in step with the KV cache.
 
     A recurrent state cannot be cut back past what llama.cpp's last decode left removable: such a cut goes
     back to the newest checkpoint at or before it (a spare sequence holding the state after ``tokens[:mark]``),
     or to nothing, and the next sync decodes the rest again. ``tokens`` never claims a state the memory lacks.
+
+    With a ``grid``, a prompt is read in chunks of ``grid`` positions from a multiple of it, and a later sync
+    reuses only the whole chunks read so (``exact``): llama.cpp's rows depend on the batch that made them, so a
+    position is only reused where it was made as every fresh read makes it.
     """
 
-    def __init__(self, ctx: Context) -> None:
+    def __init__(self, ctx: Context, seq: int = 0, grid: int = 0) -> None:
         self.ctx = ctx
+        self.seq = seq
+        self.grid = grid
+        self.exact = 0  # leading tokens read in whole grid chunks (reusable as a fresh read would make them)
         self.tokens: list[int] = []
         self.synced = 0  # tokens the latest sync decoded
         self.marks: dict[int, int] = {}  # spare sequence -> the prefix length whose state it holds
@@ -56,15 +63,16 @@ class KVTrack:
         if keep >= len(self.tokens):
             return
         self.forget_after(keep)
-        if self.ctx.seq_rm(0, keep, -1):
+        self.exact = min(self.exact, keep - keep % self.grid if self.grid else keep)
+        if self.ctx.seq_rm(self.seq, keep, -1):
             del self.tokens[keep:]
             return
         t0 = time.perf_counter()
         self.restores += 1
-        self.ctx.seq_rm(0, -1, -1)  # removing everything always succeeds
+        self.ctx.seq_rm(self.seq, -1, -1)  # removing everything always succeeds
         seq, mark = max(self.marks.items(), key=lambda m: m[1], default=(-1, 0))
         if seq >= 0:
-            self.ctx.seq_cp(seq, 0, -1, -1)
+            self.ctx.seq_cp(seq, self.seq, -1, -1)
         del self.tokens[mark:]
         self.checkpoint_s += time.perf_counter() - t0
 
@@ -82,7 +90,7 @@ class KVTrack:
         t0 = time.perf_counter()
         seq = spare[slot]
         self.ctx.seq_rm(seq, -1, -1)
-        self.ctx.seq_cp(0, seq, -1, -1)  # a recurrent cell is shared until seq 0's next decode copies it
+        self.ctx.seq_cp(self.seq, seq, -1, -1)  # a recurrent cell is shared until seq 0's next decode copies it
         self.marks[seq] = len(self.tokens)
         self.checkpoint_s += time.perf_counter() - t0
 
@@ -100,27 +108,49 @@ class KVTrack:
         """The prefix a sync keeps: what the KV holds of ``committed``, less the last token (its row is read)."""
         return len(committed) - max(self.unseen(committed), 1)
 
-    def _cut_for(self, committed: Sequence[int]) -> int:
-        self.trim(self.keeps(committed))
+    def begin(self, committed: Sequence[int]) -> int:
+        """Cut back to the prefix of ``committed`` a sync reuses (on the grid: whole chunks read as a prompt);
+        the tokens held after it."""
+        keep = self.keeps(committed)
+        if self.grid:
+            keep = min(keep, self.exact)
+            keep -= keep % self.grid
+        self.trim(keep)
         return len(self.tokens)
+
+    def read(self, chunk: Sequence[int]) -> None:
+        """``chunk`` was decoded after the tokens held, in one batch of its own (a grid chunk when whole)."""
+        whole = bool(self.grid) and len(chunk) == self.grid and self.exact == len(self.tokens)
+        self.tokens.extend(chunk)
+        if whole:
+            self.exact = len(self.tokens)
+
+    @property
+    def step(self) -> int:
+        """The prompt chunk a sync decodes at once."""
+        return self.grid or self.ctx.n_batch
 
     def sync(self, committed: Sequence[int]) -> npt.NDArray[np.float32]:
         """Make the KV hold exactly ``committed``, reusing the common prefix; return a copy of the last row."""
-        keep = self._cut_for(committed)
-        row = self.ctx.prefill(committed[keep:], start=keep)
-        self.tokens.extend(committed[keep:])
-        self.synced = len(committed) - keep
-        return row
+        spec = self.ctx.samplers.spec
+        self.ctx.samplers.attach(None)
+        try:
+            return self.sync_out(committed).row(0).copy()
+        finally:
+            self.ctx.samplers.attach(spec)
 
     def sync_out(self, committed: Sequence[int], stop: Callable[[], bool] | None = None) -> Outputs:
         """:meth:`sync`, with the last token's output read in place (the round's path); ``stop``: see prefill_out."""
-        keep = self._cut_for(committed)
+        keep = self.begin(committed)
+        step = self.step
         try:
-            out = self.ctx.prefill_out(committed[keep:], start=keep, stop=stop)
+            out = self.ctx.prefill_out(committed[keep:], start=keep, seq_id=self.seq, stop=stop, step=step)
         except PrefillStopped as e:
-            self.tokens.extend(committed[keep : keep + e.decoded])  # what was read stays, for the next prefix
+            for i in range(keep, keep + e.decoded, step):  # what was read stays, for the next prefix
+                self.read(committed[i : i + step])
             raise
-        self.tokens.extend(committed[keep:])
+        for i in range(keep, len(committed), step):
+            self.read(committed[i : i + step])
         self.synced = len(committed) - keep
         return out
 
@@ -129,7 +159,7 @@ class KVTrack:
         self.checkpoint(PROMPT)
 
     def decode_one(self, token: int) -> Outputs:
-        out = self.ctx.decode_out([token], [len(self.tokens)], 0)
+        out = self.ctx.decode_out([token], [len(self.tokens)], self.seq)
         self.tokens.append(token)
         return out
 
@@ -137,3 +167,4 @@ class KVTrack:
         self.ctx.clear()
         self.tokens.clear()
         self.marks.clear()
+        self.exact = 0

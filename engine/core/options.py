@@ -125,6 +125,10 @@ MAX_K = 16
 MAX_FANOUT = 16
 MAX_BRANCHES = 48
 MAX_CONTEXT = 1 << 20
+MAX_PARALLEL = 8  # sequences one context batches: past that a CPU decode is compute-bound and a GPU user runs a server
+# A prompt is read in chunks of this many positions from a multiple of it, so that every read of a position is the
+# same batch shape (llama.cpp's rows depend on it); small enough that a reused prompt reads again at most this much.
+PREFILL_GRID = 64
 
 # -- decoding ---------------------------------------------------------------------------------------
 MODE = Option("mode", str, "auto", "Mode", "ar: target only; sd: speculative decoding; ssd: speculative "
@@ -189,11 +193,17 @@ DRAFT_GPU_LAYERS = Option("draft_gpu_layers", int, AUTO_LAYERS, "Draft GPU layer
 BRANCHES = Option("max_branches", int, 32, "Max branches",
                           "Speculation-tree sequences the draft context is sized for", "hardware", 1, MAX_BRANCHES)
 FLASH_ATTN = Option("flash_attn", bool, True, "Flash attention", "Use llama.cpp's flash attention", "hardware")
+# Auto replies at once: a GPU decode of a few rows costs about one row's; on a CPU a second row is already
+# dearer, but two keep a chat from waiting behind another client's long reply.
+AUTO_GPU_REPLIES, AUTO_CPU_REPLIES = 4, 2
+PARALLEL = Option("parallel", int, 0, "Replies at once", "Replies the engine makes at the same time (more wait "
+                  "their turn); beside another reply each is made without speculation", "hardware", 0,
+                  MAX_PARALLEL, note="0 = auto: 4 with the target on a GPU, 2 on a CPU")
 
 OPTIONS: dict[str, Option[Any]] = {o.name: o for o in (
     MODE, K, ADAPTIVE, FANOUT, GEOMETRIC, BUDGET, BACKUP, MISS_LIMIT, EARLY_STOP,
     TEMPERATURE, TOP_K, TOP_P, MIN_P, SEED, SCHEME, MAX_TOKENS,
-    N_CTX, THREADS, DRAFT_THREADS, GPU_LAYERS, DRAFT_GPU_LAYERS, BRANCHES, FLASH_ATTN,
+    N_CTX, THREADS, DRAFT_THREADS, GPU_LAYERS, DRAFT_GPU_LAYERS, BRANCHES, FLASH_ATTN, PARALLEL,
 )}
 MODES: tuple[str, ...] = MODE.choices
 

@@ -69,7 +69,7 @@ class Child:
         self._stops: dict[int, threading.Event] = {}
         self._stops_lock = threading.Lock()
         self._progress = time.monotonic()  # the last sign that the work in hand moves on
-        self._working = False  # a generation or a task is in hand (a Load may take minutes without a sign)
+        self._working = 0  # generations and tasks in hand (a Load may take minutes without a sign)
 
     def _tick(self) -> None:
         self._progress = time.monotonic()
@@ -110,7 +110,12 @@ class Child:
                 if isinstance(req, p.Generate | p.Task):
                     with self._stops_lock:
                         self._stops[req.rid] = _Ticking(self._tick)
-                self._work.put(req)
+                if isinstance(req, p.Generate) and self.engine is not None and self.engine.replies_at_once > 1:
+                    # replies side by side: each on a thread of its own (the engine shares their decodes)
+                    threading.Thread(target=self._serve, args=(req,), name=f"engine-reply-{req.rid}",
+                                     daemon=True).start()
+                else:
+                    self._work.put(req)
 
     def _stop(self, rid: int) -> None:
         with self._stops_lock:
@@ -134,25 +139,29 @@ class Child:
 
     def _work_loop(self) -> None:
         while (req := self._work.get()) is not None:
-            self._tick()
-            self._working = isinstance(req, p.Generate | p.Task)
-            try:
-                if isinstance(req, p.Load):
-                    self._load(req)
-                elif isinstance(req, p.Generate):
-                    self._generate(req)
-                elif isinstance(req, p.Task):
-                    self._task(req)
-            except Exception as exc:  # the boundary: every request ends with Done or Failed
-                logging.getLogger(__name__).debug("request %d failed", req.rid, exc_info=True)
-                self.send(p.failure(req.rid, exc))
-            finally:
-                self._working = False
-                with self._stops_lock:
-                    self._stops.pop(req.rid, None)
+            self._serve(req)
         if self.engine is not None:
             self.engine.close()
             self.engine = None
+
+    def _serve(self, req: p.Request) -> None:
+        self._tick()
+        working = isinstance(req, p.Generate | p.Task)
+        self._working += working
+        try:
+            if isinstance(req, p.Load):
+                self._load(req)
+            elif isinstance(req, p.Generate):
+                self._generate(req)
+            elif isinstance(req, p.Task):
+                self._task(req)
+        except Exception as exc:  # the boundary: every request ends with Done or Failed
+            logging.getLogger(__name__).debug("request %d failed", req.rid, exc_info=True)
+            self.send(p.failure(req.rid, exc))
+        finally:
+            self._working -= working
+            with self._stops_lock:
+                self._stops.pop(req.rid, None)
 
     def _stop_event(self, rid: int) -> threading.Event:
         with self._stops_lock:
@@ -166,7 +175,7 @@ class Child:
             self.engine = None
         self.engine = engine = Engine(req.config)
         self.send(p.Done(req.rid, p.LoadedPair(req.config, engine.n_ctx, engine.placement, engine.files,
-                                              engine.target_model.n_vocab)))
+                                              engine.target_model.n_vocab, engine.replies_at_once)))
 
     def _generate(self, req: p.Generate) -> None:
         if self.engine is None:

@@ -176,6 +176,7 @@ class RemoteEngine:
             raise
         self.n_ctx, self.placement, self.files = loaded.n_ctx, loaded.placement, loaded.files
         self.n_vocab = loaded.n_vocab
+        self.replies_at_once = loaded.replies_at_once
         self._backoff.started()
         self.state = "ready"
         return proc

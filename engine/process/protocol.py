@@ -100,7 +100,7 @@ Request = Load | Generate | Task | Call | Stop | Close
 
 # Methods a Call may name: quick, read-only, safe beside a generation (as the server always ran them).
 CALLS = frozenset({"tokenize", "messages_tokens", "detokenize", "top2_margin", "measured_rates", "longest_piece",
-                   "chat_tokens", "chat_format", "reply_section", "markup_tokens"})
+                   "chat_tokens", "chat_format", "reply_section", "markup_tokens", "slots"})
 
 
 def longest_piece(engine: Any) -> int:
@@ -128,6 +128,7 @@ class LoadedPair:
     placement: Placement
     files: ModelFiles
     n_vocab: int
+    replies_at_once: int = 1  # generations the engine runs side by side
 
 
 @message

@@ -27,7 +27,7 @@ from .config import ServerConfig
 from .errors import APIError
 from .gate import Gate, QueueFull
 from .guard import BearerAuth, BodyLimit, HostGuard
-from .health import check_engine, engine_health
+from .health import check_engine, engine_health, slot_health
 from .job import Job, MiddleEnd, Outcome, ServedEngine, engine_failure, longest_piece
 from .schemas import ChatCompletionRequest, CompletionRequest
 from .structured import ChatPlan, VocabModel
@@ -128,7 +128,8 @@ class Service:
                 self.gate.release()
             return False
         except QueueFull:
-            raise APIError(429, f"the server is busy: one generation is running and {self.gate.max_queue} "
+            running = "one generation is" if self.gate.places == 1 else f"{self.gate.places} generations are"
+            raise APIError(429, f"the server is busy: {running} running and {self.gate.max_queue} "
                            "requests are waiting; retry later", code="queue_full",
                            headers={"Retry-After": str(self.config.retry_after_s)}) from None
         finally:
@@ -182,7 +183,7 @@ class Service:
 
 def create_app(engine: ServedEngine, config: ServerConfig, gate: Gate | None = None) -> FastAPI:
     """The ASGI app for ``engine`` (already loaded); ``app.state.service`` holds its :class:`Service`."""
-    service = Service(engine, config, gate or Gate(config.max_queue))
+    service = Service(engine, config, gate or Gate(config.max_queue, engine.replies_at_once))
     app = FastAPI(title="ssd-chat local server", docs_url=None, redoc_url=None, openapi_url=None)
     app.state.service = service
     errors.install(app, on_error=service.gate.count_failure)
@@ -200,7 +201,7 @@ def create_app(engine: ServedEngine, config: ServerConfig, gate: Gate | None = N
     async def health() -> dict[str, Any]:
         g = service.gate
         return {"status": "ok", "model": service.model_id, **engine_health(service.engine), "busy": g.busy,
-                "queued": g.queued, "served": g.served}
+                "queued": g.queued, "served": g.served, "slots": slot_health(service.engine, g)}
 
     @app.get("/v1/models")
     async def models() -> dict[str, Any]:

@@ -90,7 +90,8 @@ class Run:
                 engine = self.recorders[-1].served()
             job = Job(engine, self.prompt, params, self.body.stop_strings,
                       lambda n: svc.gate.progressed(self.rid, n), on_end, budget, self.middle)
-            svc.gate.started(RunningRequest(self.rid, self.kind, self.body.stream, len(self.prompt), 0, time.time()))
+            svc.gate.started(RunningRequest(self.rid, self.kind, self.body.stream, len(self.prompt), 0, time.time(),
+                                           params.mode))
             job.start()
         except BaseException:
             self.release()

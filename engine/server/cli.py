@@ -9,6 +9,7 @@ import sys
 
 def add_serve_parser(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     """Register ``serve`` on the engine CLI's subcommands (imports nothing heavy)."""
+    from engine.core import options as opt
     from engine.remote.cli import add_rpc_argument
     from engine.tools.clihelp import LAYERS_HELP, gpu_layers
 
@@ -35,7 +36,11 @@ def add_serve_parser(subparsers: argparse._SubParsersAction) -> None:  # type: i
     p.add_argument("--k", type=int, default=4, help="draft length K (default: %(default)s)")
     p.add_argument("--fanout", type=int, default=2,
                    help="pre-speculated candidates per outcome position (default: %(default)s)")
-    p.add_argument("--ctx", type=int, default=4096, help="context length (default: %(default)s)")
+    p.add_argument("--ctx", type=int, default=4096, help="context length of each reply (default: %(default)s)")
+    p.add_argument("--parallel", type=int, default=0, metavar="N",
+                   help="replies made at once (each beside others runs plain rounds in shared decodes; more wait); "
+                        f"0 = {opt.AUTO_GPU_REPLIES} with the target on a GPU, {opt.AUTO_CPU_REPLIES} on a CPU "
+                        "(default: %(default)s)")
     p.add_argument("--threads", type=int, default=0, help="target CPU threads (0 = all cores) (default: %(default)s)")
     p.add_argument("--draft-threads", type=int, default=0,
                    help="draft CPU threads (0 = all cores) (default: %(default)s)")
@@ -76,7 +81,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
                           access_log=bool(getattr(args, "verbose", False)), chat_template=template,
                           thinking_budget=args.thinking_budget)
     engine_config = EngineConfig(
-        args.target, args.draft if mode != "ar" else None, n_ctx=args.ctx, threads=args.threads,
+        args.target, args.draft if mode != "ar" else None, n_ctx=args.ctx, threads=args.threads, parallel=args.parallel,
         draft_threads=args.draft_threads, gpu_layers=args.gpu_layers, draft_gpu_layers=args.draft_gpu_layers,
         remember_machine=True, rpc=args.rpc, tensor_split=args.tensor_split,
     )

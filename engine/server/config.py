@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass, field
 
 from engine import GenerationParams, ParameterError
@@ -58,6 +59,11 @@ class RunningRequest:
     prompt_tokens: int
     completion_tokens: int  # so far
     started: float  # time.time()
+    mode: str = ""  # the mode asked for (auto may run another; beside other replies a reply runs plain rounds)
+
+    @property
+    def tokens_per_second(self) -> float:
+        return self.completion_tokens / max(time.time() - self.started, 1e-9)
 
 
 @dataclass(frozen=True, slots=True)

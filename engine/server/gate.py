@@ -1,4 +1,5 @@
-"""One generation at a time: a FIFO gate with a bounded waiting line, and the counters the app shows."""
+"""As many generations at a time as the engine makes at once: a FIFO gate with a bounded waiting line, and the
+counters the app shows."""
 
 from __future__ import annotations
 
@@ -17,17 +18,19 @@ class QueueFull(Exception):
 
 
 class Gate:
-    """Lets one request at a time use the engine; up to ``max_queue`` more wait in arrival order.
+    """Lets ``places`` requests at a time use the engine (its replies at once); up to ``max_queue`` more wait in
+    arrival order.
 
     ``acquire`` and ``release`` run on the server's event loop; the counters may be read from any thread.
     """
 
-    def __init__(self, max_queue: int) -> None:
+    def __init__(self, max_queue: int, places: int = 1) -> None:
         self.max_queue = max_queue
-        self._busy = False
+        self.places = places
+        self._holders = 0
         self._waiters: deque[asyncio.Future[None]] = deque()
         self._lock = threading.Lock()
-        self._running: RunningRequest | None = None
+        self._running: dict[str, RunningRequest] = {}
         self._recent: deque[FinishedRequest] = deque(maxlen=RECENT)
         self.served = 0
         self.rejected = 0
@@ -39,12 +42,17 @@ class Gate:
 
     @property
     def busy(self) -> bool:
-        return self._busy
+        """Every place is held (a new request waits)."""
+        return self._holders >= self.places
+
+    @property
+    def holders(self) -> int:
+        return self._holders
 
     async def acquire(self, *, unbounded: bool = False) -> None:
         """Wait for the engine; raises :class:`QueueFull` at once when the line is full (unless ``unbounded``)."""
-        if not self._busy and not self._waiters:
-            self._busy = True
+        if not self.busy and not self._waiters:
+            self._holders += 1
             return
         if len(self._waiters) >= self.max_queue and not unbounded:
             with self._lock:
@@ -62,37 +70,36 @@ class Gate:
             raise
 
     def release(self) -> None:
-        """Hand the engine to the next waiter, or mark it free."""
+        """Hand the place to the next waiter, or give it back."""
         while self._waiters:
             fut = self._waiters.popleft()
             if not fut.done():
                 fut.set_result(None)
                 return
-        self._busy = False
+        self._holders = max(0, self._holders - 1)
 
     def reset(self) -> None:
-        """Forget the engine's holder and the waiting line (a fresh start after the server stopped)."""
+        """Forget the engine's holders and the waiting line (a fresh start after the server stopped)."""
         self._waiters.clear()  # futures of the old, closed event loop
-        self._busy = False
+        self._holders = 0
         with self._lock:
-            self._running = None
+            self._running.clear()
 
     # -- counters (any thread) --------------------------------------------------------------------
     def started(self, running: RunningRequest) -> None:
         with self._lock:
-            self._running = running
+            self._running[running.id] = running
 
     def progressed(self, request_id: str, completion_tokens: int) -> None:
         with self._lock:
-            if self._running is not None and self._running.id == request_id:
-                self._running = replace(self._running, completion_tokens=completion_tokens)
+            if (now := self._running.get(request_id)) is not None:
+                self._running[request_id] = replace(now, completion_tokens=completion_tokens)
 
     def finished(self, done: FinishedRequest) -> None:
         with self._lock:
             self.served += 1
             self._recent.append(done)
-            if self._running is not None and self._running.id == done.id:
-                self._running = None
+            self._running.pop(done.id, None)
 
     def count_failure(self) -> None:
         with self._lock:
@@ -100,8 +107,14 @@ class Gate:
 
     @property
     def running(self) -> RunningRequest | None:
+        """The request running longest (None when none runs)."""
         with self._lock:
-            return self._running
+            return next(iter(self._running.values()), None)
+
+    @property
+    def all_running(self) -> tuple[RunningRequest, ...]:
+        with self._lock:
+            return tuple(self._running.values())
 
     @property
     def recent(self) -> tuple[FinishedRequest, ...]:

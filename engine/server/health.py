@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from .errors import APIError
+from .gate import Gate
 from .job import ServedEngine, engine_state
 
 
@@ -29,3 +30,19 @@ def check_engine(engine: ServedEngine, retry_after_s: int) -> None:
                        code="engine_down", headers={"Retry-After": retry})
     raise APIError(503, f"the engine is restarting after it stopped ({cause}); retry shortly",
                    code="engine_restarting", headers={"Retry-After": retry})
+
+
+def slot_health(engine: ServedEngine, gate: Gate) -> list[dict[str, Any]]:
+    """/health's reply places: each busy with its request's tokens so far and rate, or idle (the requests in
+    arrival order on the engine's sequences, which the engine assigns by prefix)."""
+    running = sorted(gate.all_running, key=lambda r: r.started)
+    out: list[dict[str, Any]] = []
+    for i in range(gate.places):
+        if i < len(running):
+            r = running[i]
+            out.append({"slot": i, "busy": True, "request": r.id, "mode": r.mode,
+                        "completion_tokens": r.completion_tokens,
+                        "tokens_per_second": round(r.tokens_per_second, 2)})
+        else:
+            out.append({"slot": i, "busy": False})
+    return out

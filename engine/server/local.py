@@ -87,7 +87,7 @@ class LocalServer:
         self.engine = engine
         self.config = config or ServerConfig()
         self.connections = connections or ConnectionLimits()  # deadlines and the cap, before any request is read
-        self.gate = Gate(self.config.max_queue)
+        self.gate = Gate(self.config.max_queue, engine.replies_at_once)
         self.app = create_app(engine, self.config, self.gate)
         self._service: Service = self.app.state.service
         self._server: uvicorn.Server | None = None

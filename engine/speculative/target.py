@@ -32,10 +32,12 @@ class Target:
     logits rows in place.
     """
 
-    def __init__(self, model: Model, ctx: Context) -> None:
+    def __init__(self, model: Model, ctx: Context, seq: int = 0, grid: int = 0) -> None:
+        """``seq``: the context's sequence it holds; ``grid``: the prompt chunk (:class:`KVTrack`)."""
         self.model = model
         self.ctx = ctx
-        self.kv = KVTrack(ctx)
+        self.seq = seq
+        self.kv = KVTrack(ctx, seq, grid)
         self.committed: list[int] = []
         self.params = SamplingParams()
         self.rng = np.random.default_rng(0)
@@ -57,6 +59,15 @@ class Target:
               stops: Sequence[threading.Event] = ()) -> int | None:
         """Prefill ``prompt`` (reusing the cached prefix) and sample the first token; None when one of ``stops`` is
         set between the prompt's chunks (a client that has left holds the engine for a chunk, not the prompt)."""
+        self.prepare(prompt, params, rng)
+        try:
+            out = self.kv.sync_out(self.committed, lambda: any(e.is_set() for e in stops))
+        except PrefillStopped:
+            return None
+        return self.first(out)
+
+    def prepare(self, prompt: Sequence[int], params: SamplingParams, rng: np.random.Generator) -> None:
+        """A reply's sampling, constraint and prompt, before the prompt is read."""
         if not prompt:
             raise ParameterError("the prompt is empty")
         self.params = params
@@ -69,10 +80,9 @@ class Target:
             self.constraint.close()
         self.constraint = Constraint.build(params, self.model.ptr, self.ctx.n_vocab)
         self.committed = list(prompt)
-        try:
-            out = self.kv.sync_out(self.committed, lambda: any(e.is_set() for e in stops))
-        except PrefillStopped:
-            return None
+
+    def first(self, out: TargetRows) -> int:
+        """The first token, from the prompt's last row (the prompt read whole)."""
         self.kv.keep_prompt()  # where a later request that shares this prompt starts again (a recurrent state)
         verdict = self._verdict(Draft([], None), out)
         self.committed.append(verdict.next_token)
@@ -80,18 +90,29 @@ class Target:
 
     def verify(self, draft: Draft) -> Verdict:
         """Run [r, d_1..d_K] through the target in one batch, accept, trim the KV, commit."""
+        batch, p_r = self.rows(draft)
+        before = self.kv.checkpoint_s
+        self.kv.before_cut(len(draft.tokens))
+        out = self.ctx.decode_out(batch, range(p_r, p_r + len(batch)), self.seq, range(len(batch)))
+        return self.accept(draft, out, before)
+
+    def rows(self, draft: Draft) -> tuple[list[int], int]:
+        """The tokens a verify of ``draft`` decodes and the position of the first (the KV cut back to it)."""
         p_r = len(self.committed) - 1
         self.kv.trim(p_r)
         if len(self.kv.tokens) != p_r:
             self.kv.sync_out(self.committed[:-1] or self.committed)
             self.kv.trim(p_r)
         batch = [self.committed[-1], *draft.tokens]
-        if p_r + len(batch) > self.ctx.n_ctx:
-            raise ContextFullError(f"the context of {self.ctx.n_ctx} tokens is full")
-        before = self.kv.checkpoint_s
-        self.kv.before_cut(len(draft.tokens))
-        out = self.ctx.decode_out(batch, range(p_r, p_r + len(batch)), 0, range(len(batch)))
-        self.kv.tokens.extend(batch)
+        if p_r + len(batch) > self.ctx.n_ctx_seq:
+            raise ContextFullError(f"the context of {self.ctx.n_ctx_seq} tokens is full")
+        return batch, p_r
+
+    def accept(self, draft: Draft, out: TargetRows, before: float | None = None) -> Verdict:
+        """Judge the decoded rows of :meth:`rows` (``before``: the checkpoint time before they were decoded)."""
+        before = self.kv.checkpoint_s if before is None else before
+        p_r = len(self.committed) - 1
+        self.kv.tokens.extend([self.committed[-1], *draft.tokens])
         verdict = self._verdict(draft, out)
         keep = p_r + 1 + verdict.accepted
         self.kv.trim(keep)

@@ -1,0 +1,1 @@
+"""Several replies on one target context: a sequence each, their plain rounds made in one decode."""

@@ -1,0 +1,101 @@
+"""Shared rounds: the next token of every reply running beside others, made in one decode.
+
+Each reply asks from its own thread; the first to ask gathers the others' asks (until every reply in shared
+rounds has asked, or :data:`GATHER_S` has passed) and decodes them as one batch, one row per sequence. A row is
+the same with or without the others beside it (one position per sequence, a handful of rows), so a greedy reply
+is the one it makes alone.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from dataclasses import dataclass, field
+
+from engine.speculative.target import Target
+from engine.speculative.types import Draft, Verdict
+
+from .slots import Slots
+
+# How long the first ask waits for the other replies' asks: longer than a reply's work between two rounds (a
+# token handed to its reader), far shorter than a decode.
+GATHER_S = 0.02
+NO_DRAFT = Draft([], None)
+
+
+@dataclass(slots=True)
+class _Ask:
+    target: Target
+    verdict: Verdict | None = None
+    error: BaseException | None = None
+    seconds: float = 0.0  # the shared decode's time
+    done: bool = field(default=False)
+
+
+class SharedRounds:
+    """Plain rounds of several replies, one decode for all (see the module's text)."""
+
+    def __init__(self, slots: Slots) -> None:
+        self._slots = slots
+        self._cond = threading.Condition()
+        self._asks: list[_Ask] = []
+        self._leading = False
+        self.decodes = 0  # shared decodes made (rows per decode: asks / decodes)
+        self.rows = 0
+
+    def ar(self, target: Target) -> tuple[Verdict, float]:
+        """``target``'s next token from a decode shared with the other replies; (its verdict, the decode's time)."""
+        ask = _Ask(target)
+        with self._cond:
+            self._asks.append(ask)
+            self._cond.notify_all()
+            while not ask.done:
+                if self._leading:
+                    self._cond.wait()
+                    continue
+                self._leading = True
+                end = time.monotonic() + GATHER_S
+                while len(self._asks) < self._slots.shared and (left := end - time.monotonic()) > 0:
+                    self._cond.wait(left)
+                batch, self._asks = self._asks, []
+                self._cond.release()
+                try:
+                    self._decode(batch)
+                finally:
+                    self._cond.acquire()
+                    self._leading = False
+                    self._cond.notify_all()
+        if ask.error is not None:
+            raise ask.error
+        assert ask.verdict is not None
+        return ask.verdict, ask.seconds
+
+    def _decode(self, batch: list[_Ask]) -> None:
+        ctx = batch[0].target.ctx
+        t0 = time.perf_counter()
+        try:
+            with self._slots.lock:
+                tokens: list[int] = []
+                positions: list[int] = []
+                seqs: list[int] = []
+                for ask in batch:
+                    rows, p_r = ask.target.rows(NO_DRAFT)
+                    tokens += rows
+                    positions.append(p_r)
+                    seqs.append(ask.target.seq)
+                ctx.decode_out(tokens, positions, seqs, range(len(batch)))
+                seconds = time.perf_counter() - t0
+                for i, ask in enumerate(batch):
+                    try:
+                        ask.verdict = ask.target.accept(NO_DRAFT, ctx.outputs([i]))
+                    except Exception as exc:  # this reply's own fault (its grammar): the others go on
+                        ask.error = exc
+                    ask.seconds = seconds
+        except BaseException as exc:  # the decode itself: every reply in it hears of it
+            for ask in batch:
+                ask.error = ask.error or exc
+        finally:
+            for ask in batch:
+                ask.done = True
+            self.decodes += 1
+            self.rows += len(batch)

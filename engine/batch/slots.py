@@ -1,0 +1,83 @@
+"""The sequences of one target context, a reply on each: which one a new reply takes, and how many are busy."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Sequence
+
+from engine.core.context import common_prefix
+from engine.speculative.target import Target
+
+
+def reusable(target: Target, prompt: Sequence[int]) -> int:
+    """The prompt tokens ``target``'s sequence would not read again (:meth:`~engine.core.kvtrack.KVTrack.begin`)."""
+    kv = target.kv
+    keep = min(common_prefix(kv.tokens, prompt), len(prompt) - 1)
+    if kv.grid:
+        keep = min(keep, kv.exact)
+        keep -= keep % kv.grid
+    return keep
+
+
+class Slots:
+    """Targets over the sequences of one context; a reply holds one from its start to its end.
+
+    ``lock`` guards the context: a decode, or a whole round of a reply running alone, holds it.
+    """
+
+    def __init__(self, targets: Sequence[Target]) -> None:
+        self.targets = list(targets)
+        self.lock = threading.Lock()
+        self._cond = threading.Condition()
+        self._busy: set[int] = set()
+        self._shared: set[int] = set()  # replies in shared rounds now (engine.batch.rounds)
+        self._freed = {t.seq: 0.0 for t in self.targets}  # when each was last given back
+
+    @property
+    def size(self) -> int:
+        return len(self.targets)
+
+    @property
+    def busy(self) -> int:
+        return len(self._busy)
+
+    @property
+    def shared(self) -> int:
+        return len(self._shared)
+
+    def alone(self) -> bool:
+        """Whether at most one reply is running (it may then run its own mode)."""
+        return len(self._busy) <= 1
+
+    def take(self, prompt: Sequence[int], timeout: float) -> Target | None:
+        """The free sequence that reuses most of ``prompt`` (the longest idle on a tie); None after ``timeout``."""
+        end = time.monotonic() + timeout
+        with self._cond:
+            while len(self._busy) == len(self.targets):
+                left = end - time.monotonic()
+                if left <= 0 or not self._cond.wait(left):
+                    if len(self._busy) == len(self.targets):
+                        return None
+            free = [t for t in self.targets if t.seq not in self._busy]
+            best = max(free, key=lambda t: (reusable(t, prompt), -self._freed[t.seq]))
+            self._busy.add(best.seq)
+            return best
+
+    def share(self, target: Target, on: bool) -> None:
+        """``target``'s reply now runs in shared rounds (or no longer)."""
+        with self._cond:
+            (self._shared.add if on else self._shared.discard)(target.seq)
+            self._cond.notify_all()
+
+    def give(self, target: Target) -> None:
+        with self._cond:
+            self._busy.discard(target.seq)
+            self._shared.discard(target.seq)
+            self._freed[target.seq] = time.monotonic()
+            self._cond.notify_all()
+
+    def each(self) -> list[tuple[int, bool, bool]]:
+        """Every sequence: (id, busy, in shared rounds)."""
+        with self._cond:
+            return [(t.seq, t.seq in self._busy, t.seq in self._shared) for t in self.targets]
