@@ -60,7 +60,10 @@ def test_new_chat_switching_and_restart(
 
     again = open_window(qtbot, None)
     closing.append(again)
-    assert readout(again) == NO_REPLY  # no conversation open yet
+    assert again.conversation_id == first  # the conversation shown at the close reopens (app/startup/restore.py)
+    assert readout(again).startswith("<b>sd</b> · 7 tokens") and "acceptance" in details(again)
+    again.new_action.trigger()
+    assert readout(again) == NO_REPLY
     again.open_conversation(first)
     assert readout(again).startswith("<b>sd</b> · 7 tokens") and "acceptance" in details(again)
 

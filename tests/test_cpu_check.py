@@ -76,8 +76,8 @@ def test_a_fault_only_with_amx_keeps_the_repacked_kernels(isolated: Path, monkey
     assert cpu_check.extra_bufts_plan() == (True, ("AMX",))
     assert cpu_check.status() == cpu_check.Status(verdict, "auto", True, ("AMX",))
     assert verdict_text(cpu_check.status()).endswith(
-        "— AMX off, repacked weights on: this CPU's AMX unit is not usable here; ssd-chat uses its other fast kernels "
-        "(repacked weights)")
+        "— on, without AMX: this CPU's AMX unit failed the test on this computer, so ssd-chat uses the rest of the "
+        "fast code")
     stored = json.loads(cpu_check.verdict_file().read_text(encoding="utf-8"))[verdict.key]
     assert stored["dropped"] == ["AMX"] and stored["safe"] is True
 
@@ -100,8 +100,8 @@ def test_a_fault_without_amx_too_turns_all_extra_buffers_off(isolated: Path, mon
     assert verdict.detail.startswith("killed by SIGILL") and "; without AMX: killed by SIGILL" in verdict.detail
     assert cpu_check.extra_bufts_plan() == (False, ())
     assert verdict_text(cpu_check.status()) == (
-        "CPU kernels: repacked weights (AMX) — off: this CPU's extra fast kernels are not usable here; ssd-chat uses "
-        "the plain CPU kernels (slower)")
+        "Fast CPU code for quantized models (AMX) — off: it failed the test on this computer, so ssd-chat uses the "
+        "plain CPU code (slower)")
 
 
 def test_bufts_drop_by_name_and_come_back(restore_bufts: None) -> None:

@@ -1,0 +1,96 @@
+"""Several replies at once on one target context: each greedy reply is the one it makes alone, in every mode."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+
+import numpy as np
+import pytest
+
+from engine import Engine, EngineConfig, GenerationParams
+from engine.core.sampling import SamplingParams
+from engine.errors import EngineError
+from tests.tiny_models import TinyPair
+
+N_TOKENS = 48
+REPLIES = 4
+
+
+def _prompts(n: int, vocab: int) -> list[list[int]]:
+    rng = np.random.default_rng(77)
+    return [[1, *rng.integers(3, vocab, size=int(rng.integers(5, 150))).tolist()] for _ in range(n)]
+
+
+@pytest.fixture(scope="module")
+def engines(tiny: TinyPair) -> Iterator[tuple[Engine, Engine]]:
+    """The same pair twice: one reply at a time, and four at once."""
+    with Engine(EngineConfig(str(tiny.target), str(tiny.draft_related), n_ctx=512)) as solo, \
+            Engine(EngineConfig(str(tiny.target), str(tiny.draft_related), n_ctx=512, parallel=REPLIES)) as many:
+        yield solo, many
+
+
+def _together(eng: Engine, prompts: list[list[int]], params: list[GenerationParams]) -> list[list[int]]:
+    """Run every prompt on its own thread at once; each reply's tokens."""
+    out: list[list[int]] = [[] for _ in prompts]
+    errors: list[BaseException] = []
+    start = threading.Barrier(len(prompts))
+
+    def one(i: int) -> None:
+        try:
+            start.wait()
+            out[i] = list(eng.generate(prompts[i], params[i]).run().tokens)
+        except BaseException as exc:  # reported below, with the reply it belongs to
+            errors.append(exc)
+
+    threads = [threading.Thread(target=one, args=(i,)) for i in range(len(prompts))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(120)
+    assert not errors, errors
+    return out
+
+
+@pytest.mark.parametrize("mode", ["ar", "sd", "ssd", "lookup", "auto"])
+def test_each_reply_is_its_reply_alone(engines: tuple[Engine, Engine], tiny: TinyPair, mode: str) -> None:
+    solo, many = engines
+    prompts = _prompts(REPLIES, solo.target_model.n_vocab)
+    params = [GenerationParams(mode=mode, max_tokens=N_TOKENS + 8 * i, k=3) for i in range(REPLIES)]
+    alone = [list(solo.generate(p, q).run().tokens) for p, q in zip(prompts, params, strict=True)]
+    assert _together(many, prompts, params) == alone
+    assert many._rounds.decodes > 0 and many._rounds.rows > many._rounds.decodes  # rounds were shared
+
+
+def test_a_seeded_sampled_reply_is_the_same_beside_others(engines: tuple[Engine, Engine]) -> None:
+    solo, many = engines
+    prompts = _prompts(REPLIES, solo.target_model.n_vocab)
+    params = [GenerationParams(mode="auto", max_tokens=N_TOKENS, sampling=SamplingParams(temperature=0.9, seed=11 + i))
+              for i in range(REPLIES)]
+    alone = [list(solo.generate(p, q).run().tokens) for p, q in zip(prompts, params, strict=True)]
+    assert _together(many, prompts, params) == alone
+
+
+def test_a_reply_after_any_other_is_the_same(engines: tuple[Engine, Engine]) -> None:
+    """A prompt read after a related one (a shared prefix in the cache) gives the reply of a fresh read."""
+    solo, _ = engines
+    base = _prompts(1, solo.target_model.n_vocab)[0]
+    params = GenerationParams(mode="ar", max_tokens=N_TOKENS)
+    fresh = list(solo.generate(base, params).run().tokens)
+    for cut in (5, 64, 70, 100, len(base) - 1):
+        solo.generate([*base[:cut], 5, 6, 7], params).run()  # leaves its own prefix behind
+        assert list(solo.generate(base, params).run().tokens) == fresh, cut
+
+
+def test_replies_beyond_the_sequences_wait_then_are_refused(tiny: TinyPair) -> None:
+    with Engine(EngineConfig(str(tiny.target), n_ctx=256, parallel=2)) as eng:
+        gens = [eng.generate([1, 5, 6], GenerationParams(mode="ar", max_tokens=50)) for _ in range(3)]
+        its = [iter(g) for g in gens[:2]]
+        for it in its:
+            next(it)  # both sequences held
+        assert eng.slots() == [(0, True, False), (1, True, False)] or sum(b for _, b, _ in eng.slots()) == 2
+        with pytest.raises(EngineError, match="all 2 replies"):
+            next(iter(gens[2]))
+        for g in gens[:2]:
+            g.close()
+        assert [b for _, b, _ in eng.slots()] == [False, False]
