@@ -8,7 +8,7 @@ from .core import options as opt
 from .core.sampling import SamplingParams
 
 CONFIG_FIELDS = ("n_ctx", "threads", "draft_threads", "gpu_layers", "draft_gpu_layers", "max_branches", "flash_attn",
-                 "parallel")
+                 "parallel", "prompt_cache_mb")
 GENERATION_FIELDS = ("mode", "max_tokens", "k", "fanout", "geometric", "backup", "miss_limit", "early_stop",
                      "adaptive", "budget")
 
@@ -26,7 +26,8 @@ class EngineConfig:
     draft_gpu_layers: int = opt.DRAFT_GPU_LAYERS.default
     max_branches: int = opt.BRANCHES.default
     flash_attn: bool = opt.FLASH_ATTN.default
-    parallel: int = 1  # replies at once; 0: the machine's default (options.PARALLEL, what serve and the app ask)
+    parallel: int = opt.PARALLEL.default  # replies at once; 0: the machine's default (what serve and the app ask)
+    prompt_cache_mb: int = opt.PROMPT_CACHE.default
     sampling_path: str = "auto"  # where rounds sample: auto (llama.cpp's chain on a GPU), host or backend
     remember_machine: bool = False  # keep auto's measurements on disk for the next start (engine.speculative.memory)
     rpc: tuple[str, ...] = ()  # HOST:PORT of remote machines (llama.cpp RPC servers) that run the target's layers

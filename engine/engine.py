@@ -11,6 +11,7 @@ from collections.abc import Generator, Sequence
 import numpy as np
 
 from .batch.prefill import read_prompt
+from .batch.promptcache import PromptCache
 from .batch.rounds import SharedRounds
 from .batch.slots import Slots
 from .config import EngineConfig as EngineConfig
@@ -88,9 +89,7 @@ class Engine(Prompts, ModeMaker):
         pl = self.placement = place_layers(cfg.target_path, cfg.draft_path, cfg.gpu_layers, cfg.draft_gpu_layers,
                                            cfg.n_ctx, remote=cfg.rpc)
         n_seq = replies_at_once(cfg.parallel, pl)
-        # several replies share decodes: on the CPU their rows must not depend on the rows beside them
-        target = Model(cfg.target_path, gpu_layers=pl.target_layers, remote=cfg.rpc, split=cfg.tensor_split,
-                       exact_batches=n_seq > 1 and not wholly_on_gpu(pl))
+        target = Model(cfg.target_path, gpu_layers=pl.target_layers, remote=cfg.rpc, split=cfg.tensor_split)
         self.target_model = self._stack.enter_context(target)
         kind = memory_kind(self.target_model.ptr)
         if kind.recurrent and n_seq > 1:  # its checkpoints take the spare sequences
@@ -105,7 +104,7 @@ class Engine(Prompts, ModeMaker):
         )
         grid = 0 if kind.recurrent else PREFILL_GRID  # a recurrent state is reused at its checkpoints instead
         self._slots = Slots([Target(self.target_model, self.target_ctx, s, grid) for s in range(n_seq)])
-        self._rounds = SharedRounds(self._slots)
+        self.prompt_cache = PromptCache(cfg.prompt_cache_mb)
         self.target = self._slots.targets[0]
         if cfg.draft_path:
             self.draft_model = self._stack.enter_context(Model(cfg.draft_path, gpu_layers=pl.draft_layers))
@@ -125,6 +124,8 @@ class Engine(Prompts, ModeMaker):
             d = max(1, cores // 4)
             split = (max(1, cores - d), d)
         self.threads = Threads(threads, dthreads, split)
+        # on the CPU a shared decode stays within the rows a single token's kernels take (rounds.EXACT_ROWS)
+        self._rounds = SharedRounds(self._slots, threads, exact=not wholly_on_gpu(pl))
         setup = f"threads {threads} {dthreads}, {pl.memory_key}"
         self._memory = memory.memory_file([cfg.target_path, cfg.draft_path], setup) if cfg.remember_machine else None
         # auto's measurements of this machine, kept across replies (and across starts, with remember_machine)
@@ -230,6 +231,8 @@ class Engine(Prompts, ModeMaker):
         lone = self._slots.size == 1
         drafting = False  # whether the draft model is set for this reply (it is a reply's while no other runs)
         try:
+            with self._slots.lock:
+                self.prompt_cache.swap(target, prompt)
             if self._slots.alone():
                 self._configure_drafter(params, stops, len(prompt))  # before its prompt read: the read owns it
                 ahead, drafting = self._read_ahead(prompt, params), True
@@ -237,7 +240,7 @@ class Engine(Prompts, ModeMaker):
                 first = target.start(prompt, params.sampling, rng, stops)
             else:
                 first = read_prompt(self._slots, target, prompt, params.sampling, rng,
-                                    lambda: any(e.is_set() for e in stops))
+                                    lambda: any(e.is_set() for e in stops), self.threads.target)
             recorder.first_token(self._decode_times())
             stats.prompt_cached = len(prompt) - target.kv.synced if first is not None else 0
             pending: list[tuple[int, bool]] = [] if first is None else [(first, False)]

@@ -94,3 +94,22 @@ def test_replies_beyond_the_sequences_wait_then_are_refused(tiny: TinyPair) -> N
         for g in gens[:2]:
             g.close()
         assert [b for _, b, _ in eng.slots()] == [False, False]
+
+
+def test_going_back_to_a_conversation_restores_its_prompt(tiny: TinyPair) -> None:
+    """A sequence that reads another conversation keeps the first one's prompt in host memory; going back to it
+    restores those positions instead of reading them, and the reply is a fresh read's."""
+    with Engine(EngineConfig(str(tiny.target), n_ctx=512, prompt_cache_mb=16)) as eng, \
+            Engine(EngineConfig(str(tiny.target), n_ctx=512, prompt_cache_mb=0)) as plain:
+        vocab = eng.target_model.n_vocab
+        first = [1, *(3 + (i * 7) % (vocab - 3) for i in range(150))]  # two whole grid chunks and some
+        other = [1, *(3 + (i * 11) % (vocab - 3) for i in range(40))]
+        params = GenerationParams(mode="ar", max_tokens=N_TOKENS)
+        fresh = list(plain.generate(first, params).run().tokens)
+        eng.generate(first, params).run()
+        eng.generate(other, params).run()  # the one sequence reads another conversation
+        back = eng.generate(first, params).run()
+        assert list(back.tokens) == fresh
+        assert eng.prompt_cache.restored == 1 and back.stats.prompt_cached == len(first) // 64 * 64
+        plain.generate(other, params).run()
+        assert plain.generate(first, params).run().stats.prompt_cached == 0  # without the cache: read again

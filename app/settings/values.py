@@ -64,6 +64,7 @@ class Settings:
     gpu_layers: int = _default("gpu_layers")
     draft_gpu_layers: int = _default("draft_gpu_layers")
     parallel: int = _default("parallel")  # 0: the machine's default
+    prompt_cache_mb: int = _default("prompt_cache_mb")
     tint_drafts: bool = TINT_DRAFTS.default
     context_overflow: str = CONTEXT_OVERFLOW.default
     thinking: str = THINKING.default  # "default", "on" or "off" (where the model's template has the switch)
@@ -92,7 +93,7 @@ class Settings:
         return EngineConfig(
             target, draft, n_ctx=self.n_ctx, threads=self.threads, draft_threads=self.draft_threads,
             gpu_layers=self.gpu_layers, draft_gpu_layers=self.draft_gpu_layers, parallel=self.parallel,
-            remember_machine=True,
+            prompt_cache_mb=self.prompt_cache_mb, remember_machine=True,
             rpc=remote_endpoints(self.rpc),
         )
 

@@ -13,9 +13,9 @@ from .slots import Slots
 
 
 def read_prompt(slots: Slots, target: Target, prompt: Sequence[int], params: SamplingParams,
-                rng: np.random.Generator, stop: Callable[[], bool]) -> int | None:
+                rng: np.random.Generator, stop: Callable[[], bool], threads: int) -> int | None:
     """Prefill ``prompt`` on ``target``'s sequence (reusing its exact prefix) and sample the first token, taking
-    the context for one chunk at a time; None when ``stop`` turns true between chunks."""
+    the context for one chunk at a time on ``threads`` CPU threads; None when ``stop`` turns true between chunks."""
     target.prepare(prompt, params, rng)
     kv, ctx, n = target.kv, target.ctx, len(prompt)
     with slots.lock:
@@ -27,6 +27,7 @@ def read_prompt(slots: Slots, target: Target, prompt: Sequence[int], params: Sam
         chunk = target.committed[i : i + step]
         last = i + step >= n
         with slots.lock:
+            ctx.set_threads(threads, threads)
             out = ctx.decode_out(chunk, range(i, i + len(chunk)), target.seq, [len(chunk) - 1] if last else [])
             kv.read(chunk)
             if last:

@@ -1,9 +1,9 @@
 """Shared rounds: the next token of every reply running beside others, made in one decode.
 
 Each reply asks from its own thread; the first to ask gathers the others' asks (until every reply in shared
-rounds has asked, or :data:`GATHER_S` has passed) and decodes them as one batch, one row per sequence. A row is
-the same with or without the others beside it (one position per sequence, a handful of rows), so a greedy reply
-is the one it makes alone.
+rounds has asked, or :data:`GATHER_S` has passed) and decodes them as one batch, one row per sequence, the oldest
+asks first. On the CPU a decode takes at most :data:`EXACT_ROWS` rows, which llama.cpp computes as it computes a
+single token, so a greedy reply is the one it makes alone.
 """
 
 from __future__ import annotations
@@ -20,6 +20,9 @@ from .slots import Slots
 # How long the first ask waits for the other replies' asks: longer than a reply's work between two rounds (a
 # token handed to its reader), far shorter than a decode.
 GATHER_S = 0.02
+# llama.cpp's repacked CPU kernels (Q4_K and the other repacked types) take a batch of 4 rows or more through a
+# matrix kernel that sums in another order than the one-row kernel: up to 3 rows, each row is the single token's.
+EXACT_ROWS = 3
 NO_DRAFT = Draft([], None)
 
 
@@ -35,8 +38,11 @@ class _Ask:
 class SharedRounds:
     """Plain rounds of several replies, one decode for all (see the module's text)."""
 
-    def __init__(self, slots: Slots) -> None:
+    def __init__(self, slots: Slots, threads: int, *, exact: bool) -> None:
+        """``exact``: keep every decode within :data:`EXACT_ROWS` rows (a CPU target)."""
         self._slots = slots
+        self._width = EXACT_ROWS if exact else slots.size
+        self._threads = threads  # the target's CPU threads: a reply alone may have left its ssd share set
         self._cond = threading.Condition()
         self._asks: list[_Ask] = []
         self._leading = False
@@ -55,9 +61,10 @@ class SharedRounds:
                     continue
                 self._leading = True
                 end = time.monotonic() + GATHER_S
-                while len(self._asks) < self._slots.shared and (left := end - time.monotonic()) > 0:
+                want = min(self._slots.shared, self._width)
+                while len(self._asks) < want and (left := end - time.monotonic()) > 0:
                     self._cond.wait(left)
-                batch, self._asks = self._asks, []
+                batch, self._asks = self._asks[: self._width], self._asks[self._width :]
                 self._cond.release()
                 try:
                     self._decode(batch)
@@ -75,6 +82,7 @@ class SharedRounds:
         t0 = time.perf_counter()
         try:
             with self._slots.lock:
+                ctx.set_threads(self._threads, self._threads)
                 tokens: list[int] = []
                 positions: list[int] = []
                 seqs: list[int] = []

@@ -78,13 +78,12 @@ class Model:
     """A loaded GGUF model and its vocabulary (read-only, shareable across threads)."""
 
     def __init__(self, path: str | os.PathLike[str], *, gpu_layers: int = 0, vocab_only: bool = False,
-                 remote: Sequence[str] = (), split: Sequence[float] = (), exact_batches: bool = False) -> None:
+                 remote: Sequence[str] = (), split: Sequence[float] = ()) -> None:
         """``gpu_layers``: layers on the GPU as llama.cpp takes them (-1 = all), or AUTO_LAYERS for every layer
         that fits in the GPU's free memory now (:mod:`engine.core.placement`; a caller placing two models
         resolves it first, with both in view). ``remote``: HOST:PORT of RPC servers whose devices take the
         offloaded layers instead of this machine's GPUs; ``split``: each of their devices' share (empty: by free
-        memory). ``exact_batches``: none of llama.cpp's repacked CPU kernels, whose sums for a row depend on the rows
-        beside it (a row is then the same in any batch of a few)."""
+        memory)."""
         self._ptr: Any = None
         self.path = Path(path)
         check_gguf_file(self.path)
@@ -95,7 +94,7 @@ class Model:
         mp = ll.llama_model_default_params()
         mp.n_gpu_layers = gpu_layers
         mp.vocab_only = vocab_only
-        mp.use_extra_bufts = False if vocab_only or exact_batches else _extra_bufts()
+        mp.use_extra_bufts = False if vocab_only else _extra_bufts()
         devices = None if vocab_only else device_list(remote)  # kept alive until the load returns
         if devices is not None:
             mp.devices = devices.address

@@ -77,6 +77,7 @@ class Context:
         # llama.cpp clamps n_batch to n_ctx; a batch above the real size aborts the process.
         self.n_batch: int = min(params.n_batch, ll.llama_n_batch(ptr), ll.llama_n_ubatch(ptr))
         self.mem = ll.llama_get_memory(ptr)
+        self.threads = (params.n_threads, params.n_threads_batch)
         nb = self.n_batch
         self._batch = ll.llama_batch_init(nb, 0, max(1, n_seq))
         b = self._batch
@@ -127,7 +128,9 @@ class Context:
         self.close()
 
     def set_threads(self, n_threads: int, n_threads_batch: int) -> None:
-        ll.llama_set_n_threads(self._ptr, n_threads, n_threads_batch)
+        if (n_threads, n_threads_batch) != self.threads:  # every sequence's rounds share the context's threads
+            ll.llama_set_n_threads(self._ptr, n_threads, n_threads_batch)
+            self.threads = (n_threads, n_threads_batch)
 
     def decode_out(
         self,

@@ -196,14 +196,20 @@ FLASH_ATTN = Option("flash_attn", bool, True, "Flash attention", "Use llama.cpp'
 # Auto replies at once: a GPU decode of a few rows costs about one row's; on a CPU a second row is already
 # dearer, but two keep a chat from waiting behind another client's long reply.
 AUTO_GPU_REPLIES, AUTO_CPU_REPLIES = 4, 2
-PARALLEL = Option("parallel", int, 0, "Replies at once", "Replies the engine makes at the same time (more wait "
+# The engine alone makes one reply at a time (scripts, tests); the app and serve ask for the machine's default.
+PARALLEL = Option("parallel", int, 1, "Replies at once", "Replies the engine makes at the same time (more wait "
                   "their turn); beside another reply each is made without speculation", "hardware", 0,
-                  MAX_PARALLEL, note="0 = auto: 4 with the target on a GPU, 2 on a CPU")
+                  MAX_PARALLEL, note="0 = auto: 4 with the target on a GPU, 2 on a CPU", chat_default=0)
+
+# A 1,000-token conversation of a 1.5B model holds about 28 MB: this keeps several, and is small beside the model.
+PROMPT_CACHE = Option("prompt_cache_mb", int, 256, "Prompt cache (MB)", "Host memory that keeps recent "
+                      "conversations' prompts, so that going back to one does not read it again", "hardware", 0,
+                      1 << 16, note="0 = off")
 
 OPTIONS: dict[str, Option[Any]] = {o.name: o for o in (
     MODE, K, ADAPTIVE, FANOUT, GEOMETRIC, BUDGET, BACKUP, MISS_LIMIT, EARLY_STOP,
     TEMPERATURE, TOP_K, TOP_P, MIN_P, SEED, SCHEME, MAX_TOKENS,
-    N_CTX, THREADS, DRAFT_THREADS, GPU_LAYERS, DRAFT_GPU_LAYERS, BRANCHES, FLASH_ATTN, PARALLEL,
+    N_CTX, THREADS, DRAFT_THREADS, GPU_LAYERS, DRAFT_GPU_LAYERS, BRANCHES, FLASH_ATTN, PARALLEL, PROMPT_CACHE,
 )}
 MODES: tuple[str, ...] = MODE.choices
 

@@ -41,6 +41,8 @@ def add_serve_parser(subparsers: argparse._SubParsersAction) -> None:  # type: i
                    help="replies made at once (each beside others runs plain rounds in shared decodes; more wait); "
                         f"0 = {opt.AUTO_GPU_REPLIES} with the target on a GPU, {opt.AUTO_CPU_REPLIES} on a CPU "
                         "(default: %(default)s)")
+    p.add_argument("--cache-ram", type=int, default=opt.PROMPT_CACHE.default, metavar="MB",
+                   help="host memory keeping recent conversations' prompts (0 = off) (default: %(default)s)")
     p.add_argument("--threads", type=int, default=0, help="target CPU threads (0 = all cores) (default: %(default)s)")
     p.add_argument("--draft-threads", type=int, default=0,
                    help="draft CPU threads (0 = all cores) (default: %(default)s)")
@@ -82,6 +84,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
                           thinking_budget=args.thinking_budget)
     engine_config = EngineConfig(
         args.target, args.draft if mode != "ar" else None, n_ctx=args.ctx, threads=args.threads, parallel=args.parallel,
+        prompt_cache_mb=args.cache_ram,
         draft_threads=args.draft_threads, gpu_layers=args.gpu_layers, draft_gpu_layers=args.draft_gpu_layers,
         remember_machine=True, rpc=args.rpc, tensor_split=args.tensor_split,
     )

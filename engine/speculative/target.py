@@ -43,7 +43,6 @@ class Target:
         self.rng = np.random.default_rng(0)
         self.path = HOST
         self.constraint: Constraint | None = None  # the reply's bias, penalties and grammar, after ``committed``
-        self._threads = ctx.params.n_threads
 
     @property
     def new_shape(self) -> bool:
@@ -51,9 +50,7 @@ class Target:
         return self.ctx.new_shape and bool(self.model.remote)
 
     def set_threads(self, n: int) -> None:
-        if n != self._threads:
-            self.ctx.set_threads(n, n)
-            self._threads = n
+        self.ctx.set_threads(n, n)
 
     def start(self, prompt: Sequence[int], params: SamplingParams, rng: np.random.Generator,
               stops: Sequence[threading.Event] = ()) -> int | None:

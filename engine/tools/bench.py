@@ -114,7 +114,7 @@ def scenarios(names: list[str], target: Path, cores: int, f16: Path | None) -> l
             assert f16 is not None
             out.append(Scenario("C", "F16 target, all cores", f16, cores, cores))
         else:
-            raise EngineError(f"unknown scenario {n!r} (use A, B, C; or H, O, R or S alone)")
+            raise EngineError(f"unknown scenario {n!r} (use A, B, C; or H, O, P, R or S alone)")
     return out
 
 
@@ -195,6 +195,9 @@ def cmd_bench(args: argparse.Namespace) -> int:
     if args.scenarios.strip().upper() == "H":  # recurrent and hybrid tiny pairs: the checkpoint's cost
         from .bench_recurrent import cmd_recurrent
         return cmd_recurrent(args)
+    if args.scenarios.strip().upper() == "P":  # concurrent requests: our server against llama.cpp's
+        from .bench_parallel import cmd_parallel
+        return cmd_parallel(args)
     if args.scenarios.strip().upper() == "S":  # simulated machines: no model, no clock
         from .simbench import cmd_simulated
         return cmd_simulated(seeds=args.seeds)
@@ -273,11 +276,13 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
                      "R alone: the target on --servers RPC servers here, each behind a proxy adding --delays ms each "
                      "way, the draft local, and llama.cpp's ar over the same link (engine/tools/bench_remote.py). "
                      "H alone: tiny recurrent and hybrid pairs (lfm2, mamba; lfm2 with an attention-only draft), "
-                     "ar, sd, ssd and auto with the checkpoint's cost per round (engine/tools/bench_recurrent.py).")
+                     "ar, sd, ssd and auto with the checkpoint's cost per round (engine/tools/bench_recurrent.py). "
+                     "P alone: 1, 2 and 4 concurrent streamed requests to serve --parallel 4 and to llama.cpp's "
+                     "llama-server -np 4 with and without the draft (--peer-server; engine/tools/bench_parallel.py).")
     p = sub.add_parser("bench", help="benchmark ar, sd, ssd, lookup and auto on the real pair",
                        formatter_class=HelpFormatter, epilog=epilog,
                        description="Measure tokens per second of every mode in hardware scenarios (see below).")
-    p.add_argument("--scenarios", default="A,B,C", help="comma list of A, B, C; or H, O, R or S alone (see below)")
+    p.add_argument("--scenarios", default="A,B,C", help="comma list of A, B, C; or H, O, P, R or S alone (see below)")
     add_rpc_argument(p)
     p.add_argument("--delays", default="0,5,25", help="R: milliseconds the proxy adds each way, comma list")
     p.add_argument("--servers", default="1,2", help="R: RPC servers the target's layers are split over, comma list")
@@ -301,6 +306,7 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p.add_argument("--target", help="target GGUF (default: the offline pair)")
     p.add_argument("--draft", help="draft GGUF (default: the offline pair)")
     p.add_argument("--peer", help="folder with llama.cpp's llama-completion and llama-speculative-simple")
+    p.add_argument("--peer-server", help="P: llama.cpp's llama-server binary (default: $SSD_CHAT_LLAMA_SERVER, PATH)")
     p.add_argument("--out", default=os.path.join("results", "bench.json"), help="the JSON file written")
     from .bench_overhead import add_arguments
 
