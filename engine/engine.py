@@ -104,6 +104,7 @@ class Engine(Prompts, ModeMaker):
         )
         grid = 0 if kind.recurrent else PREFILL_GRID  # a recurrent state is reused at its checkpoints instead
         self._slots = Slots([Target(self.target_model, self.target_ctx, s, grid) for s in range(n_seq)])
+        self._stack.callback(self._slots.close)
         self.prompt_cache = PromptCache(cfg.prompt_cache_mb)
         self.target = self._slots.targets[0]
         if cfg.draft_path:
@@ -139,6 +140,7 @@ class Engine(Prompts, ModeMaker):
         self._active = None
         for gen in list(self._open):
             gen.close()
+        self._slots.close()  # its decoding thread ends first: it never waits on the lock taken here
         with self._slots.lock:
             self._stack.close()
 
@@ -155,8 +157,7 @@ class Engine(Prompts, ModeMaker):
         if target is None:
             raise EngineError(self._busy())
         try:
-            with self._slots.lock:
-                row = target.kv.sync(list(tokens))
+            row = self._slots.run(lambda: target.kv.sync(list(tokens)))
         finally:
             self._slots.give(target)
         top = np.partition(row, -2)[-2:]
@@ -231,8 +232,7 @@ class Engine(Prompts, ModeMaker):
         lone = self._slots.size == 1
         drafting = False  # whether the draft model is set for this reply (it is a reply's while no other runs)
         try:
-            with self._slots.lock:
-                self.prompt_cache.swap(target, prompt)
+            self._slots.run(lambda: self.prompt_cache.swap(target, prompt))
             if self._slots.alone():
                 self._configure_drafter(params, stops, len(prompt))  # before its prompt read: the read owns it
                 ahead, drafting = self._read_ahead(prompt, params), True
@@ -290,8 +290,7 @@ class Engine(Prompts, ModeMaker):
                         mode = self._make_mode(target, params, budget, reading, recorder)
                         if observer is None:
                             observer = observer_for(self._cost_model, params, budget, draft=self.drafter is not None)
-                    with self._slots.lock:
-                        rr = mode.step()
+                    rr = self._slots.run(mode.step)
                 n_round += 1
                 recorder.round(rr)
                 if observer is not None and rr.why != SHARED:

@@ -66,7 +66,7 @@ def test_fixed_ssd_sizes_its_tree_from_what_earlier_replies_measured(tiny: TinyP
         fitted = fitted_budget(model, 4, default.fanout * 5, early_stop=default.early_stop)
         assert fitted < default.fanout * 5
         assert tree_budget(eng._cost_model, default) == fitted and tree_budget(eng._cost_model, asked) == 3
-        mode = eng._make_mode(default, tree_budget(eng._cost_model, default))  # as a reply makes it
+        mode = eng._make_mode(eng.target, default, tree_budget(eng._cost_model, default))  # as a reply makes it
         try:
             assert isinstance(mode, SSDMode) and mode.opts.tree_budget == fitted  # the tree its rounds build
         finally:

@@ -18,19 +18,24 @@ def read_prompt(slots: Slots, target: Target, prompt: Sequence[int], params: Sam
     the context for one chunk at a time on ``threads`` CPU threads; None when ``stop`` turns true between chunks."""
     target.prepare(prompt, params, rng)
     kv, ctx, n = target.kv, target.ctx, len(prompt)
-    with slots.lock:
-        keep = kv.begin(target.committed)
+    keep = slots.run(lambda: kv.begin(target.committed))
     step = kv.step
     for i in range(keep, n, step):
         if stop():
             return None
         chunk = target.committed[i : i + step]
         last = i + step >= n
-        with slots.lock:
+
+        def read(chunk: list[int] = chunk, i: int = i, last: bool = last) -> int | None:
             ctx.set_threads(threads, threads)
             out = ctx.decode_out(chunk, range(i, i + len(chunk)), target.seq, [len(chunk) - 1] if last else [])
             kv.read(chunk)
-            if last:
-                kv.synced = n - keep
-                return target.first(out)
+            if not last:
+                return None
+            kv.synced = n - keep
+            return target.first(out)
+
+        if last:
+            return slots.run(read)
+        slots.run(read)
     raise AssertionError("a prompt always has a last chunk")  # begin() keeps at most n - 1 tokens

@@ -8,6 +8,7 @@ single token, so a greedy reply is the one it makes alone.
 
 from __future__ import annotations
 
+import functools
 import threading
 import time
 from dataclasses import dataclass, field
@@ -67,7 +68,7 @@ class SharedRounds:
                 batch, self._asks = self._asks[: self._width], self._asks[self._width :]
                 self._cond.release()
                 try:
-                    self._decode(batch)
+                    self._slots.run(functools.partial(self._decode, batch))
                 finally:
                     self._cond.acquire()
                     self._leading = False
@@ -78,27 +79,27 @@ class SharedRounds:
         return ask.verdict, ask.seconds
 
     def _decode(self, batch: list[_Ask]) -> None:
+        """One decode of every ask in ``batch`` (on the decoding thread, the context's lock held: Slots.run)."""
         ctx = batch[0].target.ctx
         t0 = time.perf_counter()
         try:
-            with self._slots.lock:
-                ctx.set_threads(self._threads, self._threads)
-                tokens: list[int] = []
-                positions: list[int] = []
-                seqs: list[int] = []
-                for ask in batch:
-                    rows, p_r = ask.target.rows(NO_DRAFT)
-                    tokens += rows
-                    positions.append(p_r)
-                    seqs.append(ask.target.seq)
-                ctx.decode_out(tokens, positions, seqs, range(len(batch)))
-                seconds = time.perf_counter() - t0
-                for i, ask in enumerate(batch):
-                    try:
-                        ask.verdict = ask.target.accept(NO_DRAFT, ctx.outputs([i]))
-                    except Exception as exc:  # this reply's own fault (its grammar): the others go on
-                        ask.error = exc
-                    ask.seconds = seconds
+            ctx.set_threads(self._threads, self._threads)
+            tokens: list[int] = []
+            positions: list[int] = []
+            seqs: list[int] = []
+            for ask in batch:
+                rows, p_r = ask.target.rows(NO_DRAFT)
+                tokens += rows
+                positions.append(p_r)
+                seqs.append(ask.target.seq)
+            ctx.decode_out(tokens, positions, seqs, range(len(batch)))
+            seconds = time.perf_counter() - t0
+            for i, ask in enumerate(batch):
+                try:
+                    ask.verdict = ask.target.accept(NO_DRAFT, ctx.outputs([i]))
+                except Exception as exc:  # this reply's own fault (its grammar): the others go on
+                    ask.error = exc
+                ask.seconds = seconds
         except BaseException as exc:  # the decode itself: every reply in it hears of it
             for ask in batch:
                 ask.error = ask.error or exc

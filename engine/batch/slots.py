@@ -4,10 +4,15 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from typing import TypeVar
 
 from engine.core.context import common_prefix
 from engine.speculative.target import Target
+
+from .onethread import OneThread
+
+T = TypeVar("T")
 
 
 def reusable(target: Target, prompt: Sequence[int]) -> int:
@@ -23,16 +28,32 @@ def reusable(target: Target, prompt: Sequence[int]) -> int:
 class Slots:
     """Targets over the sequences of one context; a reply holds one from its start to its end.
 
-    ``lock`` guards the context: a decode, or a whole round of a reply running alone, holds it.
+    ``lock`` guards the context: a decode, or a whole round of a reply running alone, holds it; :meth:`run` makes
+    it on the one decoding thread.
     """
 
     def __init__(self, targets: Sequence[Target]) -> None:
         self.targets = list(targets)
+        self._one = OneThread("target-decodes") if len(self.targets) > 1 else None
         self.lock = threading.Lock()
         self._cond = threading.Condition()
         self._busy: set[int] = set()
         self._shared: set[int] = set()  # replies in shared rounds now (engine.batch.rounds)
         self._freed = {t.seq: 0.0 for t in self.targets}  # when each was last given back
+
+    def run(self, fn: Callable[[], T]) -> T:
+        """``fn()`` holding :attr:`lock`, where the context's decodes run (:mod:`engine.batch.onethread`; the caller's
+        thread for a context of one sequence). The lock is taken there, never held while waiting for that thread."""
+        def locked() -> T:
+            with self.lock:
+                return fn()
+
+        return locked() if self._one is None else self._one.call(locked)
+
+    def close(self) -> None:
+        if self._one is not None:
+            self._one.close()
+            self._one = None
 
     @property
     def size(self) -> int:
