@@ -20,7 +20,7 @@ from .core import modelfile
 from .core import options as opt
 from .core.backend import Model
 from .core.context import Context, ContextParams
-from .core.options import MAX_K, PREFILL_GRID, cpu_cores
+from .core.options import MAX_K, PREFILL_GRID, REMOTE_PREFILL_GRID, cpu_cores
 from .core.placement import Placement, place_layers
 from .core.recurrent import memory_kind
 from .core.vocab import check_compatible
@@ -102,7 +102,8 @@ class Engine(Prompts, ModeMaker):
                                                      flash_attn=cfg.flash_attn,
                                                      sampling=cfg.sampling_path if n_seq == 1 else "host"))
         )
-        grid = 0 if kind.recurrent else PREFILL_GRID  # a recurrent state is reused at its checkpoints instead
+        # a recurrent state is reused at its checkpoints instead
+        grid = 0 if kind.recurrent else REMOTE_PREFILL_GRID if self.target_model.remote else PREFILL_GRID
         self._slots = Slots([Target(self.target_model, self.target_ctx, s, grid) for s in range(n_seq)])
         self._stack.callback(self._slots.close)
         self.prompt_cache = PromptCache(cfg.prompt_cache_mb)

@@ -62,7 +62,8 @@ def test_bounds_and_defaults_are_the_engines() -> None:
         assert str(exc) == message
     else:
         raise AssertionError("EngineConfig accepted a context below its minimum")
-    assert load_fields() == ["n_ctx", "threads", "draft_threads", "gpu_layers", "draft_gpu_layers", "rpc"]
+    assert load_fields() == ["n_ctx", "threads", "draft_threads", "gpu_layers", "draft_gpu_layers", "parallel",
+                             "prompt_cache_mb", "rpc"]
 
 
 def test_generation_params_follow_the_settings() -> None:

@@ -129,6 +129,7 @@ MAX_PARALLEL = 8  # sequences one context batches: past that a CPU decode is com
 # A prompt is read in chunks of this many positions from a multiple of it, so that every read of a position is the
 # same batch shape (llama.cpp's rows depend on it); small enough that a reused prompt reads again at most this much.
 PREFILL_GRID = 64
+REMOTE_PREFILL_GRID = 512  # over RPC every chunk costs round trips: a remote target reads whole batches
 
 # -- decoding ---------------------------------------------------------------------------------------
 MODE = Option("mode", str, "auto", "Mode", "ar: target only; sd: speculative decoding; ssd: speculative "
