@@ -17,8 +17,6 @@ import llama_cpp as ll
 from engine.core.context import common_prefix
 from engine.speculative.target import Target
 
-from .slots import reusable
-
 MB = 1 << 20
 
 
@@ -46,7 +44,7 @@ class PromptCache:
         kv = target.kv
         if not self.limit or not kv.grid:
             return
-        own = reusable(target, prompt)
+        own = kv.reusable(prompt)
         best = max(self._states, key=lambda k: len(k) if _begins(prompt, k) else -1, default=None)
         gain = len(best) - own if best is not None and _begins(prompt, best) else 0
         if kv.exact - own >= kv.grid or gain >= kv.grid:

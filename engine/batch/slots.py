@@ -7,22 +7,11 @@ import time
 from collections.abc import Callable, Sequence
 from typing import TypeVar
 
-from engine.core.context import common_prefix
 from engine.speculative.target import Target
 
 from .onethread import OneThread
 
 T = TypeVar("T")
-
-
-def reusable(target: Target, prompt: Sequence[int]) -> int:
-    """The prompt tokens ``target``'s sequence would not read again (:meth:`~engine.core.kvtrack.KVTrack.begin`)."""
-    kv = target.kv
-    keep = min(common_prefix(kv.tokens, prompt), len(prompt) - 1)
-    if kv.grid:
-        keep = min(keep, kv.exact)
-        keep -= keep % kv.grid
-    return keep
 
 
 class Slots:
@@ -81,7 +70,7 @@ class Slots:
                     if len(self._busy) == len(self.targets):
                         return None
             free = [t for t in self.targets if t.seq not in self._busy]
-            best = max(free, key=lambda t: (reusable(t, prompt), -self._freed[t.seq]))
+            best = max(free, key=lambda t: (t.kv.reusable(prompt), -self._freed[t.seq]))
             self._busy.add(best.seq)
             return best
 

@@ -108,14 +108,17 @@ class KVTrack:
         """The prefix a sync keeps: what the KV holds of ``committed``, less the last token (its row is read)."""
         return len(committed) - max(self.unseen(committed), 1)
 
-    def begin(self, committed: Sequence[int]) -> int:
-        """Cut back to the prefix of ``committed`` a sync reuses (on the grid: whole chunks read as a prompt);
-        the tokens held after it."""
+    def reusable(self, committed: Sequence[int]) -> int:
+        """The prefix of ``committed`` a sync reuses (on the grid: whole chunks read as a prompt)."""
         keep = self.keeps(committed)
         if self.grid:
             keep = min(keep, self.exact)
             keep -= keep % self.grid
-        self.trim(keep)
+        return keep
+
+    def begin(self, committed: Sequence[int]) -> int:
+        """Cut back to :meth:`reusable`'s prefix; the tokens held after it."""
+        self.trim(self.reusable(committed))
         return len(self.tokens)
 
     def read(self, chunk: Sequence[int]) -> None:
