@@ -159,3 +159,24 @@ def test_a_server_that_will_not_start_is_a_clear_line(qtbot: QtBot, closing: lis
         w.send()
     qtbot.waitUntil(lambda: w.replies.reply_id is None, timeout=REPLY_MS)
     assert w.history.messages(w.conversation_id or 0)[-1].content.strip() == "Hello."
+
+
+def test_regenerate_after_tool_calls_asks_again_from_the_users_message(qtbot: QtBot, closing: list[Any]) -> None:
+    engine = ToolEngine(call_text("echo", text="old"), "The old answer.", call_text("echo", text="new"),
+                        "The new answer.")
+    w = window(qtbot, closing, engine)
+    send(qtbot, w, "Echo something")
+    answer(qtbot, w, "allow", first_call := last_call_id(w))
+    assert [m.role for m in w.history.messages(w.conversation_id or 0)] == ["user", "assistant", "tool", "assistant"]
+    with qtbot.waitSignal(w.reply_saved, timeout=REPLY_MS):
+        w.regen_button.click()
+    assert engine.sent[-1][-1] == {"role": "user", "content": "Echo something"}  # no stale call nor result
+    messages = w.history.messages(w.conversation_id or 0)
+    assert [m.role for m in messages] == ["user", "assistant"] and messages[1].tool_calls is not None
+    call_id = last_call_id(w)
+    assert call_id != first_call and w.chat_view.tools.state[call_id] == PENDING  # asked again, nothing runs unasked
+    assert "Allow once" in shown(w) and "The old answer." not in shown(w)
+    assert [v.content.strip() for v in w.history.versions(messages[1].id)] == ["The old answer.", "Let me check."]
+    final = w.history.message(answer(qtbot, w, "allow", call_id))
+    assert final.content.strip() == "The new answer."
+    assert engine.sent[-1][-1] == {"role": "tool", "content": "new", "tool_call_id": call_id}

@@ -17,6 +17,7 @@ from app.chat.readout import Readout
 from app.chat.stats_text import stats_text
 from app.history.save_queue import DISK_FULL, SaveQueue
 from app.history.store import DiskFullError, History, Message
+from app.history.tool_rows import rewind_tool_rounds
 from app.startup import crash
 from app.worker.chat_setup import ChatChoice, Turn
 from app.worker.engine_worker import FinishedReply
@@ -135,19 +136,21 @@ class ReplySession(QObject):
         return True
 
     def regenerate(self, conversation_id: int) -> None:
-        """Write a new version of the conversation's last reply (another seed); the earlier ones are kept."""
+        """Write a new version of the conversation's last reply (another seed), from before any tool calls that led to
+        it (:func:`rewind_tool_rounds`); the earlier ones are kept."""
         messages = self.history.messages(conversation_id)
         if not messages or messages[-1].role != "assistant":
             return
         try:
             self._flush_or_raise()
-            self.history.begin_version(messages[-1].id)
+            reply_id = rewind_tool_rounds(self.history, conversation_id)
+            self.history.begin_version(reply_id)
         except DiskFullError:
             self.problem.emit(NOT_CHANGED)
             return
         self._regenerations += 1
         self._regenerating = True
-        self._start(conversation_id, messages[-1].id)
+        self._start(conversation_id, reply_id)
 
     def switch_version(self, message_id: int, step: int) -> None:
         """Show another version of a reply (``step`` -1: the one before, 1: the one after)."""

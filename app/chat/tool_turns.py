@@ -148,9 +148,13 @@ class ToolTurns(QObject):
                 self._continuing = False
 
     def _end_waiting(self, result: str | None) -> None:
-        """Calls still waiting end: with ``result`` saved (Stop), or forgotten (None: a new message was sent)."""
+        """Calls still waiting end: with ``result`` saved (Stop), or forgotten with any running call stopped (None: a
+        new message was sent or a reply regenerated, which asks the model again from before them)."""
+        ending = (PENDING,) if result is not None else (PENDING, RUNNING)
+        if result is None:
+            self.toolbox.stop_calls()  # the stopped calls' results find no call waiting for them: dropped
         for call_id, call in list(self.calls.items()):
-            if not call.done and self.view.tools.state.get(call_id) == PENDING:
+            if not call.done and self.view.tools.state.get(call_id) in ending:
                 if result is None:
                     call.done = True
                     self.view.tools.state.pop(call_id, None)
