@@ -15,7 +15,7 @@ from typing import Any
 
 from .core.placement import Placement, cannot_pay
 from .remote import relay
-from .speculative.types import RoundResult
+from .speculative.types import NGRAM, RoundResult
 
 MIN_WARN_ROUNDS = 4  # rounds measured before a reply's figures may say its mode cannot pay
 
@@ -35,6 +35,7 @@ class GenerationStats:
     rounds: int = 0
     drafted: int = 0
     accepted: int = 0
+    accepted_lookup: int = 0  # of them, drafted by the n-gram pool (the prompt, tool results, earlier turns)
     acceptance_rate: float | None = None  # accepted / drafted
     mean_accepted: float | None = None  # accepted drafts per speculative round
     hit_rate: float | None = None  # ssd cache hits / lookups
@@ -161,6 +162,8 @@ class StatsRecorder:
         s.seconds_by_mode[rr.mode] = s.seconds_by_mode.get(rr.mode, 0.0) + took
         s.drafted += rr.drafted
         s.accepted += rr.accepted
+        if rr.speculator == NGRAM:
+            s.accepted_lookup += rr.accepted
         if rr.mode != "ar" and rr.drafted:  # a lookup round with nothing in the pool is a plain step
             self._spec_rounds += 1
         if rr.rates:

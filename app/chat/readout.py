@@ -1,8 +1,9 @@
 """The readout under the conversation: the shown conversation's reply, live while it streams, else its last one.
 
-It says two things in plain words, speed and how much speculation helped ("19.9 tok/s · 1.3× plain
-decoding", within the reply itself: :mod:`app.chat.speedup`); the engine's other figures and what the speed-up
-compares are in its tooltip.
+It says in plain words the speed and how much speculation helped ("19.9 tok/s · 1.3× plain decoding", within the
+reply itself: :mod:`app.chat.speedup`), and what the reply reused ("prompt: read 40 of 900 tokens, 860 from the
+cache", as after a tool's result; "lookup drafted 12 of 20 accepted tokens"); the engine's other figures and what the
+speed-up compares are in its tooltip.
 """
 
 from __future__ import annotations
@@ -14,7 +15,15 @@ from typing import Any
 from PySide6.QtWidgets import QLabel
 
 from app.chat.speedup import PLAIN, gain_text, tooltip_line
-from app.chat.stats_text import HIDDEN_REASONS, REASON_TEXT, is_live, message_status, plural, stats_text
+from app.chat.stats_text import (
+    HIDDEN_REASONS,
+    REASON_TEXT,
+    is_live,
+    message_status,
+    plural,
+    reuse_parts,
+    stats_text,
+)
 from app.history.store import Message
 
 NO_REPLY = "No reply yet"
@@ -52,6 +61,7 @@ def readout_html(stats: Mapping[str, Any]) -> str:
         parts.append(WRITING)
     else:
         parts.append(plural(int(stats.get("new_tokens") or 0), "token"))
+    parts += [html.escape(p) for p in reuse_parts(stats)]
     if stats.get("dropped_turns"):
         parts.append(f"{plural(int(stats['dropped_turns']), 'oldest turn')} left out to fit the context")
     reason = str(stats.get("finish_reason") or "")

@@ -63,6 +63,7 @@ def stats_parts(stats: Mapping[str, Any]) -> list[str]:
         parts.append(f"acceptance {100 * stats['acceptance_rate']:.0f}%")
     if applies(stats, "hit_rate"):
         parts.append(f"hit rate {100 * stats['hit_rate']:.0f}%")
+    parts += reuse_parts(stats)
     if stats.get("link_received_per_round") is not None:  # a remote target: what a round cost on the link
         per_round = float(stats["link_sent_per_round"]) + float(stats["link_received_per_round"])
         parts.append(f"link {size_text(per_round)} a round")
@@ -74,6 +75,20 @@ def stats_parts(stats: Mapping[str, Any]) -> list[str]:
     reason = str(stats.get("finish_reason") or "")
     if reason not in HIDDEN_REASONS:
         parts.append(REASON_TEXT.get(reason, reason))
+    return parts
+
+
+def reuse_parts(stats: Mapping[str, Any]) -> list[str]:
+    """What the reply took from before it: the prompt's prefix the engine's cache held (only the rest was read, as
+    after a tool's result), and the accepted tokens the n-gram pool drafted (text quoted from the prompt or a result).
+    Each is left out where it is nothing."""
+    parts = []
+    total, cached = int(stats.get("prompt_tokens") or 0), int(stats.get("prompt_cached") or 0)
+    if cached:
+        parts.append(f"prompt: read {total - cached} of {plural(total, 'token')}, {cached} from the cache")
+    accepted, pooled = int(stats.get("accepted") or 0), int(stats.get("accepted_lookup") or 0)
+    if pooled:
+        parts.append(f"lookup drafted {pooled} of {plural(accepted, 'accepted token')}")
     return parts
 
 

@@ -5,6 +5,7 @@ model as a ``tool`` message, and once every call of the reply has one the model 
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
@@ -16,7 +17,7 @@ from app.history.tool_rows import add_tool_result, set_tool_calls
 from app.settings.tools_page import add_tools_menu
 from app.tools.results import ToolOutcome
 from app.tools.toolbox import STOPPED, ToolBox
-from app.worker.chat_setup import ChatChoice
+from app.worker.chat_setup import ChatChoice, ToolCall
 
 if TYPE_CHECKING:
     from app.main_window import MainWindow
@@ -97,8 +98,11 @@ class ToolTurns(QObject):
     # -- helpers ----------------------------------------------------------------------------------
     def _on_reply_saved(self, reply_id: int) -> None:
         calls, self.window.replies.last_calls = self.window.replies.last_calls, ()
-        if not calls:
-            return
+        if calls:
+            self.offer(reply_id, calls)
+
+    def offer(self, reply_id: int, calls: Sequence[ToolCall]) -> None:
+        """A saved reply's calls: recorded with it, each on a card waiting for the user (or run, if always allowed)."""
         m = self.window.history.message(reply_id)
         records: list[dict[str, Any]] = [{"id": c.id, "type": "function",
                                           "function": {"name": c.name, "arguments": c.arguments}} for c in calls]
