@@ -1,12 +1,11 @@
 """Log-probabilities of a reply's tokens, read from the target's rows that every round's verdict already has.
 
-Every mode emits its tokens through :meth:`~engine.speculative.target.Target._verdict` (the prompt's first token,
-ar's rounds and every verified draft): row i of that verdict's outputs predicts its i-th emitted token. A
-:class:`RowTap` wraps that one method on the engine's targets for the length of a generation and keeps, per
-emitted token, its log-probability under the target's own distribution (the log-softmax of the raw logits row: before
-temperature, truncation, bias or grammar) and the ``top`` likeliest ids with theirs. While tapped, the target
-reads host rows (a backend sampler chain returns candidates only, not the whole row); the reply does not change,
-since both paths sample the same distributions.
+Every mode emits its tokens through a verdict of its target (the prompt's first token, ar's rounds and every
+verified draft), and row i of a verdict's rows predicts its i-th emitted token. A :class:`RowTap` is the row
+observer (:data:`~engine.speculative.target.RowObserver`) of one reply's own target, so replies running at once on
+one context each read their own rows. It keeps, per emitted token, its log-probability under the target's own
+distribution (the log-softmax of the raw logits row: before temperature, truncation, bias or grammar) and the
+``top`` likeliest ids with theirs.
 
 :func:`generate` is the same for an engine in a process of its own: a task (``module:function``) the process
 runs beside nothing else, reporting each token with its figures.
@@ -21,9 +20,10 @@ from typing import Any
 
 import numpy as np
 
-from engine.core.outputs import HOST
 from engine.core.sampling import FloatRow
 
+from .constrained import RawRows
+from .target import observing
 from .types import Draft, Verdict
 
 MAX_TOP = 20  # OpenAI's top_logprobs range (0-20)
@@ -55,61 +55,23 @@ def row_figures(row: FloatRow, token: int, top: int) -> Figures:
 
 
 class RowTap:
-    """Figures of every token the ``targets`` emit while installed (:meth:`install` ... :meth:`remove`); a reply
-    runs on one of them (an engine's sequences each have a target), whichever it was given."""
+    """The figures of every token one reply's target emits, as its row observer (:meth:`observe`)."""
 
-    def __init__(self, targets: Sequence[Any], top: int) -> None:
-        self.targets = list(targets)
+    def __init__(self, top: int) -> None:
         self.top = min(max(top, 0), MAX_TOP)
-        self.found: list[deque[Figures]] = [deque() for _ in self.targets]
-        self._which: int | None = None  # the target the reply runs on, known from its first figures
-        self._installed = False
+        self.found: deque[Figures] = deque()  # appended on the decoding thread, taken on the reply's
 
-    def install(self) -> None:
-        if self._installed:
-            return
-        for target, found in zip(self.targets, self.found, strict=True):
-            target._verdict = self._tapped(target._verdict, found)
-        for ctx in {id(t.ctx): t.ctx for t in self.targets}.values():
-            ctx.sampling_path = lambda params: HOST
-        self._installed = True
-
-    def _tapped(self, verdict: Callable[[Draft, Any], Verdict], found: deque[Figures]) -> Any:
-        def tapped(draft: Draft, rows: Any) -> Verdict:
-            out = verdict(draft, rows)
-            for i, tok in enumerate(out.tokens(draft.tokens)):  # nothing decodes in between: the rows are live
-                found.append(row_figures(rows.row(i), tok, self.top))
-            return out
-
-        return tapped
-
-    def remove(self) -> None:
-        """Give the targets their own methods back (idempotent)."""
-        if self._installed:
-            for target in self.targets:
-                del target._verdict
-            for ctx in {id(t.ctx): t.ctx for t in self.targets}.values():
-                del ctx.sampling_path
-            self._installed = False
+    def observe(self, draft: Draft, rows: RawRows, verdict: Verdict) -> None:
+        for i, tok in enumerate(verdict.tokens(draft.tokens)):  # nothing decodes in between: the rows are live
+            self.found.append(row_figures(rows.row(i), tok, self.top))
 
     def take(self, token: int) -> Figures | None:
         """The figures of the next emitted token, which must be ``token`` (None if the rows said otherwise)."""
-        if self._which is None:
-            self._which = next((i for i, f in enumerate(self.found) if f), None)
-            if self._which is None:
-                return None
-        found = self.found[self._which]
-        while found:
-            got = found.popleft()
+        while self.found:
+            got = self.found.popleft()
             if got[0] == token:
                 return got
         return None
-
-
-def targets_of(engine: Any) -> list[Any]:
-    """The targets a reply of ``engine`` may run on: one per sequence of its target context."""
-    slots = getattr(engine, "_slots", None)
-    return list(getattr(slots, "targets", None) or [engine.target])
 
 
 class TappedGeneration:
@@ -117,20 +79,19 @@ class TappedGeneration:
 
     def __init__(self, engine: Any, prompt: Sequence[int], params: Any, stop: threading.Event | None, top: int,
                  sink: list[Figures | None]) -> None:
-        self._tap = RowTap(targets_of(engine), top)
-        self._tap.install()
-        try:
-            self._gen = engine.generate(prompt, params, stop)
-        except BaseException:
-            self._tap.remove()
-            raise
+        self._tap = RowTap(top)
+        self._gen = engine.generate(prompt, params, stop)
         self._sink = sink
 
     def __iter__(self) -> Any:
+        events = iter(self._gen)
         try:
-            for ev in self._gen:
+            with observing(self._tap.observe):  # the reply's target is chosen and prepared in its first step
+                ev = next(events, None)
+            while ev is not None:
                 self._sink.append(self._tap.take(ev.token))
                 yield ev
+                ev = next(events, None)
         finally:
             self.close()
 
@@ -143,8 +104,7 @@ class TappedGeneration:
         return list(self._gen.tokens)
 
     def close(self) -> None:
-        self._gen.close()  # the engine has let go of the target: its methods can be given back
-        self._tap.remove()
+        self._gen.close()
 
 
 def generate(engine: Any, prompt: Sequence[int], params: Any, top: int, stop: threading.Event,

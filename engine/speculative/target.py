@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import replace
+from typing import cast
 
 import numpy as np
 
@@ -18,9 +20,26 @@ from engine.core.sampling import SamplingParams
 from engine.errors import ContextFullError, ParameterError, PrefillStopped
 from engine.remote import LINK_TOP
 
-from .constrained import ConstrainedRows
+from .constrained import ConstrainedRows, RawRows
 from .types import Draft, Verdict
 from .verify import TargetRows, verify_coupled, verify_greedy, verify_sampled
+
+# Called with every verdict of the reply it observes: the draft, the target's raw rows for it (live until the
+# context decodes again) and the verdict (row i predicts the verdict's i-th token).
+RowObserver = Callable[[Draft, RawRows, Verdict], None]
+_preparing = threading.local()  # the observer a reply prepared on this thread takes (:func:`observing`)
+
+
+@contextmanager
+def observing(observer: RowObserver) -> Iterator[None]:
+    """Every reply a target prepares on this thread within the block is observed by ``observer``: a reply's
+    target is chosen when it starts, and its prompt is prepared on the thread that starts it."""
+    before = getattr(_preparing, "observer", None)
+    _preparing.observer = observer
+    try:
+        yield
+    finally:
+        _preparing.observer = before
 
 
 class Target:
@@ -43,6 +62,7 @@ class Target:
         self.rng = np.random.default_rng(0)
         self.path = HOST
         self.constraint: Constraint | None = None  # the reply's bias, penalties and grammar, after ``committed``
+        self.observer: RowObserver | None = None  # the reply's row observer (:func:`observing`), if it has one
 
     @property
     def new_shape(self) -> bool:
@@ -69,7 +89,9 @@ class Target:
             raise ParameterError("the prompt is empty")
         self.params = params
         self.rng = rng
-        self.path = self.ctx.sampling_path(params)
+        self.observer = getattr(_preparing, "observer", None)
+        # an observer reads whole rows: a backend chain returns candidates only (both sample the same distributions)
+        self.path = HOST if self.observer is not None else self.ctx.sampling_path(params)
         # a remote target's greedy rows come back as its best few ids: a greedy chain also returns the whole row
         top = LINK_TOP if self.model.remote else 0
         self.ctx.set_sampling(chain_spec(params, self.ctx.n_vocab, top_count=top) if self.path == BACKEND else None)
@@ -124,10 +146,13 @@ class Target:
 
     def _verdict(self, draft: Draft, rows: TargetRows) -> Verdict:
         if self.constraint is None:
-            return self._verify(draft, rows)
-        constrained = ConstrainedRows(rows, draft.tokens, self.constraint)  # type: ignore[arg-type]
-        verdict = self._verify(draft, constrained)
-        constrained.finish(verdict.tokens(draft.tokens))
+            verdict = self._verify(draft, rows)
+        else:
+            constrained = ConstrainedRows(rows, draft.tokens, self.constraint)  # type: ignore[arg-type]
+            verdict = self._verify(draft, constrained)
+            constrained.finish(verdict.tokens(draft.tokens))
+        if self.observer is not None:  # an observed reply reads host rows (prepare), which have their raw logits
+            self.observer(draft, cast(RawRows, rows), verdict)
         return verdict
 
     def _verify(self, draft: Draft, rows: TargetRows) -> Verdict:
