@@ -202,3 +202,45 @@ def test_logprobs_on_an_engine_that_samples_inside_llama_cpp(engine: Engine, ser
         assert plain.model_extra is not None and plain.model_extra["speculation"]["mode"] == "sd"
     assert "".join(t for t, _, _ in got) == plain.choices[0].message.content
     assert [v for _, v, _ in got] == pytest.approx([v for _, v, _ in want], abs=CLOSE)
+
+
+LOGPROBS_ASKED = ["message.output_text.logprobs"]
+
+
+def _output_figures(response: Any) -> list[tuple[str, float, list[tuple[str, float]]]]:
+    parts = [p for item in response.output if item.type == "message" for p in item.content]
+    assert len(parts) == 1 and parts[0].type == "output_text"
+    return [(e.token, e.logprob, [(t.token, t.logprob) for t in e.top_logprobs]) for e in parts[0].logprobs or []]
+
+
+def test_responses_output_text_carries_chats_logprobs(server: LocalServer, oai: openai.OpenAI) -> None:
+    chat = _figures(_ask(oai, server, "sd"))
+    kw: Any = {"model": server.model_id, "input": "Hello there", "max_output_tokens": 10, "temperature": 0,
+               "extra_body": {"mode": "sd"}}
+    asked = oai.responses.create(include=LOGPROBS_ASKED, top_logprobs=3, **kw)
+    assert asked.top_logprobs == 3
+    assert _output_figures(asked) == chat
+    assert "".join(t for t, _, _ in chat) == asked.output_text
+    bare = _output_figures(oai.responses.create(include=LOGPROBS_ASKED, **kw))  # no alternatives asked
+    assert [(t, v) for t, v, _ in bare] == [(t, v) for t, v, _ in chat] and all(top == [] for _, _, top in bare)
+    assert _output_figures(oai.responses.create(top_logprobs=3, **kw)) == chat  # alternatives come with figures
+    assert _output_figures(oai.responses.create(**kw)) == []  # not asked
+    with pytest.raises(openai.BadRequestError, match="top_logprobs"):
+        oai.responses.create(include=LOGPROBS_ASKED, top_logprobs=21, **kw)
+
+
+def test_streamed_responses_logprobs_join_into_the_whole_replys(server: LocalServer, oai: openai.OpenAI) -> None:
+    kw: Any = {"model": server.model_id, "input": "Hello there", "max_output_tokens": 10, "temperature": 0,
+               "include": LOGPROBS_ASKED, "top_logprobs": 2, "extra_body": {"mode": "ssd"}}
+    whole = _output_figures(oai.responses.create(**kw))
+    events = list(oai.responses.create(stream=True, **kw))
+    deltas = [e for e in events if e.type == "response.output_text.delta"]
+    joined = [(lp.token, lp.logprob, [(t.token, t.logprob) for t in lp.top_logprobs or []])
+              for e in deltas for lp in e.logprobs]
+    (done,) = [e for e in events if e.type == "response.output_text.done"]
+    assert [(lp.token, lp.logprob) for lp in done.logprobs] == [(t, v) for t, v, _ in whole]
+    assert joined == whole[: len(joined)] and len(joined) >= len(deltas)  # each delta carries its tokens' figures
+    assert _output_figures(events[-1].response) == whole
+    with oai.responses.stream(**kw) as helper:  # the client's strict helper parses every event
+        last = list(helper)[-1]
+    assert last.type == "response.incomplete" and _output_figures(last.response) == whole  # cut at 10 tokens

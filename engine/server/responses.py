@@ -3,7 +3,8 @@
 ``instructions`` and ``input`` (a string, or message, ``function_call`` and ``function_call_output`` items) become
 chat messages; function tools, ``tool_choice`` and ``text.format`` become their chat forms; the chat reply's text
 and tool calls become ``output`` items (streamed as the Responses events by :mod:`.responsestream`). Nothing is
-stored, so ``previous_response_id`` is refused.
+stored, so ``previous_response_id`` is refused. ``include: ["message.output_text.logprobs"]`` (or ``top_logprobs``
+above 0) asks for chat's logprobs, which the ``output_text`` part carries.
 """
 
 from __future__ import annotations
@@ -17,10 +18,11 @@ from fastapi.responses import JSONResponse, Response
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from .errors import APIError, parse_body
-from .schemas import ChatCompletionRequest
+from .schemas import MAX_TOP_LOGPROBS, ChatCompletionRequest
 
-_REFUSED = {"previous_response_id": (None,), "conversation": (None,),
-            "background": (None, False), "top_logprobs": (None, 0), "prompt": (None,)}
+_REFUSED = {"previous_response_id": (None,), "conversation": (None,), "background": (None, False),
+            "prompt": (None,)}
+LOGPROBS = "message.output_text.logprobs"  # the ``include`` entry that asks for the output text's logprobs
 
 
 class ResponsesRequest(BaseModel):
@@ -38,6 +40,13 @@ class ResponsesRequest(BaseModel):
     mode: Literal["ar", "sd", "ssd", "lookup", "auto"] | None = None
     stream: bool = False
     reasoning: dict[str, Any] | None = None  # {"effort": ...}: the chat request's reasoning_effort
+    top_logprobs: int | None = Field(default=None, ge=0, le=MAX_TOP_LOGPROBS)
+    include: list[str] | None = None  # only LOGPROBS changes the reply; the other entries name stored data
+
+    @property
+    def logprobs(self) -> bool:
+        """Whether the output text carries logprobs: asked by ``include``, or by asking for alternatives."""
+        return LOGPROBS in (self.include or ()) or bool(self.top_logprobs)
 
     @model_validator(mode="before")
     @classmethod
@@ -87,6 +96,8 @@ def chat_request(body: ResponsesRequest) -> ChatCompletionRequest:
                             "top_p": body.top_p, "max_tokens": body.max_output_tokens, "mode": body.mode,
                             "reasoning_effort": (body.reasoning or {}).get("effort"), "stream": body.stream,
                             "stream_options": {"include_usage": True} if body.stream else None}
+    if body.logprobs:
+        chat.update(logprobs=True, top_logprobs=body.top_logprobs or 0)
     if body.tools:
         for i, tool in enumerate(body.tools):
             if tool.get("type") != "function":
@@ -116,9 +127,12 @@ def reasoning_item(text: str, rid: str | None = None) -> dict[str, Any]:
             "content": [{"type": "reasoning_text", "text": text}] if text else []}
 
 
-def message_item(text: str, rid: str | None = None, status: str = "completed") -> dict[str, Any]:
+def message_item(text: str, rid: str | None = None, status: str = "completed",
+                 logprobs: list[dict[str, Any]] | None = None) -> dict[str, Any]:
+    """``logprobs``: chat's ``logprobs.content`` entries, whose shape is the output text's."""
+    part = {"type": "output_text", "text": text, "annotations": [], "logprobs": logprobs or []}
     return {"type": "message", "id": rid or new_id("msg"), "status": status, "role": "assistant",
-            "content": [{"type": "output_text", "text": text, "annotations": [], "logprobs": []}] if text else []}
+            "content": [part] if text else []}
 
 
 def call_item(call: dict[str, Any], rid: str | None = None, status: str = "completed") -> dict[str, Any]:
@@ -140,7 +154,7 @@ def response(body: ResponsesRequest, rid: str, model: str, output: list[dict[str
         "instructions": body.instructions, "output": output, "parallel_tool_calls": True,
         "tool_choice": body.tool_choice or "auto", "tools": body.tools or [], "temperature": body.temperature,
         "top_p": body.top_p, "max_output_tokens": body.max_output_tokens, "metadata": {},
-        "text": body.text or {"format": {"type": "text"}},
+        "text": body.text or {"format": {"type": "text"}}, "top_logprobs": body.top_logprobs,
         "usage": None if usage is None else {
             "input_tokens": usage["prompt_tokens"], "output_tokens": usage["completion_tokens"],
             "total_tokens": usage["total_tokens"],
@@ -159,7 +173,7 @@ def reply(body: ResponsesRequest, chat_reply: Response) -> Response:
     if msg.get("reasoning_content"):  # the thinking, as a reasoning item before the answer (OpenAI's shape)
         output.append(reasoning_item(msg["reasoning_content"]))
     if msg.get("content"):
-        output.append(message_item(msg["content"]))
+        output.append(message_item(msg["content"], logprobs=(choice.get("logprobs") or {}).get("content")))
     output += [call_item(call) for call in msg.get("tool_calls") or ()]
     return JSONResponse(response(body, new_id("resp"), done["model"], output, choice["finish_reason"],
                                  done["usage"], done.get("speculation")))

@@ -27,6 +27,8 @@ class _Events:
         self.item_id = ""
         self.text = ""
         self.pending = ""  # leading whitespace, held until the item has text (a call's reply writes none)
+        self.figures: list[dict[str, Any]] = []  # logprobs not yet sent: the next message delta carries them
+        self.sent: list[dict[str, Any]] = []  # the open message's logprobs so far
 
     def event(self, kind: str, **fields: Any) -> str:
         self.seq += 1
@@ -52,20 +54,29 @@ class _Events:
             out.append(self.event("response.output_item.added", output_index=len(self.output), item=empty))
             out.append(self.event("response.content_part.added", **self._where(), part=self._part("")))
         self.text += text
-        extra: dict[str, Any] = {"logprobs": []} if kind == "message" else {}
+        extra: dict[str, Any] = {"logprobs": self._figures()} if kind == "message" else {}
         out.append(self.event(f"{_DELTA[kind]}.delta", **self._where(), delta=text, **extra))
         return out
+
+    def _figures(self) -> list[dict[str, Any]]:
+        """The logprobs come since the last message delta, now the open message's."""
+        new, self.figures = self.figures, []
+        self.sent += new
+        return new
 
     def close(self) -> list[str]:
         """Events that finish the open item (none when no item is open)."""
         self.pending = ""
         if not self.kind:
             return []
-        extra: dict[str, Any] = {"logprobs": []} if self.kind == "message" else {}
+        if self.kind == "message":
+            self._figures()
+        extra: dict[str, Any] = {"logprobs": self.sent} if self.kind == "message" else {}
         out = [self.event(f"{_DELTA[self.kind]}.done", **self._where(), text=self.text, **extra),
-               self.event("response.content_part.done", **self._where(), part=self._part(self.text))]
-        item = message_item(self.text, self.item_id) if self.kind == "message" else \
+               self.event("response.content_part.done", **self._where(), part=self._part(self.text, self.sent))]
+        item = message_item(self.text, self.item_id, logprobs=self.sent) if self.kind == "message" else \
             reasoning_item(self.text, self.item_id)
+        self.sent = []
         out.append(self.event("response.output_item.done", output_index=len(self.output), item=item))
         self.output.append(item)
         self.kind = ""
@@ -90,9 +101,9 @@ class _Events:
     def _where(self) -> dict[str, Any]:
         return {"item_id": self.item_id, "output_index": len(self.output), "content_index": 0}
 
-    def _part(self, text: str) -> dict[str, Any]:
+    def _part(self, text: str, logprobs: list[dict[str, Any]] | None = None) -> dict[str, Any]:
         part = {"type": _PART[self.kind], "text": text}
-        return {**part, "annotations": [], "logprobs": []} if self.kind == "message" else part
+        return {**part, "annotations": [], "logprobs": logprobs or []} if self.kind == "message" else part
 
 
 async def _events(body: ResponsesRequest, model: str, chunks: Chunks) -> AsyncIterator[str]:
@@ -129,6 +140,7 @@ async def _told(body: ResponsesRequest, model: str, chunks: Chunks) -> AsyncIter
         speculation = chunk.get("speculation") or speculation
         for choice in chunk.get("choices") or ():
             delta = choice.get("delta") or {}
+            ev.figures += (choice.get("logprobs") or {}).get("content") or []
             for kind, key in (("reasoning", "reasoning_content"), ("message", "content")):
                 if delta.get(key):
                     for line in ev.text_in(kind, delta[key]):
