@@ -115,8 +115,18 @@ def start_serve(tiny: TinyPair, *args: str) -> tuple[subprocess.Popen[str], str,
         if line.startswith("serving "):
             break
     rest: list[str] = []  # drained: a server blocked writing to a full pipe would never exit
-    threading.Thread(target=lambda: rest.extend(proc.stderr or ()), daemon=True).start()
+    pipe = proc.stderr
+
+    def drain() -> None:
+        with pipe:  # closed at its end, once the process has exited
+            rest.extend(pipe)
+
+    _drains[proc.pid] = threading.Thread(target=drain, daemon=True)
+    _drains[proc.pid].start()
     return proc, line, rest
+
+
+_drains: dict[int, threading.Thread] = {}  # start_serve's stderr readers, joined by stop
 
 
 def stop(proc: subprocess.Popen[str], *, signalled: bool = False) -> int:
@@ -125,7 +135,11 @@ def stop(proc: subprocess.Popen[str], *, signalled: bool = False) -> int:
         if not signalled:
             proc.send_signal(signal.SIGINT)
         try:
-            return proc.wait(timeout=60)
+            proc.wait(timeout=60)
         except subprocess.TimeoutExpired:
             proc.kill()
-    return proc.wait()
+    code = proc.wait()
+    drain = _drains.pop(proc.pid, None)
+    if drain is not None:
+        drain.join(30)  # every line read and the pipe closed
+    return code

@@ -1,7 +1,7 @@
 """Anthropic's Messages API (/v1/messages) through a real server, driven by the official ``anthropic`` client: the
 same reply as chat for the same turns, tools (tool_use out, tool_result back in), streaming events in Anthropic's
 order, thinking blocks from the family's splitter, stop sequences, JSON output, count_tokens, the x-api-key header
-and errors in Anthropic's shape."""
+and errors in Anthropic's shape (the guards' refusals in front of the routes too)."""
 
 from __future__ import annotations
 
@@ -144,13 +144,31 @@ def test_errors_have_anthropics_shape(server: LocalServer, claude: anthropic.Ant
     with pytest.raises(anthropic.BadRequestError):
         claude.messages.create(model=server.model_id, max_tokens=4, messages=ASK,
                                tools=[{"type": "web_search_20250305", "name": "web_search"}])
-    with pytest.raises(anthropic.AuthenticationError):
-        anthropic.Anthropic(base_url=server.url.removesuffix("/v1"), api_key="wrong", max_retries=0).messages.create(
-            model=server.model_id, max_tokens=4, messages=ASK)
     r = httpx.post(f"{server.url}/messages", headers={"x-api-key": KEY},
                    json={"model": server.model_id, "messages": ASK}, timeout=60)
     assert r.status_code == 400 and r.json()["error"]["type"] == "invalid_request_error"
     assert "max_tokens" in r.json()["error"]["message"] and "Traceback" not in r.text
+
+
+def test_a_refused_key_is_anthropics_authentication_error(server: LocalServer) -> None:
+    """The key's check runs before the routes: its 401 on the Messages API's paths is in Anthropic's shape."""
+    with anthropic.Anthropic(base_url=server.url.removesuffix("/v1"), api_key="wrong", max_retries=0,
+                             timeout=60.0) as bad:
+        with pytest.raises(anthropic.AuthenticationError) as refused:
+            bad.messages.create(model=server.model_id, max_tokens=4, messages=ASK)
+        with pytest.raises(anthropic.AuthenticationError) as counted:
+            bad.messages.count_tokens(model=server.model_id, messages=ASK)
+    for err in (refused.value, counted.value):
+        assert err.status_code == 401 and err.body == {"type": "error", "error": {
+            "type": "authentication_error", "message": "the API key is not valid"}}
+    none = httpx.post(f"{server.url}/messages", json={}, timeout=60)  # no key at all
+    assert none.status_code == 401 and none.json()["error"]["type"] == "authentication_error"
+    assert "x-api-key" in none.json()["error"]["message"]
+    r = httpx.post(f"{server.url}/chat/completions", json={}, timeout=60)
+    assert r.status_code == 401 and r.json()["error"]["code"] == "invalid_api_key"  # OpenAI's shape elsewhere
+    other = httpx.post(f"{server.url}/messages", headers={"x-api-key": KEY, "Host": "evil.example"}, json={},
+                       timeout=60)
+    assert other.status_code == 403 and other.json()["error"]["type"] == "permission_error"  # the Host guard
 
 
 @pytest.fixture(scope="module")

@@ -27,6 +27,7 @@ STOP_REASONS = {"tool_calls": "tool_use", "length": "max_tokens", "stop": "end_t
 THINKING_ON = ("enabled", "adaptive", "between_tools")  # the thinking types that turn a template's thinking on
 EFFORTS = {"xhigh": "high", "max": "high"}  # Anthropic's efforts past chat's highest
 BLOCK_JOIN = "\n\n"  # a turn's text blocks, one after another: each stays a paragraph of its own
+MESSAGES_PATHS = ("/v1/messages", "/v1/messages/count_tokens")  # the paths whose errors have Anthropic's shape
 
 
 class CountRequest(BaseModel):

@@ -1,7 +1,7 @@
 """ASGI guards in front of the endpoints: who may call (Host, Origin, the API key) and how big a body may be.
 
-Each answers with an OpenAI-style error object before the request reaches FastAPI, so a refused
-request costs neither the body's memory nor a parse.
+Each answers with an error object before the request reaches FastAPI, so a refused request costs neither the
+body's memory nor a parse: Anthropic's shape on its Messages API's paths, OpenAI's elsewhere.
 """
 
 from __future__ import annotations
@@ -11,8 +11,10 @@ import ipaddress
 import socket
 from urllib.parse import urlsplit
 
+from starlette.responses import Response
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from .anthropic import MESSAGES_PATHS, error_response
 from .errors import APIError
 
 DRAIN_LIMIT = 64 << 20  # bytes of a refused body read and dropped, so the client gets the 413 and not a reset
@@ -24,6 +26,11 @@ def _header(scope: Scope, name: bytes) -> str | None:
         if key == name:
             return bytes(value).decode("latin-1")
     return None
+
+
+def refusal(scope: Scope, err: APIError) -> Response:
+    """``err`` in the shape the client of the path reads (an SDK raises its typed error from it)."""
+    return error_response(err) if scope["path"] in MESSAGES_PATHS else err.response()
 
 
 def _hostname(netloc: str) -> str:
@@ -79,13 +86,13 @@ class HostGuard:
             if host is not None and not self.host_allowed(_hostname(host)):
                 err = APIError(403, f"the Host {host!r} is not this server's: requests must name it by address, "
                                "as localhost, or by a name given with --allow-host", code="forbidden_host")
-                await err.response()(scope, receive, send)
+                await refusal(scope, err)(scope, receive, send)
                 return
             if origin is not None and not self.origin_allowed(origin, host):
                 err = APIError(403, f"requests from the web page {origin!r} are refused: only pages on this "
                                "machine, or origins given with --cors-origin, may call this server",
                                code="forbidden_origin")
-                await err.response()(scope, receive, send)
+                await refusal(scope, err)(scope, receive, send)
                 return
         await self.app(scope, receive, send)
 
@@ -101,10 +108,10 @@ class BearerAuth:
         if scope["type"] == "http" and str(scope["path"]).startswith("/v1"):
             given = dict(scope["headers"]).get(b"authorization", b"")
             if not hmac.compare_digest(given, self._expected):
-                msg = "a valid API key is required: send 'Authorization: Bearer <key>'" if not given else \
-                    "the API key is not valid"
+                msg = "a valid API key is required: send 'Authorization: Bearer <key>' (or 'x-api-key: <key>')" \
+                    if not given else "the API key is not valid"
                 err = APIError(401, msg, code="invalid_api_key", headers={"WWW-Authenticate": "Bearer"})
-                await err.response()(scope, receive, send)
+                await refusal(scope, err)(scope, receive, send)
                 return
         await self.app(scope, receive, send)
 
@@ -131,7 +138,7 @@ class BodyLimit:
         declared = _header(scope, b"content-length")
         if declared is not None and declared.isdigit() and int(declared) > self.limit:
             await _drain(receive, 0)
-            await self._too_large(f"{int(declared):,} bytes").response()(scope, receive, send)
+            await refusal(scope, self._too_large(f"{int(declared):,} bytes"))(scope, receive, send)
             return
         chunks: list[bytes] = []
         size = 0
@@ -145,7 +152,7 @@ class BodyLimit:
                 more = bool(message.get("more_body"))
                 if more:
                     await _drain(receive, size)
-                await self._too_large("larger than that").response()(scope, receive, send)
+                await refusal(scope, self._too_large("larger than that"))(scope, receive, send)
                 return
             chunks.append(chunk)
             if not message.get("more_body"):

@@ -19,7 +19,7 @@ if TYPE_CHECKING:
 def add(app: FastAPI, service: Service) -> None:
     """Register the Messages API's routes on ``app``."""
 
-    @app.post("/v1/messages")
+    @app.post(anthropic.MESSAGES_PATHS[0])
     async def messages(request: Request) -> Response:
         try:
             body = anthropic.parse(await request.body())
@@ -33,7 +33,7 @@ def add(app: FastAPI, service: Service) -> None:
             return anthropicstream.stream(service.model_id, done, run)
         return anthropic.reply(body, done, run.stop_hit(0) if run is not None else None)
 
-    @app.post("/v1/messages/count_tokens")
+    @app.post(anthropic.MESSAGES_PATHS[1])
     async def count_tokens(request: Request) -> Response:
         try:
             body = anthropic.parse(await request.body(), count=True)
