@@ -30,13 +30,21 @@ def serve(engine: ServedEngine, **config: Any) -> Iterator[LocalServer]:
     try:
         yield server
     finally:
+        for made in _clients.pop(id(server), ()):
+            made.close()
         server.stop()
         assert not server.running
 
 
+_clients: dict[int, list[openai.OpenAI]] = {}  # the clients made for each server serve() runs, closed as it stops
+
+
 def client(server: LocalServer, key: str = "unused") -> openai.OpenAI:
-    """The official client, with no retries (a 429 or 5xx must surface as it is)."""
-    return openai.OpenAI(base_url=server.url, api_key=key, max_retries=0, timeout=60.0)
+    """The official client, with no retries (a 429 or 5xx must surface as it is); closed when ``serve`` stops the
+    server (its sockets are never left to the garbage collector)."""
+    made = openai.OpenAI(base_url=server.url, api_key=key, max_retries=0, timeout=60.0)
+    _clients.setdefault(id(server), []).append(made)
+    return made
 
 
 def chat_body(model: str, content: str = "Hello there", **extra: Any) -> dict[str, Any]:

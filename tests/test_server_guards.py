@@ -8,6 +8,7 @@ import signal
 from collections.abc import Iterator
 from typing import Any
 
+import anthropic
 import httpx
 import openai
 import pytest
@@ -56,6 +57,17 @@ def test_a_body_over_the_limit_is_413_with_an_error_object(server: LocalServer) 
     assert error_of(r, 413)["code"] == "request_too_large"
     assert server.status().served == served  # nothing was generated
     still_serves(server)
+
+
+def test_a_body_over_the_limit_on_the_messages_api_is_anthropics_413(server: LocalServer) -> None:
+    with anthropic.Anthropic(base_url=server.url.removesuffix("/v1"), api_key="x", max_retries=0,
+                             timeout=60.0) as claude:
+        with pytest.raises(anthropic.APIStatusError) as info:
+            claude.messages.create(model=server.model_id, max_tokens=2,
+                                   messages=[{"role": "user", "content": "x" * (2 * LIMIT)}])
+    body: Any = info.value.body
+    assert info.value.status_code == 413 and body["type"] == "error" and set(body["error"]) == {"type", "message"}
+    assert body["error"]["type"] == "request_too_large" and f"{LIMIT:,} bytes" in body["error"]["message"]
 
 
 def test_a_prompt_longer_than_the_context_is_refused_before_tokenizing(engine: Engine) -> None:
