@@ -26,7 +26,7 @@ from engine.speculative.plan import MeasuredRate
 from engine.stats import GenerationStats
 
 from . import protocol as p
-from .runner import Backoff, EngineProcess, Stopped
+from .runner import DEADLINES, Backoff, Deadlines, EngineProcess, Stopped
 
 log = logging.getLogger(__name__)
 
@@ -149,8 +149,12 @@ class RemoteEngine:
     """
 
     def __init__(self, config: EngineConfig, *, auto_restart: bool = False,
-                 on_stopped: Callable[[str], None] | None = None) -> None:
+                 on_stopped: Callable[[str], None] | None = None, deadlines: Deadlines = DEADLINES,
+                 backoff: Backoff | None = None) -> None:
+        """``deadlines``: when a process that is alive but stuck is ended; ``backoff``: the waits before the
+        supervisor's restarts (auto_restart), which a 503's Retry-After tells."""
         self.config = config
+        self.deadlines = deadlines
         self.auto_restart = auto_restart
         self.on_stopped = on_stopped
         # "ready"; after a crash "restarting" (auto_restart, until loaded again) or "stopped" (the next request
@@ -159,14 +163,14 @@ class RemoteEngine:
         self.cause = ""  # why the last process ended unasked
         self.restarts = 0
         self.start_error = ""  # why the supervisor's last start failed ("" once one loads)
-        self._backoff = Backoff()
+        self._backoff = backoff or Backoff()
         self._start_at = 0.0  # when the supervisor starts the next process (monotonic)
         self._closed = threading.Event()
         self._lock = threading.Lock()
         self._proc = self._spawn()
 
     def _spawn(self) -> EngineProcess:
-        proc = EngineProcess(on_stopped=self._on_stopped)
+        proc = EngineProcess(on_stopped=self._on_stopped, deadlines=self.deadlines)
         try:
             proc.start()
             rid, events = proc.request(lambda rid: p.Load(rid, self.config))

@@ -17,7 +17,10 @@ import threading
 import time
 import weakref
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
+
+from engine.errors import ParameterError
 
 from . import faults
 from . import protocol as p
@@ -30,6 +33,23 @@ REAP_TIMEOUT_S = 5.0  # after the pipe ends, for the exit code to be readable
 SILENT_S = 15.0  # no event at all this long (the child beats every second): stopped (SIGSTOP) or starved
 STALLED_S = 120.0  # work with no token, round, prompt chunk or report this long: stuck (a driver, a lost peer)
 WATCH_S = 1.0  # how often the silence is looked at
+
+
+@dataclass(frozen=True, slots=True)
+class Deadlines:
+    """When the parent ends a child that is alive but stuck: ``silent_s`` with no event at all (the child beats
+    every second), ``stalled_s`` with work in hand and no progress. A test sets them short."""
+
+    silent_s: float = SILENT_S
+    stalled_s: float = STALLED_S
+
+    def __post_init__(self) -> None:
+        if self.silent_s <= WATCH_S or self.stalled_s <= 0:
+            raise ParameterError(f"deadlines must be over {WATCH_S:.0f} s of silence and over 0 s of stall, "
+                                 f"got {self.silent_s} s and {self.stalled_s} s")
+
+
+DEADLINES = Deadlines()  # a child's, unless told otherwise
 
 
 _running: weakref.WeakSet[EngineProcess] = weakref.WeakSet()
@@ -51,8 +71,9 @@ class Stopped:
 class EngineProcess:
     """One running engine process; :meth:`start` it, :meth:`request` work, :meth:`close` it (idempotent)."""
 
-    def __init__(self, on_stopped: Callable[[str], None] | None = None) -> None:
+    def __init__(self, on_stopped: Callable[[str], None] | None = None, deadlines: Deadlines = DEADLINES) -> None:
         self.on_stopped = on_stopped
+        self.deadlines = deadlines
         self.cause = ""  # why it ended; "" while it runs
         self._ids = itertools.count(1)
         self._queues: dict[int, queue.Queue[object]] = {}
@@ -154,7 +175,7 @@ class EngineProcess:
                 break
             self.heard = time.monotonic()
             if isinstance(event, p.Beat):
-                if event.stalled_s > STALLED_S:
+                if event.stalled_s > self.deadlines.stalled_s:
                     self._end_stuck(f"stuck: its work made no progress for {event.stalled_s:.0f} s")
                 continue
             if isinstance(event, p.Log):
@@ -167,11 +188,11 @@ class EngineProcess:
         self._ended()
 
     def _watch(self) -> None:
-        """End a child that has gone silent past :data:`SILENT_S`; its end then reads as any other."""
+        """End a child that has gone silent past its deadline; its end then reads as any other."""
         while not self._closing and not self.cause:
             time.sleep(WATCH_S)
             silent = time.monotonic() - self.heard
-            if silent > SILENT_S and not self._closing and not self.cause:
+            if silent > self.deadlines.silent_s and not self._closing and not self.cause:
                 self._end_stuck(f"hung: no sign of life for {silent:.0f} s (stopped, or starved of CPU)")
 
     def _end_stuck(self, why: str) -> None:
