@@ -4,9 +4,13 @@ whose replies are scripted, tool calls included, and which records the chats and
 from __future__ import annotations
 
 import json
+import socket
+import subprocess
 import sys
 import threading
-from collections.abc import Mapping, Sequence
+import time
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +25,30 @@ SERVER = Path(__file__).resolve().parent / "mcp_server.py"
 
 def stdio_spec(name: str = "files", mode: str = "stdio", **changes: Any) -> ServerSpec:
     return ServerSpec(name, sys.executable, (str(SERVER), mode), **changes)
+
+
+START_S = 30.0  # the server's process imports the SDK and binds its port: seconds on a loaded 2-core machine
+
+
+@contextmanager
+def http_server() -> Iterator[str]:
+    """The test server over streamable HTTP on a free port of 127.0.0.1, as its URL; ended on exit."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    proc = subprocess.Popen([sys.executable, str(SERVER), "http", str(port)], stderr=subprocess.DEVNULL,
+                            stdout=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + START_S
+        while time.monotonic() < deadline and proc.poll() is None:
+            with socket.socket() as s:
+                if s.connect_ex(("127.0.0.1", port)) == 0:
+                    break
+            time.sleep(0.1)
+        yield f"http://127.0.0.1:{port}/mcp"
+    finally:
+        proc.terminate()
+        proc.wait(10)
 
 
 def configure(*specs: ServerSpec) -> None:

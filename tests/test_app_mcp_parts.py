@@ -5,10 +5,7 @@ from __future__ import annotations
 
 import json
 import os
-import socket
-import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -26,6 +23,7 @@ from app.tools.results import bounded_text
 from app.tools.toolbox import ToolBox
 from app.worker.chat_setup import ChatChoice, prepare
 from engine import EngineConfig, RemoteEngine
+from tests import mcp_helpers
 from tests.mcp_helpers import SERVER
 from tests.mcp_server import FORGED
 from tests.tool_models import write_tools_model
@@ -59,22 +57,8 @@ def test_the_tools_reach_a_real_models_prompt_and_a_result_cannot_forge_a_turn(t
 
 @pytest.fixture
 def http_server() -> Iterator[str]:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    proc = subprocess.Popen([sys.executable, str(SERVER), "http", str(port)], stderr=subprocess.DEVNULL,
-                            stdout=subprocess.DEVNULL)
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline:
-        with socket.socket() as s:
-            if s.connect_ex(("127.0.0.1", port)) == 0:
-                break
-        time.sleep(0.1)
-    try:
-        yield f"http://127.0.0.1:{port}/mcp"
-    finally:
-        proc.terminate()
-        proc.wait(10)
+    with mcp_helpers.http_server() as url:
+        yield url
 
 
 def test_the_hub_lists_and_calls_over_streamable_http(http_server: str, tmp_path: Path) -> None:

@@ -1,4 +1,4 @@
-"""Settings > Tools: the MCP servers (add, remove, import an mcp.json), each server's tools with their
+"""Settings > Tools: the MCP servers (add, edit, remove, import an mcp.json), each server's tools with their
 descriptions, a switch per server and per tool, and the tools always allowed (revocable). Changes apply and are
 saved at once."""
 
@@ -38,6 +38,7 @@ if TYPE_CHECKING:
 
 NAME, DESCRIPTION, ALWAYS = 0, 1, 2  # the tree's columns
 ERROR_STYLE = "color: #cf222e;"
+KEPT = "(kept)"  # an edited server's header value as the form shows it: the secret stays as it was unless retyped
 
 
 def pairs(text: str, sep: str) -> tuple[tuple[str, str], ...]:
@@ -51,12 +52,14 @@ def pairs(text: str, sep: str) -> tuple[tuple[str, str], ...]:
 
 
 class ServerForm(QDialog):
-    """Add a server: a name, and a command line (stdio) or a URL (HTTP), with env or headers."""
+    """Add a server, or edit ``editing``: a name, and a command line (stdio) or a URL (HTTP), with env or headers
+    (an edited server's header values show as :data:`KEPT`). Its switches and always-allowed tools stay."""
 
-    def __init__(self, taken: set[str], parent: QWidget | None = None) -> None:
+    def __init__(self, taken: set[str], parent: QWidget | None = None, editing: ServerSpec | None = None) -> None:
         super().__init__(parent)
-        self.setWindowTitle("Add a tool server")
+        self.setWindowTitle("Edit a tool server" if editing else "Add a tool server")
         self.taken = taken
+        self.editing = editing
         self.name_edit = QLineEdit()
         self.kind = QComboBox()
         self.kind.addItems(["stdio: a local program", "HTTP: a URL"])
@@ -80,6 +83,13 @@ class ServerForm(QDialog):
         buttons.rejected.connect(self.reject)
         form.addRow(buttons)
         self.spec: ServerSpec | None = None
+        if editing is not None:
+            self.name_edit.setText(editing.name)
+            self.kind.setCurrentIndex(1 if editing.url else 0)
+            self.target.setText(editing.url or shlex.join((editing.command, *editing.args)))
+            lines = ([f"{k}: {KEPT}" for k, _ in editing.headers] if editing.url
+                     else [f"{k}={v}" for k, v in editing.env])
+            self.extra.setPlainText("\n".join(lines))
 
     def _on_kind(self, index: int) -> None:
         http = index == 1
@@ -101,9 +111,15 @@ class ServerForm(QDialog):
             self.problem.setText(self.problem.text() or "Give a command or a URL.")
             return
         if self.kind.currentIndex() == 1:
-            self.spec = ServerSpec(name, url=words[0], headers=pairs(self.extra.toPlainText(), ":"))
+            kept = dict(self.editing.headers) if self.editing is not None else {}
+            headers = tuple((k, kept.get(k, "") if v == KEPT else v) for k, v in pairs(self.extra.toPlainText(), ":"))
+            spec = ServerSpec(name, url=words[0], headers=headers)
         else:
-            self.spec = ServerSpec(name, words[0], tuple(words[1:]), pairs(self.extra.toPlainText(), "="))
+            spec = ServerSpec(name, words[0], tuple(words[1:]), pairs(self.extra.toPlainText(), "="))
+        if self.editing is not None:
+            e = self.editing
+            spec = replace(spec, enabled=e.enabled, disabled_tools=e.disabled_tools, always_allow=e.always_allow)
+        self.spec = spec
         self.accept()
 
 
@@ -127,14 +143,17 @@ class ToolsDialog(QDialog):
         self.problem.setWordWrap(True)
         self.add_button = QPushButton("Add…")
         self.import_button = QPushButton("Import mcp.json…")
+        self.edit_button = QPushButton("Edit…")
         self.remove_button = QPushButton("Remove")
         self.refresh_button = QPushButton("List tools")
         self.add_button.clicked.connect(self.add)
         self.import_button.clicked.connect(lambda: self.import_file())
+        self.edit_button.clicked.connect(lambda: self.edit_selected())
+        self.tree.itemDoubleClicked.connect(lambda item, _column: item.parent() is None and self.edit_selected())
         self.remove_button.clicked.connect(self.remove_selected)
         self.refresh_button.clicked.connect(self.refresh)
         row = QHBoxLayout()
-        for b in (self.add_button, self.import_button, self.remove_button, self.refresh_button):
+        for b in (self.add_button, self.edit_button, self.import_button, self.remove_button, self.refresh_button):
             row.addWidget(b)
         row.addStretch(1)
         close = QDialogButtonBox(QDialogButtonBox.StandardButton.Close)
@@ -173,6 +192,20 @@ class ToolsDialog(QDialog):
             self.add_specs(config.read_file(path))
         except ConfigError as exc:
             self.problem.setText(f"{path.name} could not be imported: {exc}.")
+
+    def edit_selected(self) -> None:
+        """Edit the selected server in a form; a changed command, URL, environment or header restarts it."""
+        item = self.tree.currentItem()
+        server = (item.parent() or item).text(NAME) if item is not None else None
+        old = next((s for s in self.toolbox.specs if s.name == server), None)
+        if old is None:
+            return
+        form = ServerForm({s.name for s in self.toolbox.specs} - {old.name}, self, old)
+        if form.exec() == QDialog.DialogCode.Accepted and form.spec is not None:
+            new = form.spec
+            self.toolbox.set_specs([new if s.name == old.name else s for s in self.toolbox.specs])
+            self.rebuild()
+            self.toolbox.refresh(new)
 
     def remove_selected(self) -> None:
         item = self.tree.currentItem()

@@ -96,6 +96,8 @@ class McpHub:
             future.cancel()
         self._loop.call_soon_threadsafe(self._loop.stop)
         self._thread.join(CLOSE_TIMEOUT_S)
+        if not self._thread.is_alive():  # a loop still running (a server that would not stop) is left to exit
+            self._loop.close()
 
     def _submit(self, coro: Coroutine[Any, Any, T], closed: T) -> Future[T]:
         if self._closed:

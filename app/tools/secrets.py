@@ -32,7 +32,8 @@ def _file() -> os.PathLike[str]:
 
 def _read_file() -> dict[str, dict[str, str]]:
     try:
-        data = json.loads(open(_file(), encoding="utf-8").read())
+        with open(_file(), encoding="utf-8") as f:
+            data = json.load(f)
     except (OSError, ValueError):
         return {}
     return data if isinstance(data, dict) else {}

@@ -18,7 +18,7 @@ from typing import Any
 
 from PySide6.QtCore import QObject, Signal
 
-from app.tools import config
+from app.tools import config, secrets
 from app.tools.config import ServerSpec
 from app.tools.hub import START_TIMEOUT_S, Listing, McpHub
 from app.tools.results import ToolInfo, ToolOutcome
@@ -62,7 +62,8 @@ class ToolBox(QObject):
             return self._specs
 
     def set_specs(self, specs: Sequence[ServerSpec]) -> None:
-        """Replace the servers and save them; a removed or changed server's connection ends."""
+        """Replace the servers and save them; a removed or changed server's connection ends, and the header
+        values of one no longer over HTTP under its name (removed, renamed) leave the secret store."""
         old = {s.name: s for s in self.specs}
         with self._lock:
             self._specs = tuple(specs)
@@ -71,6 +72,8 @@ class ToolBox(QObject):
             now = next((s for s in specs if s.name == name), None)
             if now is None or now.session_key() != spec.session_key() or not now.enabled:
                 self.hub.stop(name)
+            if spec.headers and (now is None or not now.url):
+                secrets.set_headers(name, {})
 
     def tools_of(self, server: str) -> tuple[ToolInfo, ...]:
         """A server's tools as last listed (none before its first listing)."""
