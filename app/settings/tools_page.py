@@ -149,7 +149,7 @@ class ToolsDialog(QDialog):
         self.add_button.clicked.connect(self.add)
         self.import_button.clicked.connect(lambda: self.import_file())
         self.edit_button.clicked.connect(lambda: self.edit_selected())
-        self.tree.itemDoubleClicked.connect(lambda item, _column: item.parent() is None and self.edit_selected())
+        self.tree.itemDoubleClicked.connect(self._on_double_clicked)
         self.remove_button.clicked.connect(self.remove_selected)
         self.refresh_button.clicked.connect(self.refresh)
         row = QHBoxLayout()
@@ -245,6 +245,10 @@ class ToolsDialog(QDialog):
         if listing.error is not None:
             self.problem.setText(listing.error)
         self.rebuild()
+
+    def _on_double_clicked(self, item: QTreeWidgetItem, _column: int) -> None:
+        if item.parent() is None:  # a server's row (a tool's row holds its switches)
+            self.edit_selected()
 
     def _on_item_changed(self, item: QTreeWidgetItem, column: int) -> None:
         on = item.checkState(column) == Qt.CheckState.Checked
