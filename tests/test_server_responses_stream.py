@@ -141,16 +141,16 @@ def test_openai_agents_run_streamed(server: LocalServer) -> None:
     at max_tokens, which the agents SDK raises on, as it does against OpenAI)."""
     agents = pytest.importorskip("agents")
     agents.set_tracing_disabled(True)  # no trace export: nothing leaves the machine
-    model = agents.OpenAIResponsesModel(model=server.model_id, openai_client=openai.AsyncOpenAI(
-        base_url=server.url, api_key="unused", max_retries=0))
-    agent = agents.Agent(name="a", instructions="Pick a month.", model=model, output_type=Month,
-                         model_settings=agents.ModelSettings(temperature=0, max_tokens=40))
 
     async def run() -> tuple[str, Any]:
-        result = agents.Runner.run_streamed(agent, "Which month?")
-        deltas = [e.data.delta async for e in result.stream_events()
-                  if e.type == "raw_response_event" and e.data.type == "response.output_text.delta"]
-        return "".join(deltas), result.final_output
+        async with openai.AsyncOpenAI(base_url=server.url, api_key="unused", max_retries=0) as api:
+            model = agents.OpenAIResponsesModel(model=server.model_id, openai_client=api)
+            agent = agents.Agent(name="a", instructions="Pick a month.", model=model, output_type=Month,
+                                 model_settings=agents.ModelSettings(temperature=0, max_tokens=40))
+            result = agents.Runner.run_streamed(agent, "Which month?")
+            deltas = [e.data.delta async for e in result.stream_events()
+                      if e.type == "raw_response_event" and e.data.type == "response.output_text.delta"]
+            return "".join(deltas), result.final_output
 
     text, final = asyncio.run(run())
     assert isinstance(final, Month) and Month.model_validate_json(text) == final

@@ -1,32 +1,33 @@
-"""``POST /v1/responses`` with ``stream``: the chat reply's stream re-told as the Responses API's events."""
+"""``POST /v1/responses`` with ``stream``: the chat reply's stream re-told (:mod:`.retell`) as the Responses API's
+events."""
 
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterable, AsyncIterator
+from collections.abc import AsyncIterator
 from typing import Any
 
-from fastapi.responses import Response, StreamingResponse
+from fastapi.responses import Response
 
 from .responses import ResponsesRequest, call_item, message_item, new_id, reasoning_item, response
+from .retell import TEXT, THINKING, Blocks, Chunks, Ending, restream, told
 
-_PART = {"message": "output_text", "reasoning": "reasoning_text"}  # an item's one content part
-Chunks = AsyncIterable[str | bytes | memoryview]  # a StreamingResponse's body: the chat reply's SSE lines
-_DELTA = {"message": "response.output_text", "reasoning": "response.reasoning_text"}
+_ITEM = {TEXT: "message", THINKING: "reasoning"}  # the output item a block of the reply's text is
+_PART = {TEXT: "output_text", THINKING: "reasoning_text"}  # an item's one content part
+_DELTA = {TEXT: "response.output_text", THINKING: "response.reasoning_text"}
 
 
-class _Events:
+class _Events(Blocks):
     """The events of one response, numbered, with the output items opened and closed in order."""
 
     def __init__(self, body: ResponsesRequest, model: str) -> None:
+        super().__init__()
         self.body, self.model = body, model
         self.rid = new_id("resp")
         self.seq = 0
         self.output: list[dict[str, Any]] = []  # the items done
-        self.kind = ""  # the open item's kind ("message" or "reasoning"), "" while none is open
         self.item_id = ""
         self.text = ""
-        self.pending = ""  # leading whitespace, held until the item has text (a call's reply writes none)
         self.figures: list[dict[str, Any]] = []  # logprobs not yet sent: the next message delta carries them
         self.sent: list[dict[str, Any]] = []  # the open message's logprobs so far
 
@@ -40,23 +41,19 @@ class _Events:
         obj = response(self.body, self.rid, self.model, list(self.output), finish, usage, speculation)
         return self.event(kind, response=obj)
 
-    def text_in(self, kind: str, text: str) -> list[str]:
-        """Events for ``text`` of a message or a reasoning item: the item opened first where another is open."""
-        out = self.close() if self.kind not in ("", kind) else []
-        if not self.kind and not (self.pending + text).strip():
-            self.pending += text
-            return out
-        if not self.kind:
-            self.kind, self.item_id, self.text = kind, new_id("msg" if kind == "message" else "rs"), ""
-            text, self.pending = self.pending + text, ""
-            empty = message_item("", self.item_id, "in_progress") if kind == "message" else \
-                reasoning_item("", self.item_id)
-            out.append(self.event("response.output_item.added", output_index=len(self.output), item=empty))
-            out.append(self.event("response.content_part.added", **self._where(), part=self._part("")))
+    def seen(self, choice: dict[str, Any]) -> None:
+        self.figures += (choice.get("logprobs") or {}).get("content") or []
+
+    def opened(self, kind: str) -> list[str]:
+        self.item_id, self.text = new_id("msg" if kind == TEXT else "rs"), ""
+        empty = message_item("", self.item_id, "in_progress") if kind == TEXT else reasoning_item("", self.item_id)
+        return [self.event("response.output_item.added", output_index=len(self.output), item=empty),
+                self.event("response.content_part.added", **self._where(), part=self._part(""))]
+
+    def delta(self, kind: str, text: str) -> list[str]:
         self.text += text
-        extra: dict[str, Any] = {"logprobs": self._figures()} if kind == "message" else {}
-        out.append(self.event(f"{_DELTA[kind]}.delta", **self._where(), delta=text, **extra))
-        return out
+        extra: dict[str, Any] = {"logprobs": self._figures()} if kind == TEXT else {}
+        return [self.event(f"{_DELTA[kind]}.delta", **self._where(), delta=text, **extra)]
 
     def _figures(self) -> list[dict[str, Any]]:
         """The logprobs come since the last message delta, now the open message's."""
@@ -64,22 +61,17 @@ class _Events:
         self.sent += new
         return new
 
-    def close(self) -> list[str]:
-        """Events that finish the open item (none when no item is open)."""
-        self.pending = ""
-        if not self.kind:
-            return []
-        if self.kind == "message":
+    def closed(self, kind: str) -> list[str]:
+        if kind == TEXT:
             self._figures()
-        extra: dict[str, Any] = {"logprobs": self.sent} if self.kind == "message" else {}
-        out = [self.event(f"{_DELTA[self.kind]}.done", **self._where(), text=self.text, **extra),
+        extra: dict[str, Any] = {"logprobs": self.sent} if kind == TEXT else {}
+        out = [self.event(f"{_DELTA[kind]}.done", **self._where(), text=self.text, **extra),
                self.event("response.content_part.done", **self._where(), part=self._part(self.text, self.sent))]
-        item = message_item(self.text, self.item_id, logprobs=self.sent) if self.kind == "message" else \
+        item = message_item(self.text, self.item_id, logprobs=self.sent) if kind == TEXT else \
             reasoning_item(self.text, self.item_id)
-        self.sent = []
         out.append(self.event("response.output_item.done", output_index=len(self.output), item=item))
         self.output.append(item)
-        self.kind = ""
+        self.sent = []
         return out
 
     def calls(self, calls: list[dict[str, Any]]) -> list[str]:
@@ -103,62 +95,29 @@ class _Events:
 
     def _part(self, text: str, logprobs: list[dict[str, Any]] | None = None) -> dict[str, Any]:
         part = {"type": _PART[self.kind], "text": text}
-        return {**part, "annotations": [], "logprobs": logprobs or []} if self.kind == "message" else part
-
-
-async def _events(body: ResponsesRequest, model: str, chunks: Chunks) -> AsyncIterator[str]:
-    try:
-        async for line in _told(body, model, chunks):
-            yield line
-    finally:  # the chat stream's own end: it stops the generation
-        close = getattr(chunks, "aclose", None)
-        if close is not None:
-            await close()
+        return {**part, "annotations": [], "logprobs": logprobs or []} if self.kind == TEXT else part
 
 
 async def _told(body: ResponsesRequest, model: str, chunks: Chunks) -> AsyncIterator[str]:
     ev = _Events(body, model)
     yield ev.lifecycle("response.created")
     yield ev.lifecycle("response.in_progress")
-    finish: str | None = None
-    usage: dict[str, Any] | None = None
-    speculation: Any = None
-    async for raw in chunks:
-        data = (raw if isinstance(raw, str) else bytes(raw).decode()).removeprefix("data: ").strip()
-        if data == "[DONE]":
-            break
-        chunk = json.loads(data)
-        if "error" in chunk:  # the generation failed: the error, then the response as failed
-            err = chunk["error"]
-            yield ev.event("error", code=err.get("code"), message=err.get("message", ""), param=err.get("param"))
-            failed = response(body, ev.rid, model, ev.output, "error", None)
-            failed.update(status="failed", error={"code": err.get("code") or "server_error",
-                                                  "message": err.get("message", "")})
-            yield ev.event("response.failed", response=failed)
-            return
-        usage = chunk.get("usage") or usage
-        speculation = chunk.get("speculation") or speculation
-        for choice in chunk.get("choices") or ():
-            delta = choice.get("delta") or {}
-            ev.figures += (choice.get("logprobs") or {}).get("content") or []
-            for kind, key in (("reasoning", "reasoning_content"), ("message", "content")):
-                if delta.get(key):
-                    for line in ev.text_in(kind, delta[key]):
-                        yield line
-            if delta.get("tool_calls"):
-                for line in ev.calls(delta["tool_calls"]):
-                    yield line
-            finish = choice.get("finish_reason") or finish
-    for line in ev.close():
+    end = Ending()
+    async for line in told(chunks, ev, end, ev.seen):
         yield line
-    done = "response.incomplete" if finish == "length" else "response.completed"
-    yield ev.lifecycle(done, finish or "stop", usage, speculation)
+    if end.error is not None:  # the generation failed: the error, then the response as failed
+        err = end.error
+        yield ev.event("error", code=err.get("code"), message=err.get("message", ""), param=err.get("param"))
+        failed = response(body, ev.rid, model, ev.output, "error", None)
+        failed.update(status="failed", error={"code": err.get("code") or "server_error",
+                                              "message": err.get("message", "")})
+        yield ev.event("response.failed", response=failed)
+        return
+    done = "response.incomplete" if end.finish == "length" else "response.completed"
+    yield ev.lifecycle(done, end.finish or "stop", end.usage, end.speculation)
 
 
 def stream(body: ResponsesRequest, model: str, chat_reply: Response) -> Response:
     """The Responses event stream for a streamed chat reply (a reply that is not a stream, e.g. an error, as it
-    is); the chat stream's own end (stopping the generation) is kept."""
-    if not isinstance(chat_reply, StreamingResponse):
-        return chat_reply
-    return StreamingResponse(_events(body, model, chat_reply.body_iterator), media_type="text/event-stream",
-                             headers=dict(chat_reply.headers), background=chat_reply.background)
+    is)."""
+    return restream(chat_reply, lambda chunks: _told(body, model, chunks))
