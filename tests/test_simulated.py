@@ -21,8 +21,6 @@ from engine.tools.simprofiles import CPU_B, CPU_SAMPLED, PROFILES
 DATA = Path(__file__).parent / "data"
 LATER, FIRST, EVERY = simbench.BARS  # the bars: replies 2-10, the first reply, any one reply
 # Where auto is below a bar today, and why (its figure on the draw the tests run)
-B_COUPLED = ("auto runs ssd K 5 and K 3 where K 4 leads them by 5-9 % (cpu-2core-B's case: a plan that wins by a few "
-             "percent); replies 2-10 0.94, worst reply 0.86")
 MIXED = ("the first chat reply after two code replies starts on code's long drafts (K 8) and leaves them only as its "
          "acceptance falls, where K 3 or 4 leads; that reply 0.89")
 MIXED_LATER = ("the chat and summary replies after code replies keep code's long drafts for a while (as on the "
@@ -33,7 +31,8 @@ MIXED_FIRST = ("the first reply, code, changes plan and probes where the plan it
 # issue 63's tails (simprofiles.TAILS)
 DISTILLED = ("a distilled draft (acceptance 0.97): the best plan is ssd K 8 with one branch; auto reaches long drafts "
              "late and runs wide trees there (deep: 0.90, first reply 0.79, worst 0.73)")
-CPU_DISTILLED = "a distilled draft on cpu-2core-B: the first reply probes and grows K on 0.4 s rounds (0.62)"
+CPU_DISTILLED = ("a distilled draft on cpu-2core-B: the first reply probes and grows K on 0.4 s rounds, and waits "
+                 "once for a 21-branch tree it then leaves (0.75)")
 RISING = ("acceptance 0.4, then 0.9 within each reply: auto settles on ar in the first half and never measures the "
           "drafting modes again (0.92, worst 0.87)")
 NOISY = "timings swing 30 % call to call: auto runs sd K 2 and narrow trees where ssd K 3 M 4 leads (0.925)"
@@ -41,9 +40,9 @@ LOAD = ("another program runs for two replies of five: the ssd plan learnt under
         "where sd K 2 runs 1.5x faster (0.83, worst 0.66)")
 BUSY_TAIL = "the tails' first reply from a memory written while busy, as their first reply with none"
 BELOW: dict[str, dict[str, str]] = {
-    "later": {"cpu-2core-B-sampled-coupled": B_COUPLED, "rpc-cpu-50ms-mixed": MIXED_LATER, "deep-distilled": DISTILLED,
+    "later": {"rpc-cpu-50ms-mixed": MIXED_LATER, "deep-distilled": DISTILLED,
               "deep-rising": RISING, "deep-noisy": NOISY, "cpu-A-load": LOAD},
-    "every": {"cpu-2core-B-sampled-coupled": B_COUPLED, "rpc-cpu-50ms-mixed": MIXED, "deep-distilled": DISTILLED,
+    "every": {"rpc-cpu-50ms-mixed": MIXED, "deep-distilled": DISTILLED,
               "cpu-B-distilled": CPU_DISTILLED, "deep-rising": RISING, "deep-noisy": NOISY, "cpu-A-load": LOAD},
     "first": {"rpc-cpu-50ms-mixed": MIXED_FIRST, "deep-distilled": DISTILLED, "cpu-B-distilled": CPU_DISTILLED},
     # the first reply after a memory written while busy (its own list: a reply from a memory is not a first one)

@@ -16,6 +16,8 @@ FIRST_PROBE_ROUNDS = 8  # a reply's first rounds re-plan the first probes (what 
 HOLD_ROUNDS = 4  # rounds a plan is kept before re-deciding (a decision weighs dozens of plans)
 # ... ar's hold while every drafting mode is predicted below PROBE_IF_WITHIN of it: no probe or switch is then due
 FAR_HOLD_ROUNDS = 16
+BAIL_FACTOR = 2.0  # a round that doubles its plan's predicted round time (a tree width never run before, now
+# measured) ends the hold: the rounds left of it would pay for what the figures now know (noise moves it 1.5x at most)
 SWITCH_GAIN = 1.05  # a new plan must promise this much more: below it the switch is noise chasing noise
 UNTRIED_GAIN = 1.15  # ... this much to start drafting on figures alone (no round of the plan measured yet)
 PROBE_IF_WITHIN = 0.8  # another mode is re-measured only when predicted within this share of the current plan

@@ -15,6 +15,7 @@ from collections.abc import Callable
 
 from .costmodel import CostModel
 from .knobs import (
+    BAIL_FACTOR,
     FAR_HOLD_ROUNDS,
     FIRST_PROBE_GAP,
     FIRST_PROBE_ROUNDS,
@@ -270,7 +271,10 @@ class AutoPlanner(PoolTurns):
         not measured yet: :meth:`timed`); ``gap_tokens`` as for :meth:`note`."""
         between = plan.mode in DRAFT_MODES and self._since_pool is not None  # between two of the pool's drafts
         gap = (len(rr.tokens) if gap_tokens is None else gap_tokens) if between else None
+        before = self.model.round_time(plan) if plan == self.plan else 0.0
         self.learner.learn(plan, rr, timed=plan.mode != "ar" or self.timed(1), gap_tokens=gap)
+        if before and self.model.round_time(plan) > BAIL_FACTOR * before:
+            self.held = self.hold  # the round taught that the plan costs far more: decide again at once
 
 
 def _worth_probing(rate: float, current: float) -> bool:
