@@ -16,10 +16,15 @@ from typing import Any
 
 import httpx
 import openai
+import pytest
 
+from engine import Engine, EngineConfig
 from engine.server import LocalServer, ServerConfig
 from engine.server.job import ServedEngine
 from tests.tiny_models import TinyPair
+from tests.tool_models import write_tools_model
+
+CTX = 2048  # the server tests' context: room for a tool list, a schema's grammar and a reply
 
 
 @contextmanager
@@ -45,6 +50,66 @@ def client(server: LocalServer, key: str = "unused") -> openai.OpenAI:
     made = openai.OpenAI(base_url=server.url, api_key=key, max_retries=0, timeout=60.0)
     _clients.setdefault(id(server), []).append(made)
     return made
+
+
+def one_thread(target: Path | str, draft: Path | str | None, n_ctx: int = CTX, **extra: Any) -> EngineConfig:
+    """A pair as the server tests load it: one CPU thread for each model (the host has two cores, shared)."""
+    return EngineConfig(str(target), str(draft) if draft else None, n_ctx=n_ctx, threads=1, draft_threads=1,
+                        **extra)
+
+
+@contextmanager
+def tools_engine(folder: Path) -> Iterator[Engine]:
+    """The tool-calling tiny pair (tests/tool_models.py: a target, and a noisy copy of it as the draft), written in
+    ``folder`` and loaded."""
+    target = write_tools_model(folder / "target.gguf")
+    draft = write_tools_model(folder / "draft.gguf", noise=0.05)
+    with Engine(one_thread(target, draft)) as eng:
+        yield eng
+
+
+def module_server(**config: Any) -> Any:
+    """A module's ``server`` fixture: its ``engine`` fixture behind a started server (``config``: ServerConfig's
+    fields). A module sets ``server = module_server()``."""
+
+    @pytest.fixture(scope="module")
+    def server(engine: ServedEngine) -> Iterator[LocalServer]:
+        with serve(engine, **config) as srv:
+            yield srv
+
+    return server
+
+
+def module_client(key: str = "unused") -> Any:
+    """A module's ``oai`` fixture: the official client of its ``server`` fixture."""
+
+    @pytest.fixture(scope="module")
+    def oai(server: LocalServer) -> openai.OpenAI:
+        return client(server, key)
+
+    return oai
+
+
+def at_once(fns: list[Callable[[], Any]]) -> list[Any]:
+    """Each ``fn`` on its own thread, started together; their results in order."""
+    out: list[Any] = [None] * len(fns)
+    errors: list[BaseException] = []
+    start = threading.Barrier(len(fns))
+
+    def one(i: int) -> None:
+        try:
+            start.wait()
+            out[i] = fns[i]()
+        except BaseException as exc:  # reported below, with the reply it belongs to
+            errors.append(exc)
+
+    threads = [threading.Thread(target=one, args=(i,)) for i in range(len(fns))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(120)
+    assert not errors, errors
+    return out
 
 
 def chat_body(model: str, content: str = "Hello there", **extra: Any) -> dict[str, Any]:

@@ -16,10 +16,9 @@ import pytest
 
 from engine import Engine, EngineConfig
 from engine.server import LocalServer
-from tests.server_helpers import client, serve
+from tests.server_helpers import client, module_client, module_server, serve, tools_engine
 from tests.test_server_thinking import THINKING_TEMPLATE, _thinking_vocab
 from tests.tiny_models import write_model
-from tests.tool_models import write_tools_model
 
 pytestmark = pytest.mark.timeout(240)
 
@@ -32,22 +31,18 @@ BLOCK_EVENTS = ("content_block_start", "content_block_delta", "content_block_sto
 
 
 @pytest.fixture(scope="module")
-def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalServer]:
-    folder = tmp_path_factory.mktemp("anthropic-pair")
-    target, draft = write_tools_model(folder / "t.gguf"), write_tools_model(folder / "d.gguf", noise=0.05)
-    with Engine(EngineConfig(str(target), str(draft), n_ctx=2048, threads=1, draft_threads=1)) as eng, \
-            serve(eng, api_key=KEY) as srv:
-        yield srv
+def engine(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Engine]:
+    with tools_engine(tmp_path_factory.mktemp("anthropic-pair")) as eng:
+        yield eng
+
+
+server = module_server(api_key=KEY)
+oai = module_client(KEY)
 
 
 @pytest.fixture(scope="module")
 def claude(server: LocalServer) -> anthropic.Anthropic:
     return anthropic.Anthropic(base_url=server.url.removesuffix("/v1"), api_key=KEY, max_retries=0, timeout=60.0)
-
-
-@pytest.fixture(scope="module")
-def oai(server: LocalServer) -> openai.OpenAI:
-    return client(server, KEY)
 
 
 def test_a_text_reply_is_chats_reply(server: LocalServer, claude: anthropic.Anthropic, oai: openai.OpenAI) -> None:

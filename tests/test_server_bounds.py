@@ -11,10 +11,9 @@ import openai
 import pytest
 from pydantic import BaseModel, Field
 
-from engine import Engine, EngineConfig
+from engine import Engine
 from engine.server import LocalServer
-from tests.server_helpers import client, serve
-from tests.tool_models import write_tools_model
+from tests.server_helpers import module_client, module_server, tools_engine
 
 pytestmark = pytest.mark.timeout(300)
 
@@ -36,18 +35,13 @@ class Pick(BaseModel):
 
 
 @pytest.fixture(scope="module")
-def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalServer]:
-    folder = tmp_path_factory.mktemp("bounds-pair")
-    target = write_tools_model(folder / "target.gguf")
-    draft = write_tools_model(folder / "draft.gguf", noise=0.05)
-    with Engine(EngineConfig(str(target), str(draft), n_ctx=2048, threads=1, draft_threads=1)) as eng, \
-            serve(eng) as srv:
-        yield srv
+def engine(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Engine]:
+    with tools_engine(tmp_path_factory.mktemp("bounds-pair")) as eng:
+        yield eng
 
 
-@pytest.fixture(scope="module")
-def oai(server: LocalServer) -> openai.OpenAI:
-    return client(server)
+server = module_server()
+oai = module_client()
 
 
 def test_a_pydantic_model_with_bounds_in_every_mode(server: LocalServer, oai: openai.OpenAI) -> None:

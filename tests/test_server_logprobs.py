@@ -14,9 +14,9 @@ import numpy as np
 import openai
 import pytest
 
-from engine import Engine, EngineConfig
+from engine import Engine
 from engine.server import LocalServer
-from tests.server_helpers import chat_body, client, error_of, serve
+from tests.server_helpers import chat_body, client, error_of, module_client, module_server, one_thread, serve
 from tests.tiny_models import TinyPair
 
 pytestmark = pytest.mark.timeout(240)
@@ -28,20 +28,12 @@ CLOSE = 1e-3  # a batch of K+1 rows and a one-row decode round differently in th
 
 @pytest.fixture(scope="module")
 def engine(tiny: TinyPair) -> Iterator[Engine]:
-    with Engine(EngineConfig(str(tiny.target), str(tiny.draft_related), n_ctx=1024, threads=1,
-                             draft_threads=1)) as eng:
+    with Engine(one_thread(tiny.target, tiny.draft_related)) as eng:
         yield eng
 
 
-@pytest.fixture(scope="module")
-def server(engine: Engine) -> Iterator[LocalServer]:
-    with serve(engine) as srv:
-        yield srv
-
-
-@pytest.fixture(scope="module")
-def oai(server: LocalServer) -> openai.OpenAI:
-    return client(server)
+server = module_server()
+oai = module_client()
 
 
 def _figures(reply: Any) -> list[tuple[str, float, list[tuple[str, float]]]]:
@@ -107,7 +99,7 @@ def test_the_engine_in_its_own_process_gives_the_same_figures_and_vectors(engine
     from engine.process import RemoteEngine
 
     want = _figures(_ask(oai, server, "sd"))
-    cfg = EngineConfig(engine.config.target_path, engine.config.draft_path, n_ctx=1024, threads=1, draft_threads=1)
+    cfg = one_thread(engine.config.target_path, engine.config.draft_path)
     with RemoteEngine(cfg) as remote, serve(remote) as srv:
         got = _figures(_ask(client(srv), srv, "sd"))
         streamed = [e for c in _ask(client(srv), srv, "ar", stream=True)
@@ -192,8 +184,7 @@ def test_logprobs_on_an_engine_that_samples_inside_llama_cpp(engine: Engine, ser
     """A backend sampler chain returns no rows: while tapped, the target reads them on the host, and the reply is
     the one the chain gives."""
     want = _figures(_ask(oai, server, "ar"))
-    cfg = EngineConfig(engine.config.target_path, engine.config.draft_path, n_ctx=1024, threads=1, draft_threads=1,
-                       sampling_path="backend")
+    cfg = one_thread(engine.config.target_path, engine.config.draft_path, sampling_path="backend")
     with Engine(cfg) as chained, serve(chained) as srv:
         api = client(srv)
         plain = api.chat.completions.create(model=srv.model_id, messages=ASK, max_tokens=10, temperature=0,
@@ -204,7 +195,7 @@ def test_logprobs_on_an_engine_that_samples_inside_llama_cpp(engine: Engine, ser
     assert [v for _, v, _ in got] == pytest.approx([v for _, v, _ in want], abs=CLOSE)
 
 
-LOGPROBS_ASKED = ["message.output_text.logprobs"]
+LOGPROBS_ASKED: Any = ["message.output_text.logprobs"]
 
 
 def _output_figures(response: Any) -> list[tuple[str, float, list[tuple[str, float]]]]:

@@ -3,16 +3,16 @@ target's rows (its row observer), equal to the figures it gets alone, on the eng
 
 from __future__ import annotations
 
-import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
+from functools import partial
 from typing import Any
 
 import pytest
 
-from engine import Engine, EngineConfig, GenerationParams
+from engine import Engine, GenerationParams
 from engine.server import LocalServer
 from engine.speculative.logprobs import Figures, TappedGeneration
-from tests.server_helpers import client, serve
+from tests.server_helpers import at_once, client, module_server, one_thread
 from tests.tiny_models import TinyPair
 
 pytestmark = pytest.mark.timeout(240)
@@ -28,31 +28,11 @@ ASKS = ("Hello there", "Count to ten slowly")
 
 @pytest.fixture(scope="module")
 def engine(tiny: TinyPair) -> Iterator[Engine]:
-    with Engine(EngineConfig(str(tiny.target), str(tiny.draft_related), n_ctx=512, threads=1, draft_threads=1,
-                             parallel=REPLIES)) as eng:
+    with Engine(one_thread(tiny.target, tiny.draft_related, n_ctx=512, parallel=REPLIES)) as eng:
         yield eng
 
 
-def _at_once(fns: list[Callable[[], Any]]) -> list[Any]:
-    """Each ``fn`` on its own thread, started together; their results in order."""
-    out: list[Any] = [None] * len(fns)
-    errors: list[BaseException] = []
-    start = threading.Barrier(len(fns))
-
-    def one(i: int) -> None:
-        try:
-            start.wait()
-            out[i] = fns[i]()
-        except BaseException as exc:  # reported below, with the reply it belongs to
-            errors.append(exc)
-
-    threads = [threading.Thread(target=one, args=(i,)) for i in range(len(fns))]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(120)
-    assert not errors, errors
-    return out
+server = module_server()
 
 
 def _same(got: list[tuple[Any, float, list[tuple[Any, float]]]],
@@ -83,17 +63,10 @@ def test_each_reply_at_once_gets_its_figures_alone(engine: Engine, modes: tuple[
     prompts = [engine.chat_tokens(a) for a in ASKS]
     alone = [_engine_figures(engine, p, m) for p, m in zip(prompts, modes, strict=True)]
     before = engine._rounds.decodes
-    together = _at_once([lambda p=p, m=m: _engine_figures(engine, p, m) for p, m in zip(prompts, modes,
-                                                                                         strict=True)])
+    together = at_once([partial(_engine_figures, engine, p, m) for p, m in zip(prompts, modes, strict=True)])
     assert engine._rounds.decodes > before  # the two replies shared decodes
     for got, want in zip(together, alone, strict=True):
         _same(_listed(got), _listed(want))
-
-
-@pytest.fixture(scope="module")
-def server(engine: Engine) -> Iterator[LocalServer]:
-    with serve(engine) as srv:
-        yield srv
 
 
 def _served_figures(srv: LocalServer, content: str) -> list[tuple[Any, float, list[tuple[Any, float]]]]:
@@ -114,7 +87,7 @@ def test_two_requests_at_once_through_the_server(engine: Engine, server: LocalSe
     alone = [_served_figures(server, a) for a in ASKS]
     assert alone[0] != alone[1]
     before = engine._rounds.decodes
-    together = _at_once([lambda a=a: _served_figures(server, a) for a in ASKS])
+    together = at_once([partial(_served_figures, server, a) for a in ASKS])
     assert engine._rounds.decodes > before
     for got, want in zip(together, alone, strict=True):
         _same(got, want)

@@ -16,10 +16,9 @@ from pydantic import BaseModel, Field
 from engine import Engine, EngineConfig
 from engine.core.options import PREFILL_GRID
 from engine.server import LocalServer
-from tests.server_helpers import client, serve
+from tests.server_helpers import client, module_client, module_server, serve, tools_engine
 from tests.test_server_thinking import THINKING_TEMPLATE, _thinking_vocab
 from tests.tiny_models import write_model
-from tests.tool_models import write_tools_model
 
 pytestmark = pytest.mark.timeout(300)
 
@@ -30,18 +29,13 @@ THINKING_BUDGET = 6
 
 
 @pytest.fixture(scope="module")
-def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalServer]:
-    folder = tmp_path_factory.mktemp("responses-pair")
-    target = write_tools_model(folder / "target.gguf")
-    draft = write_tools_model(folder / "draft.gguf", noise=0.05)
-    with Engine(EngineConfig(str(target), str(draft), n_ctx=2048, threads=1, draft_threads=1)) as eng, \
-            serve(eng) as srv:
-        yield srv
+def engine(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Engine]:
+    with tools_engine(tmp_path_factory.mktemp("responses-pair")) as eng:
+        yield eng
 
 
-@pytest.fixture(scope="module")
-def oai(server: LocalServer) -> openai.OpenAI:
-    return client(server)
+server = module_server()
+oai = module_client()
 
 
 def _events(oai: openai.OpenAI, model: str, **kw: Any) -> list[Any]:

@@ -20,9 +20,8 @@ from pydantic import BaseModel, Field
 from engine import Engine, EngineConfig, GenerationParams, SamplingParams
 from engine.core.fim import fim_tokens
 from engine.server import LocalServer
-from tests.server_helpers import client, error_of, serve
+from tests.server_helpers import client, error_of, module_client, module_server, serve, tools_engine
 from tests.tiny_models import TinyPair
-from tests.tool_models import write_tools_model
 
 pytestmark = pytest.mark.timeout(300)
 
@@ -41,22 +40,12 @@ class Person(BaseModel):
 
 @pytest.fixture(scope="module")
 def engine(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Engine]:
-    folder = tmp_path_factory.mktemp("tools-pair")
-    target = write_tools_model(folder / "target.gguf")
-    draft = write_tools_model(folder / "draft.gguf", noise=0.05)
-    with Engine(EngineConfig(str(target), str(draft), n_ctx=2048, threads=1, draft_threads=1)) as eng:
+    with tools_engine(tmp_path_factory.mktemp("tools-pair")) as eng:
         yield eng
 
 
-@pytest.fixture(scope="module")
-def server(engine: Engine) -> Iterator[LocalServer]:
-    with serve(engine) as srv:
-        yield srv
-
-
-@pytest.fixture(scope="module")
-def oai(server: LocalServer) -> openai.OpenAI:
-    return client(server)
+server = module_server()
+oai = module_client()
 
 
 def test_parse_a_pydantic_model_in_every_mode(server: LocalServer, oai: openai.OpenAI) -> None:
