@@ -109,6 +109,14 @@ def test_over_several_seeds_the_bench_prints_each_bar_at_its_lowest_and_mean(
     simbench.cmd_simulated(["deep-low"], seeds=2)
     out = capsys.readouterr().out
     assert "deep-low" in out and "lowest / mean over 2 seeds; bars missed in all: 0 of 6" in out
+    assert "first replies (fresh memory): 0 of 2 below 0.85x the best fixed plan's" in out
+
+
+def test_a_first_reply_is_weighed_against_ars_first_reply_too() -> None:
+    """On a machine where ar is the best fixed plan, auto's first reply against ar's is its first-reply figure."""
+    r = row("deep-low")
+    assert r.best.plan == "ar" and r.first_over_ar == pytest.approx(r.first)
+    assert row("h200-deep").first_over_ar > 1.2  # ssd's machine: the first reply well above ar's
 
 
 def _one_branch_hits(regime: Regime, replies: int = 20) -> float:

@@ -10,6 +10,7 @@ the first reply and its lowest on any one reply. Deterministic: the same command
 from __future__ import annotations
 
 import functools
+import math
 import zlib
 from collections import Counter
 from collections.abc import Callable, Sequence
@@ -22,7 +23,7 @@ from engine.speculative.auto import AutoMode
 from engine.speculative.costmodel import CostModel
 from engine.speculative.knobs import K_MAX
 from engine.speculative.lookup import Lookup, LookupMode
-from engine.speculative.plan import LOOKUP, Plan, plan_space
+from engine.speculative.plan import AR, LOOKUP, Plan, plan_space
 from engine.speculative.planner import AutoPlanner
 from engine.speculative.ssd import SSDOptions
 from engine.speculative.types import JIT, NGRAM, RoundResult
@@ -37,6 +38,7 @@ MAX_BRANCHES = 32  # the engine's default tree cap (auto's widest tree)
 SCREEN = 4  # replies every fixed plan runs before the ones far behind the leader stop
 SCREEN_SHARE = 0.85  # ... far behind: below this share of the leader's rate over those replies
 BARS = (0.95, 0.85, 0.90)  # issue 34's bars for auto / the best fixed plan: replies 2-10, the first, any one reply
+AR_FIRST_BAR = 0.95  # issue 63's bar for a first reply against ar's: never much slower than not speculating
 
 
 @dataclass
@@ -158,6 +160,7 @@ class Row:
     profile: str
     best: Run
     auto: Run
+    ar_first: float = 0.0  # ar's rate on the first reply (0: not run)
 
     @property
     def ratio(self) -> float:
@@ -166,6 +169,11 @@ class Row:
     @property
     def first(self) -> float:
         return self.auto.rates[0] / self.best.rates[0]
+
+    @property
+    def first_over_ar(self) -> float:
+        """auto's first reply (fresh memory) against ar's on the same reply (0 where ar's was not run)."""
+        return self.auto.rates[0] / self.ar_first if self.ar_first else 0.0
 
     @property
     def worst(self) -> float:
@@ -199,18 +207,20 @@ def poisoned(model: CostModel, slow: dict[int, float]) -> CostModel:
 
 
 def bench_profile(profile: Profile, replies: int = REPLIES, length: int = LENGTH, seed: int = 0) -> Row:
-    return Row(profile.name, best_fixed(profile, replies, length, seed), run_auto(profile, replies, length, seed=seed))
+    ar_first = run_fixed(profile, AR, 1, length, seed).rates[0]
+    return Row(profile.name, best_fixed(profile, replies, length, seed), run_auto(profile, replies, length, seed=seed),
+               ar_first)
 
 
 def print_rows(rows: list[Row]) -> None:
-    head = f"{'profile':22} {'best fixed':16} {'tok/s':>8} {'auto':>8} {'ratio':>6} {'reply 1':>7} " \
+    head = f"{'profile':22} {'best fixed':16} {'tok/s':>8} {'auto':>8} {'ratio':>6} {'reply 1':>7} {'1 / ar':>6} " \
            f"{'worst':>6}  auto's plans (rounds)"
     print(head)
     print("-" * len(head))
     for r in rows:
         top = ", ".join(f"{p} {n}" for p, n in r.auto.plans.most_common(3))
         print(f"{r.profile:22} {r.best.plan:16} {r.best.later():8.1f} {r.auto.later():8.1f} {r.ratio:6.2f} "
-              f"{r.first:7.2f} {r.worst:6.2f}  {top}")
+              f"{r.first:7.2f} {r.first_over_ar:6.2f} {r.worst:6.2f}  {top}")
 
 
 def print_seeds(rows: dict[str, list[Row]]) -> None:
@@ -227,6 +237,23 @@ def print_seeds(rows: dict[str, list[Row]]) -> None:
         cols = [f"{min(c):.2f} / {sum(c) / len(c):.2f}" for c in zip(*figures, strict=True)]
         print(f"{name:22} {cols[0]:>13} {cols[1]:>12} {cols[2]:>12} {missed:>5} of {len(BARS) * len(rs):<3}")
     print(f"lowest / mean over {len(next(iter(rows.values())))} seeds; bars missed in all: {missed_all} of {bars_all}")
+    print_first_replies([r for rs in rows.values() for r in rs])
+
+
+def print_first_replies(rows: list[Row]) -> None:
+    """The first replies apart (each from fresh memory): how many miss the first-reply bar, how many fall below
+    AR_FIRST_BAR of ar's own first reply; and every bar's figure as a geometric mean and its lowest."""
+    first = [r.first for r in rows]
+    over_ar = [r.first_over_ar for r in rows if r.ar_first]
+    figures = [x for r in rows for x in (r.ratio, r.first, r.worst)]
+    print(f"first replies (fresh memory): {sum(f < BARS[1] for f in first)} of {len(first)} below "
+          f"{BARS[1]:.2f}x the best fixed plan's (geo-mean {_geomean(first):.3f}, lowest {min(first):.2f}); "
+          f"{sum(f < AR_FIRST_BAR for f in over_ar)} of {len(over_ar)} below {AR_FIRST_BAR:.2f}x ar's")
+    print(f"every bar's figure: geo-mean {_geomean(figures):.3f}, lowest {min(figures):.2f}")
+
+
+def _geomean(xs: list[float]) -> float:
+    return math.exp(sum(math.log(x) for x in xs) / len(xs))
 
 
 def cmd_simulated(names: Sequence[str] = (), seeds: int = 1) -> int:
