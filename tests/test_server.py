@@ -3,11 +3,9 @@ driven by the official ``openai`` client (and httpx where a client would refuse 
 
 from __future__ import annotations
 
-import signal
 import socket
 import subprocess
 import sys
-import threading
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -21,7 +19,6 @@ from engine import Engine, EngineConfig, GenerationParams
 from engine.server import LocalServer, ServerError
 from engine.server.job import StopMatcher
 from tests.server_helpers import (
-    WITH_CTRL_C,
     chat_body,
     cli_text,
     client,
@@ -29,6 +26,8 @@ from tests.server_helpers import (
     hang_up_later,
     serve,
     sse_events,
+    start_serve,
+    stop,
     wait_until,
 )
 from tests.tiny_models import TinyPair
@@ -415,33 +414,17 @@ def run_cli(*argv: str) -> subprocess.CompletedProcess[str]:
 
 
 def test_cli_serve_answers_then_stops_on_ctrl_c(tiny: TinyPair) -> None:
-    argv = [sys.executable, "-c", WITH_CTRL_C, "serve", "--target", str(tiny.target), "--port", "0", "--ctx", "512"]
-    proc = subprocess.Popen(argv, stderr=subprocess.PIPE, text=True)
+    proc, line, rest = start_serve(tiny, "--ctx", "512")
     try:
-        assert proc.stderr is not None
-        line = ""
-        for line in proc.stderr:
-            if line.startswith("serving "):
-                break
         url = line.split()[1]
         assert url.startswith("http://127.0.0.1:") and "mode ar" in line
-        rest: list[str] = []  # drained: a server blocked writing to a full pipe would never exit
-        drain = threading.Thread(target=lambda: rest.extend(proc.stderr or ()), daemon=True)
-        drain.start()
         with openai.OpenAI(base_url=url, api_key="x", max_retries=0) as oai:
             reply = oai.chat.completions.create(model="target", messages=[{"role": "user", "content": "Hi"}],
                                                 max_tokens=3, temperature=0)
         assert reply.choices[0].finish_reason == "length"
-        proc.send_signal(signal.SIGINT)
-        try:
-            code = proc.wait(timeout=60)
-        except subprocess.TimeoutExpired:
-            pytest.fail("the server did not stop within 60 s of Ctrl+C; its stderr: " + "".join(rest)[-2000:])
-        assert code == 0, "".join(rest)[-2000:]
     finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
+        code = stop(proc)  # Ctrl+C, then 60 s for the orderly stop (past them it is killed: not 0)
+    assert code == 0, "".join(rest)[-2000:]
 
 
 def test_cli_serve_errors_are_one_line(tiny: TinyPair, tmp_path: Path) -> None:

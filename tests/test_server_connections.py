@@ -153,6 +153,7 @@ def test_more_slow_connections_than_the_file_limit_leave_the_server_serving(tiny
             s.close()
         assert stop(proc) == 0
     drain.join(10)
+    proc.stderr.close()  # read to its end by the drain
     err = "".join(rest)
     assert err.count("the most this server keeps") == 1, err[-3000:]
     assert len(err) < 2000, err[-3000:]  # one line for the burst, nothing per connection
