@@ -47,9 +47,10 @@ PACE_AFTER = 3  # a width's samples before its verifies move the pace (its figur
 PACE_BAND = 0.05
 SPELL_VERIFIES = 8
 PACE_HANDOVER = 0.1
-# A spell whose pace lies beyond SHIFT_BAND on average is another load (a program started or stopped), not noise (a
-# 30 % swing per call moves the mean pace of nine verifies less: 0 such spells in 8,000 noisy verifies): every other
-# mode is measured again
+# A spell whose mean pace is over 1 + SHIFT_BAND times or under 1 / (1 + SHIFT_BAND) times the figures' (speeds are
+# ratios: 1.4x faster is 0.71, not 0.6) is another load (a program started or stopped), not noise (a 30 % swing per
+# call moves the mean pace of nine verifies less: 1 such spell in 24,000 noisy verifies): the figures become priors,
+# each replaced by its next sample, and every other mode is measured again
 SHIFT_BAND = 0.4
 
 # -- before data ------------------------------------------------------------------------------------------

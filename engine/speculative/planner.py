@@ -13,6 +13,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 
+from . import memory
 from .costmodel import CostModel
 from .knobs import (
     BAIL_FACTOR,
@@ -243,7 +244,8 @@ class AutoPlanner(PoolTurns):
         after a shift of the machine's pace."""
         m = self.model
         if m.shifts != self._shifts:  # the machine's pace changed for good: what the other modes measured is from
-            self._shifts = m.shifts  # another pace, so each is measured again now, however far behind it reads
+            self._shifts = m.shifts  # another pace, so each is measured again now, however far behind it reads,
+            memory.age(m)  # and every figure is a prior that its next sample replaces, as after a restart
             others = [p for mode, p in best_by_mode.items() if mode != self.plan.mode]
             m.probe_gap.update((p.mode, FIRST_PROBE_GAP) for p in others)
             self._probe, self._remeasure = [p for p in others for _ in range(PROBE_ROUNDS)], True

@@ -117,7 +117,8 @@ class VerifyTimes:
         self._away = self._away + 1 if side and side == self._side else int(bool(side))
         self._side = side
         self._spell = self._spell + pace if self._away > 1 else pace  # the paces of the verifies away so far
-        self.shifts += self._away == SPELL_VERIFIES + 1 and abs(self._spell / self._away - 1.0) > SHIFT_BAND
+        mean = self._spell / self._away if self._away else 1.0  # beyond the band either way, as a ratio of speeds
+        self.shifts += self._away == SPELL_VERIFIES + 1 and not 1 / (1 + SHIFT_BAND) <= mean <= 1 + SHIFT_BAND
         if self._away <= SPELL_VERIFIES or figure.value is None:
             return
         kept = 1.0 + (1.0 - PACE_HANDOVER) * (pace - 1.0)
