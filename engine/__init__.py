@@ -7,6 +7,7 @@ This module is the engine's public surface: ``app/`` (and the local server) impo
 
 from . import server
 from .chat import builtin as chat_builtin
+from .chat.calls import loose_calls
 from .chat.families import by_name as chat_family_named
 from .chat.families import plain as plain_family
 from .chat.family import CONTENT as CONTENT_PIECE
@@ -26,6 +27,7 @@ from .core.cpu_check import set_override as set_cpu_check_override
 from .core.cpu_check import status as cpu_check_status
 from .core.fit import DROP_OLDEST, OVERFLOW_POLICIES, FittedChat, fit_messages
 from .core.gumbel import COUPLED, REJECTION, score_margin
+from .core.mode import Mode
 from .core.options import (
     ALL_LAYERS,
     AUTO_LAYERS,
@@ -43,7 +45,7 @@ from .core.placement import Device as GpuDevice
 from .core.placement import Placement, place_layers
 from .core.placement import loaded as loaded_placement
 from .core.sampling import SamplingParams
-from .engine import DRAFT_FREE_MODES, Engine, EngineConfig, GenerationParams
+from .engine import Engine, EngineConfig, GenerationParams
 from .errors import (
     ChatTemplateError,
     ContextFullError,
@@ -78,7 +80,6 @@ __all__ = [
     "AUTO_LAYERS",
     "CONTENT_PIECE",
     "COUPLED",
-    "DRAFT_FREE_MODES",
     "DROP_OLDEST",
     "ENGINE_STOPPED",
     "MAX_BRANCHES",
@@ -112,6 +113,7 @@ __all__ = [
     "GpuDevice",
     "InstalledPair",
     "MeasuredRate",
+    "Mode",
     "ModelFileChangedError",
     "ModelLoadError",
     "ModelStore",
@@ -147,6 +149,7 @@ __all__ = [
     "installed_as",
     "load_catalog",
     "loaded_placement",
+    "loose_calls",
     "model_archs",
     "offline",
     "place_layers",

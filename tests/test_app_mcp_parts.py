@@ -21,7 +21,8 @@ from app.tools.config import ConfigError, ServerSpec
 from app.tools.hub import McpHub
 from app.tools.results import bounded_text
 from app.tools.toolbox import ToolBox
-from app.worker.chat_setup import ChatChoice, prepare
+from app.worker.chat_setup import ChatChoice, ReplyText, prepare
+from app.worker.engine_chat import CONTENT_PIECE, ReplySplitter, chat_family
 from engine import EngineConfig, RemoteEngine
 from tests import mcp_helpers
 from tests.mcp_helpers import SERVER
@@ -142,3 +143,19 @@ def test_settings_tools_imports_lists_and_switches(qtbot: QtBot, tmp_path: Path)
         assert box.specs == () and dialog.tree.topLevelItemCount() == 0
     finally:
         box.close()
+
+
+def test_a_reply_that_is_only_a_json_call_is_that_call() -> None:
+    fenced = '```json\n{"name": "read_file", "arguments": {"path": "/n"}}\n```'
+    bare = '{"name": "read_file", "parameters": {"path": "/n"}}'
+    for text, names in ((fenced, ["read_file"]), (bare, ["read_file"])):
+        reply = ReplyText(ReplySplitter(chat_family("hermes"), names, CONTENT_PIECE))
+        reply.feed(text, False)
+        reply.finish()
+        assert [(c.name, json.loads(c.arguments)) for c in reply.calls] == [("read_file", {"path": "/n"})]
+        assert reply.content == [] and reply.runs == []
+    for text, names in ((fenced, ["echo"]), (f"Here it is: {fenced}", ["read_file"])):  # not offered; not only a call
+        reply = ReplyText(ReplySplitter(chat_family("hermes"), names, CONTENT_PIECE))
+        reply.feed(text, False)
+        reply.finish()
+        assert reply.calls == [] and "".join(reply.content) == text

@@ -26,7 +26,16 @@ from app.worker.engine_chat import (
     suggest_template,
     thinking_variables,
 )
-from engine import DROP_OLDEST, ChatMessage, FittedChat, RemoteEngine, ToolCall, fit_messages, template_tool_calls
+from engine import (
+    DROP_OLDEST,
+    ChatMessage,
+    FittedChat,
+    RemoteEngine,
+    ToolCall,
+    fit_messages,
+    loose_calls,
+    template_tool_calls,
+)
 
 PLAIN_TEXT = "plain"  # a model's remembered choice: a plain-text (completion) conversation, no chat template
 THINKING_CHOICES = ("default", "on", "off")  # the Settings switch: the template's default, or forced on / off
@@ -169,10 +178,16 @@ class ReplyText:
 
     def finish(self) -> list[ReplyPiece]:
         """What the splitter still held; the calls of offered tools are kept in :attr:`calls` (a call written where
-        none were offered is dropped)."""
+        none were offered is dropped; a reply that is only a ```json call or a bare one is that call, as the server
+        reads it)."""
         pieces, calls = self.splitter.finish()
-        self.calls = [] if isinstance(self.splitter.names, _AnyTool) else calls
+        offered = not isinstance(self.splitter.names, _AnyTool)
+        self.calls = calls if offered else []
         out = self._take(pieces, False)
+        if offered and not calls:  # a reply that is only a call written as plain JSON, as small models write theirs
+            loose = loose_calls("".join(self.content), self.splitter.names)
+            if loose:
+                self.calls, self.content, self.runs = loose, [], []
         if self._thinking_from is not None and self.thinking_s is None:
             self.thinking_s = time.perf_counter() - self._thinking_from
         return out
