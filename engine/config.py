@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from .core import options as opt
+from .core.mode import Mode
 from .core.sampling import SamplingParams
 
 CONFIG_FIELDS = ("n_ctx", "threads", "draft_threads", "gpu_layers", "draft_gpu_layers", "max_branches", "flash_attn",
@@ -41,7 +42,7 @@ class EngineConfig:
 class GenerationParams:
     """One generation: mode, length, sampler and speculation settings (see :mod:`engine.options`)."""
 
-    mode: str = opt.MODE.default
+    mode: Mode = Mode.AUTO  # a mode's word ("sd") is taken too
     max_tokens: int = opt.MAX_TOKENS.default
     sampling: SamplingParams = field(default_factory=SamplingParams)
     k: int = opt.K.default
@@ -55,3 +56,4 @@ class GenerationParams:
 
     def __post_init__(self) -> None:
         opt.check_fields(self, GENERATION_FIELDS)
+        object.__setattr__(self, "mode", Mode(self.mode))

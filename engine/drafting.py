@@ -10,11 +10,10 @@ import numpy as np
 
 from .config import GenerationParams
 from .core.context import Context
+from .core.mode import Mode
 from .speculative.drafter import Drafter, PromptRead
 from .speculative.steps import Threads
 from .stats import DecodeTimes, StatsRecorder
-
-MODEL_DRAFT_MODES = ("sd", "ssd", "auto")  # modes that may draft with the draft model
 
 
 class DraftSide:
@@ -27,11 +26,12 @@ class DraftSide:
     def _configure_drafter(self, params: GenerationParams, stops: Sequence[threading.Event], n_prompt: int) -> None:
         """The draft's sampler for this reply (a mode that may draft with it): its settings, random numbers and
         the best ids kept per row (plain sd: the drafted token alone); a stop cuts its draft after the step."""
-        if self.drafter is None or params.mode not in MODEL_DRAFT_MODES:
+        if self.drafter is None or not params.mode.may_draft:
             return
         self.drafter.stop_when(*stops)
+        top_count = 1 if params.mode is Mode.SD else max(params.fanout + 2, 6)
         self.drafter.configure(params.sampling, np.random.default_rng([params.sampling.seed, 1]),
-                               top_count=1 if params.mode == "sd" else max(params.fanout + 2, 6), prompt_len=n_prompt)
+                               top_count=top_count, prompt_len=n_prompt)
 
     def _join_read(self, ahead: PromptRead, recorder: StatsRecorder) -> None:
         """Wait for the draft's prompt read; the wait is the loop's (as a wait for a draft is)."""
@@ -47,12 +47,12 @@ class DraftSide:
 
     def reads_ahead(self, params: GenerationParams) -> bool:
         """Whether the draft model reads the prompt on its own thread (:meth:`_read_ahead`)."""
-        return self.drafter is not None and params.mode in MODEL_DRAFT_MODES and self.threads.split is None
+        return self.drafter is not None and params.mode.may_draft and self.threads.split is None
 
     def _sampling_path(self, params: GenerationParams, target_path: str) -> str:
         """host or backend (engine.core.outputs); "target/draft" when the two differ."""
         t = d = target_path
-        if self.drafter is not None and params.mode in MODEL_DRAFT_MODES:
+        if self.drafter is not None and params.mode.may_draft:
             d = self.drafter.ctx.sampling_path(params.sampling)  # what its configure() picks
         return t if d == t else f"{t}/{d}"
 

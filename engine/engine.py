@@ -20,6 +20,7 @@ from .core import modelfile
 from .core import options as opt
 from .core.backend import Model
 from .core.context import Context, ContextParams
+from .core.mode import Mode
 from .core.options import MAX_K, PREFILL_GRID, REMOTE_PREFILL_GRID, cpu_cores
 from .core.placement import Placement, place_layers
 from .core.recurrent import memory_kind
@@ -36,15 +37,13 @@ from .speculative.lookup import MAX_DRAFT as LOOKUP_MAX
 from .speculative.lookup import Lookup
 from .speculative.observer import RoundObserver, observer_for, tree_budget
 from .speculative.plan import MeasuredRate
-from .speculative.steps import Mode, Threads
+from .speculative.steps import Decoder, Threads
 from .speculative.target import Target
 from .speculative.types import RoundResult
 from .stats import GenerationStats, StatsRecorder
 
 log = logging.getLogger(__name__)
 
-DRAFT_FREE_MODES = ("ar", "lookup", "auto")  # modes that run on a target alone
-INLINE_DRAFT_MODES = ("sd",)  # modes whose draft decodes run on the generating thread (counted as the loop's)
 SLOT_WAIT_S = 5.0  # how long a reply waits for a sequence of the target context before it is refused
 SHARED = "beside other replies"  # why a round is plain: the decode is shared
 
@@ -193,7 +192,7 @@ class Engine(Prompts, ModeMaker):
         reply at a time (:attr:`replies_at_once`), one still open is closed first, which takes at most the rest of
         its round; otherwise it waits for a free sequence."""
         self.files.check()  # ModelFileChangedError: a model file cut short under its mmap would SIGBUS on a read
-        if params.mode not in DRAFT_FREE_MODES and self.drafter is None:
+        if params.mode.needs_draft and self.drafter is None:
             raise ParameterError(f"mode {params.mode!r} needs a draft model")
         if len(prompt) + 1 >= self.n_ctx:
             raise ContextFullError(
@@ -226,7 +225,7 @@ class Engine(Prompts, ModeMaker):
         decoder = codecs.getincrementaldecoder("utf-8")("replace")
         recorder = StatsRecorder(stats)
         rng = np.random.default_rng([params.sampling.seed, 0])
-        mode: Mode | None = None
+        mode: Decoder | None = None
         observer: RoundObserver | None = None
         start = self._decode_times()
         ahead: PromptRead | None = None
@@ -275,7 +274,7 @@ class Engine(Prompts, ModeMaker):
                     drafting = False
                     self._slots.share(target, True)
                     verdict, seconds = self._rounds.ar(target)
-                    rr = RoundResult([verdict.next_token], "ar", verify_s=seconds, why=SHARED)
+                    rr = RoundResult([verdict.next_token], Mode.AR, verify_s=seconds, why=SHARED)
                 else:
                     self._slots.share(target, False)
                     if mode is None:  # after the first token is out: the draft may still be reading the prompt
@@ -283,11 +282,11 @@ class Engine(Prompts, ModeMaker):
                             self._configure_drafter(params, stops, len(prompt))
                             drafting = True
                         # auto's rounds on ar need no draft: it waits for the read at its first drafting round
-                        reading = ahead if params.mode == "auto" else None
+                        reading = ahead if params.mode is Mode.AUTO else None
                         if ahead is not None and reading is None:
                             self._join_read(ahead, recorder)
                             ahead = None
-                        budget = tree_budget(self._cost_model, params) if params.mode == "ssd" else 0  # its tree
+                        budget = tree_budget(self._cost_model, params) if params.mode is Mode.SSD else 0  # its tree
                         mode = self._make_mode(target, params, budget, reading, recorder)
                         if observer is None:
                             observer = observer_for(self._cost_model, params, budget, draft=self.drafter is not None)
@@ -312,4 +311,4 @@ class Engine(Prompts, ModeMaker):
             finally:
                 self._slots.give(target)
             recorder.finish(start, self._decode_times(),
-                            draft_on_this_thread=params.mode in INLINE_DRAFT_MODES and self.drafter is not None)
+                            draft_on_this_thread=params.mode.drafts_inline and self.drafter is not None)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import functools
 
 from .config import GenerationParams
+from .core.mode import Mode
 from .drafting import DraftSide
 from .speculative.auto import AutoMode
 from .speculative.costmodel import CostModel
@@ -12,7 +13,7 @@ from .speculative.drafter import PromptRead
 from .speculative.lookup import Lookup, LookupMode
 from .speculative.planner import AutoPlanner
 from .speculative.ssd import SSDMode, SSDOptions
-from .speculative.steps import ARMode, Mode, SDMode, Steps
+from .speculative.steps import ARMode, Decoder, SDMode, Steps
 from .speculative.target import Target
 from .speculative.types import NGRAM
 from .speculative.worker import DraftWorker, InlineDrafts, SplitDrafts
@@ -26,29 +27,29 @@ class ModeMaker(DraftSide):
     _cost_model: CostModel
 
     def _make_mode(self, target: Target, params: GenerationParams, budget: int, reading: PromptRead | None = None,
-                   recorder: StatsRecorder | None = None) -> Mode:
+                   recorder: StatsRecorder | None = None) -> Decoder:
         """The reply's mode on ``target``; ``budget``: fixed ssd's tree (observer.tree_budget). auto may start while
         the draft still reads the prompt (``reading``): its drafter waits for it at first use (the wait:
         ``recorder``)."""
-        if params.mode == "ar":
+        if params.mode is Mode.AR:
             return ARMode(Steps(target, None))
         k = params.k
         greedy = params.sampling.greedy
         lookup = self._lookup
         lookup.start(target.committed)
-        if params.mode == "lookup":
+        if params.mode is Mode.LOOKUP:
             return LookupMode(Steps(target, None, self.threads), lookup, greedy=greedy)
         if self.drafter is None:  # auto on a target alone: ar, and the pool's drafts when they pay
             planner = AutoPlanner(self._cost_model, k, draft=False)
             return AutoMode(Steps(target, None, self.threads), planner, SSDOptions(k=k), lookup, greedy)
         self.drafter.pool_draft = lambda committed, n: lookup.propose(committed, n, greedy=greedy,
                                                                                  shadow=False)
-        if params.mode == "sd":
+        if params.mode is Mode.SD:
             return SDMode(Steps(target, InlineDrafts(self.drafter)), k)  # the draft runs on this thread
         ready = functools.partial(self._join_read, reading, recorder) if reading and recorder else None
-        drafts = SplitDrafts(self.drafter, ready) if params.mode == "auto" else DraftWorker(self.drafter)
+        drafts = SplitDrafts(self.drafter, ready) if params.mode is Mode.AUTO else DraftWorker(self.drafter)
         steps = Steps(target, drafts, self.threads)
-        if params.mode == "auto":
+        if params.mode is Mode.AUTO:
             # read before the draft thread starts (during a prompt read: what the read will have left; a read that
             # fails leaves the whole context to the first drafting round, which then catches up, unpriced)
             lag = reading.lag(target.committed) if reading else self.drafter.lag(target.committed)

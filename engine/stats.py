@@ -13,6 +13,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, fields
 from typing import Any
 
+from .core.mode import Mode
 from .core.placement import Placement, cannot_pay
 from .remote import relay
 from .speculative.types import NGRAM, RoundResult
@@ -164,20 +165,20 @@ class StatsRecorder:
         s.accepted += rr.accepted
         if rr.speculator == NGRAM:
             s.accepted_lookup += rr.accepted
-        if rr.mode != "ar" and rr.drafted:  # a lookup round with nothing in the pool is a plain step
+        if rr.mode != Mode.AR and rr.drafted:  # a lookup round with nothing in the pool is a plain step
             self._spec_rounds += 1
         if rr.rates:
             s.plan_rates = dict(rr.rates)
         if rr.hit is not None:
             s.lookups += 1
             s.hits += int(rr.hit)
-        if rr.mode == "ssd" and rr.speculator != "cache":
+        if rr.mode == Mode.SSD and rr.speculator != "cache":
             s.backup_uses += 1
         self._tree_s.extend(t.seconds for t in rr.trees)
         self._verify_s += rr.verify_s
         self._restore_s += rr.restore_s
         self._wait_s += rr.wait_s
-        if rr.mode != "lookup":
+        if rr.mode != Mode.LOOKUP:
             self._model_wait_s += rr.wait_s
         self._rates()
         self._link()
@@ -247,7 +248,7 @@ def drafting_warning(stats: GenerationStats, placement: Placement) -> str | None
     """:func:`~engine.core.placement.cannot_pay` on a reply's measured times, else None. A drafted token's cost is
     sd's drafting time per drafted token, or ssd's draft decode time per served token (its tree's work included);
     the target's step is its mean verify."""
-    if stats.mode not in ("sd", "ssd") or stats.rounds < MIN_WARN_ROUNDS or not stats.drafted:
+    if stats.mode not in Mode.drafting() or stats.rounds < MIN_WARN_ROUNDS or not stats.drafted:
         return None
-    spent = stats.draft_wait_s if stats.mode == "sd" else stats.draft_decode_s
+    spent = stats.draft_wait_s if stats.mode == Mode.SD else stats.draft_decode_s
     return cannot_pay(stats.mode, placement, spent / stats.drafted, stats.mean_verify_ms / 1000.0)

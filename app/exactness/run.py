@@ -14,7 +14,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from threading import Event
 
-from engine import ChatMessage, Engine, GenerationParams, first_difference, loaded_placement, score_margin
+from engine import ChatMessage, Engine, GenerationParams, Mode, first_difference, loaded_placement, score_margin
 
 REPORT_INTERVAL_S = 0.1
 CONTEXT_TOKENS = 24  # tokens shown before the first difference
@@ -73,7 +73,7 @@ def run_check(eng: Engine, messages: Sequence[ChatMessage], params: GenerationPa
     prompt = eng.messages_tokens(messages)
     outputs: list[list[int]] = []
     for pass_no, mode in enumerate(("ar", params.mode), start=1):
-        gen = eng.generate(prompt, replace(params, mode=mode), stop)
+        gen = eng.generate(prompt, replace(params, mode=Mode(mode)), stop)
         last = time.perf_counter()
         for _ in gen:
             if time.perf_counter() - last >= REPORT_INTERVAL_S:

@@ -13,12 +13,12 @@ from typing import Any
 
 from app.settings import remote
 from engine import (
-    DRAFT_FREE_MODES,
     DROP_OLDEST,
     OPTIONS,
     OVERFLOW_POLICIES,
     EngineConfig,
     GenerationParams,
+    Mode,
     Option,
     SamplingParams,
     remote_endpoints,
@@ -109,7 +109,7 @@ class Settings:
                                   top_p=1.0 if greedy else self.top_p, min_p=self.min_p, seed=seed,
                                   scheme=self.scheme)
         return GenerationParams(
-            mode=effective_mode(mode or self.mode, has_draft=has_draft), max_tokens=max_tokens or self.max_tokens,
+            mode=Mode(effective_mode(mode or self.mode, has_draft=has_draft)), max_tokens=max_tokens or self.max_tokens,
             sampling=sampling, k=self.k, fanout=self.fanout, geometric=self.geometric, adaptive=self.adaptive)
 
 
@@ -122,7 +122,7 @@ def setting_options() -> dict[str, Option[Any]]:
 def effective_mode(mode: str, *, has_draft: bool) -> str:
     """The mode actually run: ``mode``, or ``ar`` where it needs a draft the pair lacks (``lookup`` and
     ``auto`` run on a target alone)."""
-    return mode if has_draft or mode in DRAFT_FREE_MODES else "ar"
+    return mode if has_draft or not Mode(mode).needs_draft else Mode.AR
 
 
 LOAD_GROUPS = ("hardware", "remote")  # Settings' sections whose fields the model reads when it loads

@@ -87,12 +87,12 @@ def check_llama_cpp() -> str:
 
 def check_kquant(folder: Path) -> str:
     """The CPU check's verdict, then a greedy decode of a tiny Q4_K_M model with it applied."""
-    from engine import Engine, EngineConfig, GenerationParams, check_cpu, write_kquant_model
+    from engine import Engine, EngineConfig, GenerationParams, Mode, check_cpu, write_kquant_model
 
     verdict = check_cpu()
     path = write_kquant_model(folder)
     with Engine(EngineConfig(str(path), None, n_ctx=256)) as eng:
-        gen = eng.generate(eng.tokenize(PROMPT), GenerationParams(mode="ar", max_tokens=8, early_stop=False)).run()
+        gen = eng.generate(eng.tokenize(PROMPT), GenerationParams(mode=Mode.AR, max_tokens=8, early_stop=False)).run()
     kernels = "extra CPU buffer types (AMX, repack) on" if verdict.safe else "plain CPU kernels"
     if verdict.safe and verdict.dropped:
         kernels = f"extra CPU buffer types on except {', '.join(verdict.dropped)}"
@@ -102,7 +102,7 @@ def check_kquant(folder: Path) -> str:
 
 def compare_modes(folder: Path, *, max_tokens: int = MAX_TOKENS) -> SelfTestResult:
     """Write a tiny target and a related draft into ``folder`` and decode with ``ar`` and ``ssd``."""
-    from engine import Engine, EngineConfig, GenerationParams, write_model
+    from engine import Engine, EngineConfig, GenerationParams, Mode, write_model
 
     target = write_model(folder / "target.gguf", seed=1, n_layer=3, logit_scale=6.0)
     # A perturbed copy of the target: it agrees often but not always, so ssd both accepts and
@@ -113,9 +113,9 @@ def compare_modes(folder: Path, *, max_tokens: int = MAX_TOKENS) -> SelfTestResu
         # The chat prompt goes through the GGUF's Jinja template, so a frozen build missing jinja2
         # or llama_cpp.llama_chat_format fails here rather than in the user's first chat.
         prompt = eng.chat_tokens(PROMPT)
-        ar = eng.generate(prompt, GenerationParams(mode="ar", max_tokens=max_tokens, early_stop=False)).run()
+        ar = eng.generate(prompt, GenerationParams(mode=Mode.AR, max_tokens=max_tokens, early_stop=False)).run()
         ssd = eng.generate(
-            prompt, GenerationParams(mode="ssd", max_tokens=max_tokens, k=4, early_stop=False)
+            prompt, GenerationParams(mode=Mode.SSD, max_tokens=max_tokens, k=4, early_stop=False)
         ).run()
     return SelfTestResult(
         ar_tokens=list(ar.tokens),
@@ -129,10 +129,10 @@ def compare_modes(folder: Path, *, max_tokens: int = MAX_TOKENS) -> SelfTestResu
 def check_engine_process(folder: Path, ar_tokens: Sequence[int]) -> str:
     """Greedy ``ar`` on the target of :func:`compare_modes` in the engine process, which this program starts as a
     child of itself (frozen or not): its tokens must be the in-process ones."""
-    from engine import EngineConfig, GenerationParams, RemoteEngine
+    from engine import EngineConfig, GenerationParams, Mode, RemoteEngine
 
     with RemoteEngine(EngineConfig(str(folder / "target.gguf"), None, n_ctx=512)) as eng:
-        params = GenerationParams(mode="ar", max_tokens=len(ar_tokens), early_stop=False)
+        params = GenerationParams(mode=Mode.AR, max_tokens=len(ar_tokens), early_stop=False)
         tokens = [ev.token for ev in eng.generate(eng.chat_tokens(PROMPT), params)]
         pid = eng.pid
     at = first_difference(ar_tokens, tokens)

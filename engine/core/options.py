@@ -16,6 +16,9 @@ from typing import Any, Generic, TypeVar
 
 from engine.errors import ParameterError
 
+from .mode import MODES as MODES
+from .mode import Mode
+
 Value = TypeVar("Value", int, float, bool, str)
 
 
@@ -132,10 +135,10 @@ PREFILL_GRID = 64
 REMOTE_PREFILL_GRID = 512  # over RPC every chunk costs round trips: a remote target reads whole batches
 
 # -- decoding ---------------------------------------------------------------------------------------
-MODE = Option("mode", str, "auto", "Mode", "ar: target only; sd: speculative decoding; ssd: speculative "
+MODE = Option("mode", str, Mode.AUTO.value, "Mode", "ar: target only; sd: speculative decoding; ssd: speculative "
               "speculative decoding; lookup: drafts from an n-gram pool over the conversation (no draft "
               "model); auto: picks the fastest as it goes", "decoding",
-              choices=("ar", "sd", "ssd", "lookup", "auto"))
+              choices=MODES)
 K = Option("k", int, 4, "Draft length K", "Draft tokens per round (auto's fixed K when not adaptive)",
            "decoding", 1, MAX_K)
 ADAPTIVE = Option("adaptive", bool, True, "Adaptive draft length", "auto chooses K every round", "decoding")
@@ -212,7 +215,6 @@ OPTIONS: dict[str, Option[Any]] = {o.name: o for o in (
     TEMPERATURE, TOP_K, TOP_P, MIN_P, SEED, SCHEME, MAX_TOKENS,
     N_CTX, THREADS, DRAFT_THREADS, GPU_LAYERS, DRAFT_GPU_LAYERS, BRANCHES, FLASH_ATTN, PARALLEL, PROMPT_CACHE,
 )}
-MODES: tuple[str, ...] = MODE.choices
 
 
 def check_fields(obj: object, names: Iterable[str]) -> None:

@@ -18,6 +18,7 @@ from starlette.concurrency import run_in_threadpool
 from engine import GenerationParams, ParameterError, SamplingParams
 from engine.chat.format import ChatFormat
 from engine.core.gumbel import fingerprint
+from engine.core.mode import Mode
 from engine.errors import ModelFileChangedError
 from engine.process import EngineStopped
 
@@ -52,7 +53,7 @@ class Service:
         draft = self.engine.config.draft_path
         return {"id": self.model_id, "object": "model", "created": self.created, "owned_by": "ssd-chat",
                 "draft": Path(draft).stem if draft else None, "context_length": self.engine.n_ctx,
-                "modes": ["ar", "sd", "ssd", "lookup", "auto"] if draft else ["ar", "lookup"]}
+                "modes": list(Mode.runnable(bool(draft)))}
 
     async def chat_format(self) -> ChatFormat:
         """The served model's chat format (looked up once: the model and the template do not change)."""
@@ -100,11 +101,11 @@ class Service:
         room = n_ctx - n_prompt  # a larger max_tokens is capped at the room left, as local servers do
         limit = min(limit, room) if limit is not None else None
         base = self.config.generation
-        mode = body.mode or base.mode
-        if mode not in ("ar", "lookup") and not self.engine.config.draft_path:
+        mode = Mode(body.mode or base.mode)
+        if mode.needs_draft and not self.engine.config.draft_path:
             if body.mode is not None:
                 raise APIError(400, f"mode {mode!r} needs a draft model and this server has none", param="mode")
-            mode = "ar"
+            mode = Mode.AR
         seed = body.seed if body.seed is not None else secrets.randbelow(1 << 31)
         try:
             sampling = SamplingParams(temperature=body.temperature, top_k=body.top_k, top_p=body.top_p,

@@ -63,13 +63,14 @@ def cmd_serve(args: argparse.Namespace) -> int:
     """Load the engine (in its own process), serve until interrupted; errors are ``EngineError`` (one line, exit 2)."""
     from engine import EngineConfig, EngineError, GenerationParams
     from engine.chat import builtin
+    from engine.core.mode import Mode
     from engine.process import RemoteEngine
 
     from .config import MAX_BODY_BYTES, ServerConfig
     from .local import WILDCARDS, LocalServer, ServerError
 
-    mode = args.mode or ("auto" if args.draft else "ar")
-    if mode not in ("ar", "lookup") and not args.draft:
+    mode = Mode(args.mode) if args.mode else Mode.AUTO if args.draft else Mode.AR
+    if mode.needs_draft and not args.draft:
         raise EngineError(f"--mode {mode} needs --draft")
     gen = GenerationParams(mode=mode, k=args.k, fanout=args.fanout)
     body = MAX_BODY_BYTES if args.max_body_mb is None else int(args.max_body_mb * (1 << 20))
@@ -83,7 +84,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
                           access_log=bool(getattr(args, "verbose", False)), chat_template=template,
                           thinking_budget=args.thinking_budget)
     engine_config = EngineConfig(
-        args.target, args.draft if mode != "ar" else None, n_ctx=args.ctx, threads=args.threads, parallel=args.parallel,
+        args.target, args.draft if mode is not Mode.AR else None, n_ctx=args.ctx, threads=args.threads,
+        parallel=args.parallel,
         prompt_cache_mb=args.cache_ram,
         draft_threads=args.draft_threads, gpu_layers=args.gpu_layers, draft_gpu_layers=args.draft_gpu_layers,
         remember_machine=True, rpc=args.rpc, tensor_split=args.tensor_split,

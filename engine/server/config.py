@@ -6,6 +6,7 @@ import time
 from dataclasses import dataclass, field
 
 from engine import GenerationParams, ParameterError
+from engine.core.mode import Mode
 
 MAX_QUEUE = 256
 MAX_BODY_BYTES = 4 << 20  # a long chat fits many times over; a bigger body is refused before it is read
@@ -24,7 +25,7 @@ class ServerConfig:
     api_key: str | None = None  # Bearer key for /v1/*; None: no key
     model_id: str = ""  # the name clients send as ``model``; "" = the target file's stem
     any_model_name: bool = False  # accept any ``model`` (clients that send their own default name), not just model_id
-    generation: GenerationParams = field(default_factory=lambda: GenerationParams(mode="auto"))
+    generation: GenerationParams = field(default_factory=lambda: GenerationParams(mode=Mode.AUTO))
     max_queue: int = 8  # requests that may wait for the engine; more get 429
     retry_after_s: int = 2  # the Retry-After header of a 429
     cors_origins: tuple[str, ...] = ()  # CORS is off unless origins are given

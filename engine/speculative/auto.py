@@ -7,6 +7,8 @@ in the context).
 
 from __future__ import annotations
 
+from engine.core.mode import Mode
+
 from .costmodel import CostModel
 from .knobs import ACCEPT_PRIOR, LOOKUP_GAIN
 from .lookup import Lookup
@@ -43,7 +45,7 @@ def measured_rates(model: CostModel, k: int = 4, max_branches: int = 32) -> dict
 class AutoMode:
     """Each round: the pool's draft if it promises more, else the planner's plan; the planner learns from it."""
 
-    name = "auto"
+    name = Mode.AUTO
 
     def __init__(self, steps: Steps, planner: AutoPlanner, opts: SSDOptions, lookup: Lookup | None = None,
                  greedy: bool = True) -> None:

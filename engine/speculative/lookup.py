@@ -17,6 +17,7 @@ from collections.abc import Sequence
 from typing import NamedTuple
 
 from engine.core.context import common_prefix
+from engine.core.mode import Mode
 from engine.core.sampling import Dist
 
 from .costmodel import CostModel
@@ -217,7 +218,7 @@ def make_draft(tokens: list[int], orders: list[int], greedy: bool) -> Draft:
 class LookupMode:
     """Draft-free speculative decoding: each round verifies the pool's draft, or is an ar step when it has none."""
 
-    name = "lookup"
+    name = Mode.LOOKUP
 
     def __init__(self, steps: Steps, lookup: Lookup, *, greedy: bool, max_len: int = MAX_DRAFT) -> None:
         self.steps = steps

@@ -11,6 +11,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from engine.core.mode import Mode
+
 from .costmodel import CostModel
 from .learning import RoundLearner
 from .plan import Plan, tree_budgets
@@ -33,7 +35,7 @@ class RoundObserver:
         self._rounds: list[RoundResult] = []
         # Fixed ssd's sd rounds (while its cache keeps missing) run on ssd's split threads where the machine splits
         # its cores: their draft and verify times are ssd's, not sd's.
-        self._split_sd = mode == "ssd" and model.split
+        self._split_sd = mode == Mode.SSD and model.split
 
     def round(self, rr: RoundResult) -> None:
         self._rounds.append(rr)
@@ -42,8 +44,8 @@ class RoundObserver:
         model = self._learner.model
         for rr in self._rounds:
             plan = self._plans.get(rr.mode)
-            if plan is not None and (plan.mode == "ar" or rr.draft is not None):
-                self._learner.learn(plan, rr, split_threads=self._split_sd and rr.mode == "sd")
+            if plan is not None and (plan.mode == Mode.AR or rr.draft is not None):
+                self._learner.learn(plan, rr, split_threads=self._split_sd and rr.mode == Mode.SD)
                 model.rounds += 1  # the mode was just measured: auto need not probe it again soon
                 model.last_run[plan.mode] = model.rounds
         self._rounds.clear()
@@ -52,7 +54,7 @@ class RoundObserver:
 def observer_for(model: CostModel, params: GenerationParams, budget: int, *, draft: bool) -> RoundObserver | None:
     """A fixed mode's rounds teach auto's cost model (auto and lookup teach it themselves); ``budget`` is fixed
     ssd's tree, which its rounds are filed under (ar and sd run no ssd round)."""
-    if params.mode not in ("ar", "sd", "ssd"):
+    if params.mode in (Mode.LOOKUP, Mode.AUTO):
         return None
     return RoundObserver(model, params.k, budget, draft=draft, mode=params.mode, geometric=params.geometric)
 

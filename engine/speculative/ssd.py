@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from engine.core.mode import Mode
+
 from .fanout import uniform
 from .steps import Steps
 from .types import JIT, RoundResult
@@ -34,7 +36,7 @@ class SSDOptions:
 class SSDMode:
     """Runs ssd rounds (and sd rounds while rolled back) through :class:`Steps`; decides, runs nothing itself."""
 
-    name = "ssd"
+    name = Mode.SSD
 
     def __init__(self, steps: Steps, opts: SSDOptions) -> None:
         self.steps = steps

@@ -14,6 +14,8 @@ import time
 from dataclasses import dataclass
 from typing import Protocol
 
+from engine.core.mode import Mode
+
 from .types import JIT, Draft, DraftRequest, DraftSource, PlanRates, RoundResult, Verifier
 
 
@@ -104,16 +106,16 @@ class Steps:
         t1 = time.perf_counter()
         v = self.target.verify(d)
         # A hit counts only where a tree was asked for: not in sd rounds, not after the forced first miss.
-        hit = d.hit if mode == "ssd" and req.accepted >= 0 else None
+        hit = d.hit if mode == Mode.SSD and req.accepted >= 0 else None
         return RoundResult(v.tokens(d.tokens), mode, d.source, len(d.tokens), v.accepted, hit,
                            verify_s=time.perf_counter() - t1, restore_s=v.restore_s, wait_s=t1 - t0, trees=trees,
                            why=why, rates=rates, draft=d, new_shape=self.target.new_shape)
 
 
-class Mode(Protocol):
-    """A decoding mode: one round per ``step()``."""
+class Decoder(Protocol):
+    """A decoding mode at work on one reply: one round per ``step()``."""
 
-    name: str
+    name: Mode
 
     def step(self) -> RoundResult: ...
 
@@ -121,7 +123,7 @@ class Mode(Protocol):
 
 
 class ARMode:
-    name = "ar"
+    name = Mode.AR
 
     def __init__(self, steps: Steps) -> None:
         self.steps = steps
@@ -136,7 +138,7 @@ class ARMode:
 class SDMode:
     """Speculative decoding: K draft tokens, then one target batch of K+1 positions, every round."""
 
-    name = "sd"
+    name = Mode.SD
 
     def __init__(self, steps: Steps, k: int) -> None:
         self.steps = steps

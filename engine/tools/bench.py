@@ -24,6 +24,7 @@ from typing import Any
 
 from tqdm import tqdm
 
+from engine.core.mode import Mode
 from engine.core.options import MODES, cpu_cores
 from engine.core.paths import resources_dir
 from engine.core.sampling import SamplingParams
@@ -147,8 +148,8 @@ def run_scenario(
     with Engine(cfg) as eng:
         # Warm up: page the weights in; auto measures this machine once, as in the user's earlier replies.
         warm = eng.chat_tokens("Say hello.")
-        eng.generate(warm, GenerationParams(mode="sd", max_tokens=8)).run()
-        eng.generate(warm, GenerationParams(mode="auto", max_tokens=48, k=args.k)).run()
+        eng.generate(warm, GenerationParams(mode=Mode.SD, max_tokens=8)).run()
+        eng.generate(warm, GenerationParams(mode=Mode.AUTO, max_tokens=48, k=args.k)).run()
         passes = 0  # every pass over the modes starts one mode later: drift cancels in the ratios
         for pr in prompts:
             toks = eng.chat_tokens(pr["prompt"])
@@ -157,7 +158,7 @@ def run_scenario(
                 results: dict[str, list[int]] = {}
                 for m in order:
                     bar.set_description(f"{sc.name} {pr['id']} {st} {m}")
-                    params = GenerationParams(mode=m, max_tokens=args.max_tokens, sampling=sampling, k=args.k,
+                    params = GenerationParams(mode=Mode(m), max_tokens=args.max_tokens, sampling=sampling, k=args.k,
                                               fanout=args.fanout, budget=args.budget, geometric=args.geometric)
                     gen = eng.generate(toks, params).run()
                     results[m] = gen.tokens

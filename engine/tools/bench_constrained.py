@@ -14,6 +14,7 @@ import time
 
 from engine import Engine, EngineConfig, GenerationParams, SamplingParams
 from engine.core.jsonschema import schema_grammar
+from engine.core.mode import Mode
 
 SCHEMA = {"type": "object", "additionalProperties": False, "required": ["name", "language", "lines", "summary"],
           "properties": {"name": {"type": "string"}, "language": {"enum": ["python", "rust", "go", "c"]},
@@ -42,7 +43,7 @@ def main(argv: list[str] | None = None) -> int:
         rows: dict[tuple[str, bool], list[tuple[int, int, int, float]]] = {}
         for prompt in PROMPTS[: args.prompts]:
             toks = eng.messages_tokens([{"role": "user", "content": prompt}])
-            ar = GenerationParams(mode="ar", max_tokens=args.max_tokens, sampling=sampling)
+            ar = GenerationParams(mode=Mode.AR, max_tokens=args.max_tokens, sampling=sampling)
             eng.generate(toks, ar).run()  # every later run reuses the prompt's cache: its rows are computed alike
             ref = eng.generate(toks, ar).run()
             rows.setdefault(("ar", True), []).append((0, 0, len(ref.tokens), ref.stats.seconds))

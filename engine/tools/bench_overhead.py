@@ -32,11 +32,12 @@ import llama_cpp as ll
 import numpy as np
 
 from engine.core.backend import Model
+from engine.core.mode import Mode
 from engine.core.options import MODES
 from engine.core.outputs import BACKEND, HOST
 from engine.core.paths import user_data_dir
 from engine.core.sampling import SamplingParams
-from engine.engine import INLINE_DRAFT_MODES, Engine, EngineConfig, GenerationParams
+from engine.engine import Engine, EngineConfig, GenerationParams
 from engine.models import offline
 
 from .clihelp import LAYERS_HELP, gpu_layers
@@ -110,14 +111,14 @@ class BareLoop:
 def _run(eng: Engine, prompt: list[int], mode: str, sampling: SamplingParams, args: argparse.Namespace,
          ) -> dict[str, Any]:
     """One generation's figures from its stats (wall, and CPU time of the generating thread after the first token)."""
-    params = GenerationParams(mode=mode, max_tokens=args.max_tokens, sampling=sampling, k=args.k,
+    params = GenerationParams(mode=Mode(mode), max_tokens=args.max_tokens, sampling=sampling, k=args.k,
                               fanout=args.fanout, budget=args.budget)
     before = _decodes(eng, mode)
     s = eng.generate(prompt, params).run().stats
     loop = max(s.seconds - s.ttft_s, 1e-9)
     # The prompt (shorter than a batch): one decode by the target, and one by an inline draft that read it ahead
     # on a thread of its own (without the read-ahead, the first round's sync reads it with the first token).
-    prompt_reads = 1 + (mode in INLINE_DRAFT_MODES and eng.reads_ahead(params))
+    prompt_reads = 1 + (Mode(mode).drafts_inline and eng.reads_ahead(params))
     return {"tokens": max(s.new_tokens - 1, 0), "loop_s": loop, "rounds": s.rounds, "drafted": s.drafted,
             "loop_decodes": _decodes(eng, mode) - before - prompt_reads if mode in COUNTED else None,
             "host_s": (s.python_share or 0.0) * loop, "loop_cpu_s": s.loop_cpu_s or 0.0,
@@ -129,7 +130,7 @@ def _run(eng: Engine, prompt: list[int], mode: str, sampling: SamplingParams, ar
 def _decodes(eng: Engine, mode: str) -> int:
     """Decodes so far by the models whose decodes ``mode`` runs on the generating thread."""
     n = eng.target_ctx.n_decodes
-    return n + eng.drafter.ctx.n_decodes if mode in INLINE_DRAFT_MODES and eng.drafter is not None else n
+    return n + eng.drafter.ctx.n_decodes if Mode(mode).drafts_inline and eng.drafter is not None else n
 
 
 def measure(target: Path, draft: Path, args: argparse.Namespace) -> tuple[dict[str, float], list[dict[str, Any]]]:
@@ -145,8 +146,8 @@ def measure(target: Path, draft: Path, args: argparse.Namespace) -> tuple[dict[s
                            gpu_layers=args.gpu_layers, draft_gpu_layers=args.draft_gpu_layers)
         with Engine(cfg) as eng:
             for warm in SETTINGS.values():  # warm-up: graphs, auto's cost model
-                eng.generate(prompts[0], GenerationParams(mode="sd", max_tokens=16, sampling=warm)).run()
-            eng.generate(prompts[0], GenerationParams(mode="auto", max_tokens=48)).run()
+                eng.generate(prompts[0], GenerationParams(mode=Mode.SD, max_tokens=16, sampling=warm)).run()
+            eng.generate(prompts[0], GenerationParams(mode=Mode.AUTO, max_tokens=48)).run()
             for rep in range(args.repeats):
                 for i, prompt in enumerate(prompts):
                     floor_loop.run(prompt, 8)  # warm

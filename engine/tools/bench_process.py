@@ -20,6 +20,7 @@ from typing import Any
 import numpy as np
 
 from engine.config import EngineConfig, GenerationParams
+from engine.core.mode import Mode
 from engine.core.sampling import SamplingParams
 from engine.engine import Engine
 from engine.process import RemoteEngine
@@ -87,7 +88,7 @@ def main(argv: list[str] | None = None) -> int:
         prompt = np.random.default_rng(0).integers(1000, 100_000, size=32).tolist()
         with Engine(cfg) as here, RemoteEngine(cfg) as there:
             for mode in ("ar", "sd"):
-                params = GenerationParams(mode=mode, max_tokens=args.tokens, sampling=SamplingParams())
+                params = GenerationParams(mode=Mode(mode), max_tokens=args.tokens, sampling=SamplingParams())
                 for eng in (here, there):  # warm-up
                     per_token(eng, prompt, params)
                 runs: dict[str, list[tuple[float, float, float]]] = {"thread": [], "process": []}

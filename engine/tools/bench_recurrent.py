@@ -28,6 +28,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from engine.core.mode import Mode
 from engine.core.options import MODES
 from engine.core.paths import user_data_dir
 from engine.engine import Engine, EngineConfig, GenerationParams
@@ -66,7 +67,7 @@ def write_pairs(folder: Path, shape: dict[str, int] | None = None) -> dict[str, 
 
 
 def _run(eng: Engine, prompt: list[int], mode: str, args: argparse.Namespace) -> dict[str, Any]:
-    params = GenerationParams(mode=mode, k=args.k, fanout=args.fanout, max_tokens=args.max_tokens)
+    params = GenerationParams(mode=Mode(mode), k=args.k, fanout=args.fanout, max_tokens=args.max_tokens)
     gen = eng.generate(prompt, params).run()
     s = gen.stats
     decode_s = max(s.seconds - s.ttft_s, 1e-9)

@@ -21,6 +21,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar
 
+from engine.core.mode import Mode
 from engine.core.options import cpu_cores
 from engine.core.sampling import SamplingParams
 from engine.engine import Engine, EngineConfig, GenerationParams
@@ -50,12 +51,12 @@ def run_setup(n_servers: int, delay_ms: float, target: Path, draft: Path, prompt
                            rpc=tuple(p.endpoint for p in links), tensor_split=(1.0,) * n_servers)
         with Engine(cfg) as eng:
             warm = eng.chat_tokens(WARM_PROMPT)
-            eng.generate(warm, GenerationParams(mode="auto", max_tokens=WARM_TOKENS, k=args.k)).run()
+            eng.generate(warm, GenerationParams(mode=Mode.AUTO, max_tokens=WARM_TOKENS, k=args.k)).run()
             chat = [(pr["id"], eng.chat_tokens(pr["prompt"])) for pr in prompts]
             for i, (pid, toks) in enumerate(chat):
                 for m in modes[i % len(modes):] + modes[: i % len(modes)]:
                     before = snapshot(links)
-                    gen = eng.generate(toks, GenerationParams(mode=m, max_tokens=args.max_tokens, sampling=GREEDY,
+                    gen = eng.generate(toks, GenerationParams(mode=Mode(m), max_tokens=args.max_tokens, sampling=GREEDY,
                                                               k=args.k, fanout=1, budget=1)).run()
                     rec = _record(gen.stats, gen.tokens, pid, m)
                     rec.update(since(links, before), drafted=gen.stats.drafted, sampling_path=gen.stats.sampling_path,

@@ -78,8 +78,9 @@ def cmd_generate(args: argparse.Namespace) -> int:
     _utf8("--prompt", args.prompt)
     _utf8("--system", args.system)
     from engine.core import placement
+    from engine.core.mode import Mode
     from engine.core.sampling import SamplingParams
-    from engine.engine import DRAFT_FREE_MODES, Engine, EngineConfig, GenerationParams
+    from engine.engine import Engine, EngineConfig, GenerationParams
     from engine.native import abort
     from engine.process.faults import ABORT_MARK
     from engine.process.protocol import STOPPED
@@ -90,14 +91,15 @@ def cmd_generate(args: argparse.Namespace) -> int:
 
     seed = secrets.randbelow(2**32) if args.seed is None else args.seed  # no seed: a fresh reply each run
     sampling = SamplingParams(args.temperature, args.top_k, args.top_p, args.min_p, seed)
+    mode = Mode(args.mode)
     params = GenerationParams(
-        mode=args.mode, max_tokens=args.max_tokens, sampling=sampling, k=args.k, fanout=args.fanout,
+        mode=mode, max_tokens=args.max_tokens, sampling=sampling, k=args.k, fanout=args.fanout,
         geometric=args.geometric, backup=args.backup, miss_limit=args.miss_limit, budget=args.budget,
     )
-    if args.mode not in DRAFT_FREE_MODES and not args.draft:
-        raise EngineError(f"--mode {args.mode} needs --draft")
+    if mode.needs_draft and not args.draft:
+        raise EngineError(f"--mode {mode} needs --draft")
     config = EngineConfig(
-        args.target, args.draft if args.mode not in ("ar", "lookup") else None, n_ctx=args.ctx, threads=args.threads,
+        args.target, args.draft if mode.may_draft else None, n_ctx=args.ctx, threads=args.threads,
         draft_threads=args.draft_threads, gpu_layers=args.gpu_layers, draft_gpu_layers=args.draft_gpu_layers,
         remember_machine=True, rpc=args.rpc, tensor_split=args.tensor_split,
     )

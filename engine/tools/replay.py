@@ -20,6 +20,7 @@ from typing import Any
 
 import numpy as np
 
+from engine.core.mode import Mode
 from engine.speculative.costmodel import CostModel
 from engine.speculative.lookup import Lookup
 from engine.speculative.plan import Plan
@@ -175,7 +176,8 @@ def main(argv: list[str] | None = None) -> int:
     events: list[Event] = []
     with Engine(cfg) as eng, recording(events):
         for pr in load_prompts(args.prompts):
-            eng.generate(eng.chat_tokens(pr["prompt"]), GenerationParams(mode="auto", max_tokens=args.max_tokens)).run()
+            params = GenerationParams(mode=Mode.AUTO, max_tokens=args.max_tokens)
+            eng.generate(eng.chat_tokens(pr["prompt"]), params).run()
     args.out.write_text(json.dumps(events) + "\n", encoding="utf-8")
     print(f"wrote {len(events)} events, {sum(e['e'] == 'plan' for e in events)} plans, to {args.out}")
     return 0
