@@ -25,6 +25,7 @@ from app.chat.stats_text import (
     stats_text,
 )
 from app.history.store import Message
+from engine import Mode
 
 NO_REPLY = "No reply yet"
 STOPPING = "stopping…"
@@ -44,7 +45,7 @@ def short_mode(stats: Mapping[str, Any]) -> str:
     """``sd``; ``auto → ssd`` while auto runs ssd; ``auto`` once it is done (its rounds are in the tooltip)."""
     mode = str(stats.get("mode") or "")
     current = str(stats.get("current_mode") or "")
-    if mode == "auto" and is_live(stats) and current and current != "auto":
+    if mode == Mode.AUTO and is_live(stats) and current and current != Mode.AUTO:
         return f"auto → {current}"
     return mode
 

@@ -10,6 +10,8 @@ import html
 from collections.abc import Mapping
 from typing import Any
 
+from engine import Mode
+
 CRASHED = "crashed"  # finish reason of a reply whose process died inside llama.cpp
 HIDDEN_REASONS = ("", "stop", "streaming")
 UNSAVED = "not saved yet: the disk is full (kept in memory, saved when space is freed)"
@@ -27,12 +29,12 @@ def mode_text(stats: Mapping[str, Any]) -> str:
     mode = str(stats.get("mode") or "")
     current = str(stats.get("current_mode") or "")
     by_mode: Mapping[str, int] = stats.get("rounds_by_mode") or {}
-    if mode != "auto":
+    if mode != Mode.AUTO:
         return mode
     if not is_live(stats):
         ranked = sorted(by_mode.items(), key=lambda kv: -kv[1])
         return "auto (" + ", ".join(f"{m} {n}" for m, n in ranked) + " rounds)" if ranked else "auto"
-    return f"auto → {current}" if current and current != "auto" else "auto"
+    return f"auto → {current}" if current and current != Mode.AUTO else "auto"
 
 
 def applies(stats: Mapping[str, Any], figure: str) -> bool:
@@ -44,10 +46,10 @@ def applies(stats: Mapping[str, Any], figure: str) -> bool:
     """
     if stats.get(figure) is None:
         return False
-    if stats.get("mode") != "auto" or not is_live(stats):
+    if stats.get("mode") != Mode.AUTO or not is_live(stats):
         return True
     step = stats.get("current_mode")
-    return step == "ssd" or (step == "sd" and figure == "acceptance_rate")
+    return step == Mode.SSD or (step == Mode.SD and figure == "acceptance_rate")
 
 
 def stats_parts(stats: Mapping[str, Any]) -> list[str]:

@@ -41,7 +41,7 @@ from app.settings.mode_note import mode_note
 from app.settings.remote import LINE as REMOTE_LINE
 from app.settings.remote import RemoteTest
 from app.settings.values import Settings, load_fields, setting_options
-from engine import EngineError, MeasuredRate, Option, model_archs, supports_gpu_offload
+from engine import EngineError, MeasuredRate, Mode, Option, model_archs, supports_gpu_offload
 
 ERROR_STYLE = "color: #cf222e;"
 NOTE_STYLE = "color: #6e7781;"
@@ -266,10 +266,11 @@ class SettingsDialog(QDialog):
         self.mode_note.setVisible(bool(note))
         self.reload_note.setText(reload_note(self._reloads()))
         self.reload_note.setVisible(bool(self.reload_note.text()))
-        self.edits["k"].setEnabled(mode != "ar")
-        self.edits["fanout"].setEnabled(mode in ("ssd", "auto"))
-        self.checks["geometric"].setEnabled(mode in ("ssd", "auto"))
-        self.checks["adaptive"].setEnabled(mode == "auto")
+        kind = Mode(mode)
+        self.edits["k"].setEnabled(kind is not Mode.AR)
+        self.edits["fanout"].setEnabled(kind.has_tree)
+        self.checks["geometric"].setEnabled(kind.has_tree)
+        self.checks["adaptive"].setEnabled(kind is Mode.AUTO)
 
     def _on_restore_clicked(self) -> None:
         defaults = Settings(tint_drafts=self._initial.tint_drafts)

@@ -4,14 +4,14 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from engine import MeasuredRate
+from engine import MeasuredRate, Mode
 
 SLOWER = 2 / 3  # "much slower": under two thirds of the best rate auto measured
 
 
 def mode_note(mode: str, rates: Mapping[str, MeasuredRate]) -> str:
     """What auto's measurements say about choosing ``mode`` here ("" when they say nothing against it)."""
-    if mode == "auto" or mode not in rates:
+    if mode == Mode.AUTO or mode not in rates:
         return ""
     best = max(rates.values(), key=lambda r: r.tokens_per_second)
     mine = rates[mode]
