@@ -9,36 +9,32 @@ import time
 import uuid
 from collections.abc import AsyncIterator
 from dataclasses import replace
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from fastapi import Request
-from fastapi.responses import JSONResponse, Response
+from fastapi.responses import JSONResponse, Response, StreamingResponse
+from starlette.background import BackgroundTask
 
 from engine import GenerationParams, GenerationStats
 from engine.chat.budget import ThinkingBudget
 from engine.chat.family import CONTENT, THINKING, ToolCall
 from engine.core.backend import Model
+from engine.core.gumbel import fingerprint
+from engine.errors import ModelFileChangedError
 from engine.speculative.logprobs import Figures
 
 from . import replies
 from .chatreply import ChatReply, delta_calls, finish_reason, joined, message_calls, piece_chunk
 from .config import FinishedRequest, RunningRequest
+from .errors import APIError
 from .job import Job, MiddleEnd, Outcome
 from .logprobs import Recorder, TappedEngine, chat_logprobs, text_logprobs
 from .schemas import ChatCompletionRequest, CompletionRequest
+from .service import Service, client_gone
 from .structured import ChatPlan
-
-if TYPE_CHECKING:
-    from .app import Service
 
 SEED_SPAN = 1 << 32  # a seed's range (0 to 2**32 - 1): choice i's seed wraps within it
 Head = tuple[str, str, int, str, str]  # kind, id, created, model, fingerprint
-
-
-async def client_gone(request: Request) -> None:
-    """Return when the client disconnects (the body has been read, so only a disconnect can arrive)."""
-    while (await request.receive())["type"] != "http.disconnect":
-        pass
 
 
 class Run:
@@ -231,3 +227,36 @@ async def stream(run: Run, head: Head) -> AsyncIterator[str]:
         yield replies.sse("[DONE]")
     finally:  # also when the client has gone: stop the generation within one round
         run.stop()
+
+
+async def serve(service: Service, request: Request, kind: str, body: ChatCompletionRequest | CompletionRequest,
+                prompt: list[int], prompt_field: str, extras: dict[str, Any], plan: ChatPlan | None = None,
+                middle: MiddleEnd | None = None) -> Response:
+    """Run a request's choices once the engine is free: streamed, or whole when the last has ended."""
+    params = service.params(body, len(prompt), prompt_field, extras)
+    vocab = await service.ask(service.vocab.get) if body.logprob_top is not None else None  # the tokens' texts
+    if not await service.wait_turn(request):
+        return APIError(400, "the client disconnected", code="client_disconnected").response()
+    if service.closing:
+        service.gate.release()
+        raise APIError(503, "the server is stopping", code="server_stopping")
+    try:
+        service.check_engine()
+        service.engine.files.check()  # a file cut short under the engine would end the process on the first read
+    except ModelFileChangedError as exc:
+        service.gate.release()
+        raise APIError(503, str(exc), code="model_file_changed") from exc
+    except APIError:
+        service.gate.release()
+        raise
+    run = Run(service, kind, body, prompt, params, plan, middle, vocab)
+    request.state.run = run  # what an endpoint that re-tells the reply (/v1/messages) reads besides it
+    run.start(0)  # the gate goes back if it cannot start
+    files = service.engine.files.stamps  # with the build and scheme: whether a seed can repeat its reply
+    head = (kind, run.rid, int(time.time()), service.model_id, fingerprint(files, params.sampling.scheme))
+    if body.stream:
+        # the background task also runs when the client leaves before the stream's first byte
+        return StreamingResponse(stream(run, head), media_type="text/event-stream",
+                                 headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"},
+                                 background=BackgroundTask(run.stop))
+    return await whole(run, request, head)

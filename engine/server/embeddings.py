@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import base64
 import threading
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Any, Literal
 
 import numpy as np
 from fastapi import Request
@@ -23,9 +23,7 @@ from engine.core.embeddings import MAX_INPUTS, MAX_TOKENS, TASK, task
 
 from .errors import APIError, parse_body
 from .job import engine_failure
-
-if TYPE_CHECKING:
-    from .app import Service
+from .service import Service
 
 
 class EmbeddingsRequest(BaseModel):

@@ -3,22 +3,18 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from fastapi import FastAPI, Request
 from fastapi.responses import Response
 
 from engine import ChatTemplateError, ParameterError
 from engine.core.fim import fim_ends, fim_tokens, suffix_head
 
-from . import embeddings, errors, replies, responses, responsestream
+from . import choices, embeddings, errors, replies, responses, responsestream
 from .errors import APIError
 from .job import MiddleEnd
 from .schemas import ChatCompletionRequest, CompletionRequest
+from .service import Service
 from .structured import ChatPlan, chat_plan, sampling_extras
-
-if TYPE_CHECKING:
-    from .app import Service
 
 
 def add(app: FastAPI, service: Service) -> None:
@@ -50,7 +46,7 @@ async def chat(service: Service, request: Request, body: ChatCompletionRequest) 
     extras = sampling_extras(body, plan.grammar, model.n_vocab if model is not None else 0, plan.triggers)
     budget = min((b for b in (body.thinking_budget, service.config.thinking_budget) if b is not None), default=None)
     plan.thinking_budget = budget
-    return await service.serve(request, replies.CHAT, body, prompt, "messages", extras, plan)
+    return await choices.serve(service, request, replies.CHAT, body, prompt, "messages", extras, plan)
 
 
 async def chat_prompt(service: Service, body: ChatCompletionRequest) -> tuple[ChatPlan, list[int]]:
@@ -89,4 +85,4 @@ async def complete(service: Service, request: Request, body: CompletionRequest) 
         field = "suffix" if str(exc).startswith("suffix") else "prompt"
         raise APIError(400, str(exc), param=field, code="invalid_value") from exc
     extras = sampling_extras(body, "", model.n_vocab if model is not None else 0)
-    return await service.serve(request, replies.TEXT, body, prompt, "prompt", extras, middle=middle)
+    return await choices.serve(service, request, replies.TEXT, body, prompt, "prompt", extras, middle=middle)

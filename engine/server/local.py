@@ -16,11 +16,12 @@ import uvicorn
 
 from engine import EngineError
 
-from .app import Service, create_app
+from .app import create_app
 from .config import ServerConfig, ServerStatus
 from .conns import ACCEPT_BATCH, Bursts, ConnectionLimits, guarded_protocol
 from .gate import Gate
 from .job import ServedEngine
+from .service import Service
 
 log = logging.getLogger(__name__)
 

@@ -3,17 +3,13 @@ and ``/v1/messages/count_tokens``; every error in Anthropic's shape."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse, Response
 
 from . import anthropic, anthropicstream
 from .endpoints import chat, chat_prompt
 from .errors import APIError
-
-if TYPE_CHECKING:
-    from .app import Service
+from .service import Service
 
 
 def add(app: FastAPI, service: Service) -> None:
