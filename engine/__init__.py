@@ -66,7 +66,7 @@ from .models.catalog import PairSpec, fit_label, format_bytes, load_catalog, sys
 from .models.hub import DownloadCancelled, DownloadProgress
 from .models.store import InstalledPair, ModelStore, installed_as
 from .native.startup import init_backend, supports_gpu_offload
-from .process import EngineStopped, RemoteEngine
+from .process import EngineProcess, EngineStopped
 from .process.cpu_probe import write_kquant_model
 from .process.protocol import STOPPED as ENGINE_STOPPED
 from .remote import ask_remote_machines, remote_endpoints
@@ -105,6 +105,7 @@ __all__ = [
     "Engine",
     "EngineConfig",
     "EngineError",
+    "EngineProcess",
     "EngineStopped",
     "FittedChat",
     "Generation",
@@ -122,7 +123,6 @@ __all__ = [
     "PairSpec",
     "ParameterError",
     "Placement",
-    "RemoteEngine",
     "ReplyPiece",
     "ReplySplitter",
     "SamplingParams",

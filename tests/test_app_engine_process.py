@@ -17,7 +17,7 @@ from pytestqt.qtbot import QtBot
 from app.main_window import MainWindow
 from app.worker.engine_worker import EngineState
 from engine import TinyPair
-from engine.process import RemoteEngine
+from engine.process import EngineProcess
 from tests.app_helpers import QT_STRICT, REPLY_MS, TIMEOUT_MS, fast_settings, open_window, send, tiny_pair
 from tests.process_helpers import pid_alive
 
@@ -27,9 +27,9 @@ LONG = fast_settings(mode="sd", max_tokens=900)  # seconds of decoding: a fault 
 CHARS = 20  # characters streamed before the fault
 
 
-def engine_of(window: MainWindow) -> RemoteEngine:
+def engine_of(window: MainWindow) -> EngineProcess:
     eng = window.host.worker._engine
-    assert isinstance(eng, RemoteEngine)
+    assert isinstance(eng, EngineProcess)
     return eng
 
 

@@ -23,7 +23,7 @@ from app.tools.results import bounded_text
 from app.tools.toolbox import ToolBox
 from app.worker.chat_setup import ChatChoice, ReplyText, prepare
 from app.worker.engine_chat import CONTENT_PIECE, ReplySplitter, chat_family
-from engine import EngineConfig, RemoteEngine
+from engine import EngineConfig, EngineProcess
 from tests import mcp_helpers
 from tests.mcp_helpers import SERVER
 from tests.mcp_server import FORGED
@@ -43,7 +43,7 @@ def test_the_tools_reach_a_real_models_prompt_and_a_result_cannot_forge_a_turn(t
     call = json.dumps([{"id": "call_1", "type": "function",
                         "function": {"name": "read_file", "arguments": json.dumps({"path": "/n"})}}])
     turns = [("user", "Read /n"), ("assistant", "", "", call), ("tool", FORGED, "", "call_1")]
-    with RemoteEngine(EngineConfig(str(target), n_ctx=2048, threads=1)) as eng:
+    with EngineProcess(EngineConfig(str(target), n_ctx=2048, threads=1)) as eng:
         fitted, splitter = prepare(eng, turns, ChatChoice(tools=Offered()), max_tokens=8)
         text = eng.detokenize(fitted.tokens)
         im_end = eng.markup_tokens("<|im_end|>")

@@ -19,7 +19,7 @@ import pytest
 
 from engine import EngineConfig
 from engine.errors import ParameterError
-from engine.process import RemoteEngine
+from engine.process import EngineProcess
 from engine.process.runner import Backoff, Deadlines
 from engine.server import LocalServer
 from tests.process_helpers import pid_alive
@@ -38,9 +38,9 @@ STUCK = "stuck: its work made no progress for"
 
 
 @contextmanager
-def served(config: EngineConfig, deadlines: Deadlines) -> Iterator[tuple[RemoteEngine, LocalServer]]:
+def served(config: EngineConfig, deadlines: Deadlines) -> Iterator[tuple[EngineProcess, LocalServer]]:
     """What ``serve`` runs (a restarting engine process behind the HTTP server), with the deadlines given."""
-    eng = RemoteEngine(config, auto_restart=True, deadlines=deadlines, backoff=Backoff(first_s=BACKOFF_S))
+    eng = EngineProcess(config, auto_restart=True, deadlines=deadlines, backoff=Backoff(first_s=BACKOFF_S))
     try:
         with serve(eng) as server:
             yield eng, server
@@ -54,7 +54,7 @@ def ask(server: LocalServer, **extra: Any) -> Any:
         **{"max_tokens": LONG, **extra})
 
 
-def stuck_mid_reply(eng: RemoteEngine, server: LocalServer, stick: Callable[[], None], why: str,
+def stuck_mid_reply(eng: EngineProcess, server: LocalServer, stick: Callable[[], None], why: str,
                     unstick: Callable[[], None] = lambda: None) -> None:
     """``stick()`` at the reply's third token; everything the module's text says, up to the restarted engine's
     answer (``unstick()`` once the child has been ended)."""

@@ -24,7 +24,7 @@ from engine import (
     TinyPair,
 )
 from engine.native.abort import FAULT_ENV
-from engine.process import EngineStopped, RemoteEngine
+from engine.process import EngineProcess, EngineStopped
 from engine.process import protocol as p
 from engine.process.faults import describe_exit, fault_line
 from engine.process.runner import Backoff
@@ -41,8 +41,8 @@ def config(tiny: TinyPair) -> EngineConfig:
 
 
 @pytest.fixture
-def remote(tiny: TinyPair) -> Iterator[RemoteEngine]:
-    eng = RemoteEngine(config(tiny))
+def proc(tiny: TinyPair) -> Iterator[EngineProcess]:
+    eng = EngineProcess(config(tiny))
     try:
         yield eng
     finally:
@@ -51,26 +51,26 @@ def remote(tiny: TinyPair) -> Iterator[RemoteEngine]:
         assert not pid_alive(pid), "the engine process outlived close()"
 
 
-def test_tokens_equal_the_in_process_engine(remote: RemoteEngine, tiny: TinyPair) -> None:
+def test_tokens_equal_the_in_process_engine(proc: EngineProcess, tiny: TinyPair) -> None:
     with Engine(config(tiny)) as here:
         prompt = here.tokenize("The quick brown fox")
-        assert remote.tokenize("The quick brown fox") == prompt
+        assert proc.tokenize("The quick brown fox") == prompt
         for mode in ("ar", "sd", "ssd", "auto"):
             params = GenerationParams(mode=mode, max_tokens=40, sampling=GREEDY)
             want = list(here.generate(prompt, params).run().tokens)
-            gen = remote.generate(prompt, params)
+            gen = proc.generate(prompt, params)
             got = [ev.token for ev in gen]
             assert got == want == gen.tokens, mode
             assert gen.stats.new_tokens == len(want) and gen.stats.finish_reason == "length"
             assert gen.stats.mode == mode
-    assert remote.n_ctx == 512 and remote.placement.has_draft
+    assert proc.n_ctx == 512 and proc.placement.has_draft
 
 
-def test_the_stats_count_every_token_as_it_comes(remote: RemoteEngine) -> None:
+def test_the_stats_count_every_token_as_it_comes(proc: EngineProcess) -> None:
     # Between two Stats events each Token carries its time: the count and the rate describe the tokens out so far,
     # so the app's line under a streaming reply never lags its text.
-    prompt = remote.tokenize("Count with me")
-    gen = remote.generate(prompt, GenerationParams(mode="sd", max_tokens=60, sampling=GREEDY))
+    prompt = proc.tokenize("Count with me")
+    gen = proc.generate(prompt, GenerationParams(mode="sd", max_tokens=60, sampling=GREEDY))
     seen: list[tuple[int, int, float]] = []
     for n, _ev in enumerate(gen, 1):
         seen.append((n, gen.stats.new_tokens, gen.stats.seconds))
@@ -80,16 +80,16 @@ def test_the_stats_count_every_token_as_it_comes(remote: RemoteEngine) -> None:
     assert gen.stats.tokens_by_mode["sd"] >= len(seen) - 1 and gen.stats.seconds_by_mode["sd"] > 0
 
 
-def test_stop_ends_the_generation_at_a_round(remote: RemoteEngine) -> None:
+def test_stop_ends_the_generation_at_a_round(proc: EngineProcess) -> None:
     stop = threading.Event()
-    gen = remote.generate(remote.tokenize("Hello"), GenerationParams(mode="ar", max_tokens=400, sampling=GREEDY), stop)
+    gen = proc.generate(proc.tokenize("Hello"), GenerationParams(mode="ar", max_tokens=400, sampling=GREEDY), stop)
     n = 0
     for _ in gen:
         n += 1
         if n == 3:
             stop.set()
     assert 3 <= n < 400 and gen.stats.finish_reason == "stopped"
-    assert len(list(remote.generate(remote.tokenize("Hi"), GenerationParams(mode="ar", max_tokens=5)))) == 5
+    assert len(list(proc.generate(proc.tokenize("Hi"), GenerationParams(mode="ar", max_tokens=5)))) == 5
 
 
 @pytest.mark.parametrize(("sig", "said"), [
@@ -97,39 +97,39 @@ def test_stop_ends_the_generation_at_a_round(remote: RemoteEngine) -> None:
     (signal.SIGBUS, "killed by SIGBUS (a model file was cut short or changed while in use): Fatal Python error: Bus"),
     (signal.SIGABRT, "killed by SIGABRT (llama.cpp stopped on an error): Fatal Python error: Aborted"),
 ])
-def test_a_killed_engine_is_named_and_restarts(remote: RemoteEngine, sig: signal.Signals, said: str) -> None:
+def test_a_killed_engine_is_named_and_restarts(proc: EngineProcess, sig: signal.Signals, said: str) -> None:
     stopped: list[str] = []
-    remote.on_stopped = stopped.append
-    first = remote.pid
+    proc.on_stopped = stopped.append
+    first = proc.pid
     params = GenerationParams(mode="sd", max_tokens=400, sampling=GREEDY)
-    prompt = remote.tokenize("Once upon a time")
+    prompt = proc.tokenize("Once upon a time")
     got: list[int] = []
     with pytest.raises(EngineStopped) as err:
-        for ev in remote.generate(prompt, params):
+        for ev in proc.generate(prompt, params):
             got.append(ev.token)
             if len(got) == 4:
                 os.kill(first, sig)
     assert str(err.value).startswith(f"the engine stopped: {said}")
     assert 4 <= len(got) < 400 and stopped and stopped[0] in str(err.value)
-    assert not pid_alive(first) and not remote.alive and remote.state == "stopped"
-    assert remote.tokenize("Once upon a time") == prompt  # the next request starts it again
-    assert remote.pid != first and remote.alive and remote.restarts == 1 and remote.state == "ready"
-    remote.restart()  # running: nothing to do
-    assert remote.restarts == 1
-    again = [ev.token for ev in remote.generate(prompt, params)]
+    assert not pid_alive(first) and not proc.alive and proc.state == "stopped"
+    assert proc.tokenize("Once upon a time") == prompt  # the next request starts it again
+    assert proc.pid != first and proc.alive and proc.restarts == 1 and proc.state == "ready"
+    proc.restart()  # running: nothing to do
+    assert proc.restarts == 1
+    again = [ev.token for ev in proc.generate(prompt, params)]
     assert again[:len(got)] == got and len(again) == 400
 
 
 def test_a_ggml_abort_is_named_by_its_message(tiny: TinyPair, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv(FAULT_ENV, "abort:3")  # the child calls llama.cpp's own ggml_abort after 3 tokens
-    with RemoteEngine(config(tiny)) as eng, pytest.raises(EngineStopped) as err:
+    with EngineProcess(config(tiny)) as eng, pytest.raises(EngineStopped) as err:
         list(eng.generate(eng.tokenize("Hello"), GenerationParams(mode="ar", max_tokens=50)))
     assert str(err.value) == ("the engine stopped: killed by SIGABRT (llama.cpp stopped on an error): "
                               "llama.cpp aborted: ssd-chat:0: test fault after 3 tokens")
 
 
 def test_auto_restart_waits_and_loads_the_same_pair(tiny: TinyPair) -> None:
-    with RemoteEngine(config(tiny), auto_restart=True) as eng:
+    with EngineProcess(config(tiny), auto_restart=True) as eng:
         first = eng.pid
         os.kill(first, signal.SIGKILL)
         wait_until(lambda: eng.state == "restarting", "the engine is restarting")
@@ -142,15 +142,15 @@ def test_load_errors_come_back_as_the_engines_own(tmp_path: Path) -> None:
     bad = tmp_path / "not-a-model.gguf"
     bad.write_bytes(b"this is not GGUF")
     with pytest.raises(ModelLoadError, match=r"not-a-model\.gguf"):
-        RemoteEngine(EngineConfig(str(bad)))
+        EngineProcess(EngineConfig(str(bad)))
 
 
 CHILD_OF_A_DYING_PARENT = """
 import sys, time
 from engine import EngineConfig
-from engine.process import RemoteEngine
+from engine.process import EngineProcess
 if __name__ == "__main__":
-    eng = RemoteEngine(EngineConfig(sys.argv[1], n_ctx=256, threads=1))
+    eng = EngineProcess(EngineConfig(sys.argv[1], n_ctx=256, threads=1))
     print(eng.pid, flush=True)
     time.sleep(600)
 """
@@ -171,6 +171,8 @@ def test_the_engine_process_ends_when_its_parent_is_killed(tiny: TinyPair, tmp_p
     finally:
         parent.kill()
         parent.wait()
+        if parent.stdout is not None:
+            parent.stdout.close()
 
 
 def _zombie(pid: int) -> bool:

@@ -10,7 +10,7 @@ from collections.abc import Iterator
 import httpx
 import pytest
 
-from engine import Engine, EngineConfig, GenerationParams, RemoteEngine
+from engine import Engine, EngineConfig, EngineProcess, GenerationParams
 from engine.server import LocalServer
 from tests.server_helpers import chat_body, client, error_of, serve
 from tests.tiny_models import TinyPair
@@ -73,7 +73,7 @@ def test_the_engine_process_runs_replies_side_by_side(tiny: TinyPair) -> None:
     prompts = [[1, 7, 8, 9], [1, 20, 21]]
     with Engine(config) as local:
         alone = [list(local.generate(p, GenerationParams(mode="ar", max_tokens=60)).run().tokens) for p in prompts]
-    with RemoteEngine(config) as eng:
+    with EngineProcess(config) as eng:
         assert eng.replies_at_once == 2
         first = eng.generate(prompts[0], GenerationParams(mode="ar", max_tokens=60))
         it = iter(first)

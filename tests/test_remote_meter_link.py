@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from engine import EngineConfig
-from engine.process import RemoteEngine
+from engine.process import EngineProcess
 from engine.remote.deadline import DEADLINE_ENV
 from engine.remote.proxy import DelayProxy
 from engine.tools.tinymodel import TinyPair
@@ -74,7 +74,7 @@ def test_the_stats_count_the_bytes_a_proxy_in_between_counts(tiny: TinyPair, tmp
 
 def test_the_server_reply_carries_the_link_figures_across_the_engine_process(tiny: TinyPair, tmp_path: Path) -> None:
     with rpc_server(tmp_path) as (endpoint, _srv):
-        eng = RemoteEngine(EngineConfig(str(tiny.target), n_ctx=512, threads=1, rpc=(endpoint,)))
+        eng = EngineProcess(EngineConfig(str(tiny.target), n_ctx=512, threads=1, rpc=(endpoint,)))
         try:
             with serve(eng) as http:
                 reply = client(http).chat.completions.create(

@@ -22,7 +22,7 @@ import pytest
 from engine import EngineConfig, GenerationParams
 from engine.core.sampling import SamplingParams
 from engine.engine import Engine
-from engine.process import RemoteEngine
+from engine.process import EngineProcess
 from engine.remote.deadline import DEADLINE_ENV
 from engine.remote.proxy import DelayProxy
 from engine.tools.tinymodel import TinyPair
@@ -152,7 +152,7 @@ def test_serve_answers_503_while_the_remote_is_gone_and_recovers(tiny: TinyPair,
     port = free_port()
     srv = start_server(port, tmp_path / "rpc.log")
     endpoint = f"127.0.0.1:{port}"
-    eng = RemoteEngine(EngineConfig(str(tiny.target), n_ctx=512, threads=1, rpc=(endpoint,)), auto_restart=True)
+    eng = EngineProcess(EngineConfig(str(tiny.target), n_ctx=512, threads=1, rpc=(endpoint,)), auto_restart=True)
     try:
         with serve(eng) as http:
             def ask(n: int) -> int:

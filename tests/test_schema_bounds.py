@@ -14,7 +14,7 @@ import pytest
 from engine import EngineConfig
 from engine.core import jsonschema, schemabounds
 from engine.core.jsonschema import SchemaError, schema_grammar
-from engine.process import RemoteEngine
+from engine.process import EngineProcess
 from engine.server import LocalServer
 from tests.server_helpers import error_of, serve
 from tests.tool_models import write_tools_model
@@ -100,9 +100,9 @@ def test_group_depth_skips_literals_and_classes() -> None:
 
 
 @pytest.fixture(scope="module")
-def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[RemoteEngine, LocalServer]]:
+def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[EngineProcess, LocalServer]]:
     target = write_tools_model(Path(tmp_path_factory.mktemp("bounds")) / "target.gguf")
-    eng = RemoteEngine(EngineConfig(str(target), n_ctx=2048, threads=1), auto_restart=True)
+    eng = EngineProcess(EngineConfig(str(target), n_ctx=2048, threads=1), auto_restart=True)
     try:
         with serve(eng) as server:
             yield eng, server
@@ -122,7 +122,7 @@ def _post(server: LocalServer, body: dict[str, Any]) -> httpx.Response:
 
 
 @pytest.mark.parametrize(("schema", "named"), HOSTILE)
-def test_a_hostile_schema_is_a_fast_400_and_the_engine_stays_up(served: tuple[RemoteEngine, LocalServer],
+def test_a_hostile_schema_is_a_fast_400_and_the_engine_stays_up(served: tuple[EngineProcess, LocalServer],
                                                                 schema: dict[str, Any], named: str) -> None:
     eng, server = served
     pid = eng.pid

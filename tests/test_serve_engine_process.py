@@ -15,7 +15,7 @@ import openai
 import pytest
 
 from engine import EngineConfig
-from engine.process import RemoteEngine
+from engine.process import EngineProcess
 from engine.server import LocalServer
 from tests.process_helpers import pid_alive
 from tests.server_helpers import client, error_of, serve, start_serve, stop, wait_until
@@ -27,9 +27,9 @@ LONG = 1900  # tokens asked for: seconds of tiny-model decoding, so a kill after
 
 
 @pytest.fixture
-def served(tiny: TinyPair) -> Iterator[tuple[RemoteEngine, LocalServer]]:
+def served(tiny: TinyPair) -> Iterator[tuple[EngineProcess, LocalServer]]:
     """What ``serve`` runs: a restarting engine process behind the HTTP server."""
-    eng = RemoteEngine(EngineConfig(str(tiny.target), n_ctx=2048, threads=1), auto_restart=True)
+    eng = EngineProcess(EngineConfig(str(tiny.target), n_ctx=2048, threads=1), auto_restart=True)
     pids = [eng.pid]
     eng.on_stopped = lambda _cause: pids.append(0)
     try:
@@ -53,7 +53,7 @@ def ask(server: LocalServer, **extra: Any) -> Any:
 
 @pytest.mark.parametrize(("sig", "name"), [(signal.SIGKILL, "SIGKILL"), (signal.SIGBUS, "SIGBUS"),
                                            (signal.SIGABRT, "SIGABRT")])
-def test_a_stream_cut_by_a_dead_engine_ends_with_its_cause(served: tuple[RemoteEngine, LocalServer],
+def test_a_stream_cut_by_a_dead_engine_ends_with_its_cause(served: tuple[EngineProcess, LocalServer],
                                                            sig: signal.Signals, name: str) -> None:
     eng, server = served
     assert health(server)["engine"] == "ready"
@@ -76,7 +76,7 @@ def test_a_stream_cut_by_a_dead_engine_ends_with_its_cause(served: tuple[RemoteE
 
 
 def test_a_whole_reply_cut_by_a_dead_engine_is_a_503_and_so_is_a_request_meanwhile(
-        served: tuple[RemoteEngine, LocalServer]) -> None:
+        served: tuple[EngineProcess, LocalServer]) -> None:
     eng, server = served
     first = eng.pid
     eng.on_stopped = None
@@ -136,7 +136,7 @@ def test_the_serve_command_outlives_its_engine(tiny: TinyPair) -> None:
 
 def test_the_apps_server_starts_a_stopped_engine_with_its_next_request(tiny: TinyPair) -> None:
     """The app's engine restarts on demand (no supervisor): a server request after a crash starts it again."""
-    with RemoteEngine(EngineConfig(str(tiny.target), n_ctx=2048, threads=1)) as eng, serve(eng) as server:
+    with EngineProcess(EngineConfig(str(tiny.target), n_ctx=2048, threads=1)) as eng, serve(eng) as server:
         first = eng.pid
         os.kill(first, signal.SIGKILL)
         wait_until(lambda: eng.state == "stopped", "the engine process is seen dead")

@@ -7,13 +7,13 @@ import time
 
 import pytest
 
-from engine.process import RemoteEngine
+from engine.process import EngineProcess
 from engine.server.errors import APIError
 from engine.server.health import check_engine, engine_health
 
 
-def _stopped(start_error: str) -> RemoteEngine:
-    eng = RemoteEngine.__new__(RemoteEngine)  # the supervisor's state alone: no process is started
+def _stopped(start_error: str) -> EngineProcess:
+    eng = EngineProcess.__new__(EngineProcess)  # the supervisor's state alone: no process is started
     eng.state, eng.cause, eng.start_error = "restarting", "killed by SIGKILL", start_error
     eng._start_at = time.monotonic() + 7.5
     return eng

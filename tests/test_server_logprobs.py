@@ -96,11 +96,11 @@ def test_completions_logprobs_in_the_legacy_shape(server: LocalServer, oai: open
 
 def test_the_engine_in_its_own_process_gives_the_same_figures_and_vectors(engine: Engine, server: LocalServer,
                                                               oai: openai.OpenAI) -> None:
-    from engine.process import RemoteEngine
+    from engine.process import EngineProcess
 
     want = _figures(_ask(oai, server, "sd"))
     cfg = one_thread(engine.config.target_path, engine.config.draft_path)
-    with RemoteEngine(cfg) as remote, serve(remote) as srv:
+    with EngineProcess(cfg) as proc, serve(proc) as srv:
         got = _figures(_ask(client(srv), srv, "sd"))
         streamed = [e for c in _ask(client(srv), srv, "ar", stream=True)
                     if c.choices and c.choices[0].logprobs for e in c.choices[0].logprobs.content or []]

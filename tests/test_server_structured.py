@@ -212,10 +212,10 @@ def test_the_engine_in_its_own_process_serves_tools_and_schemas(engine: Engine, 
                                                                 server: LocalServer) -> None:
     """As ``serve`` runs it: tools and FIM prompts are built here from the target's vocabulary, the grammar crosses
     the pipe inside the sampling settings; the replies equal the in-process engine's."""
-    from engine.process import RemoteEngine
+    from engine.process import EngineProcess
 
-    with RemoteEngine(EngineConfig(engine.config.target_path, n_ctx=2048, threads=1)) as remote, \
-            serve(remote) as srv:
+    with EngineProcess(EngineConfig(engine.config.target_path, n_ctx=2048, threads=1)) as proc, \
+            serve(proc) as srv:
         assert _three_replies(client(srv), srv.model_id) == _three_replies(oai, server.model_id)
 
 

@@ -11,7 +11,7 @@ import threading
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
-from engine import Engine, GenerationParams, RemoteEngine, server
+from engine import Engine, EngineProcess, GenerationParams, server
 
 WAIT_SLICE_S = 0.25  # how often a waiting app generation looks at its Stop
 
@@ -39,7 +39,7 @@ class ServerSlot:
     def __init__(self) -> None:
         self.server: server.LocalServer | None = None
 
-    def start(self, engine: Engine | RemoteEngine, request: ServerRequest) -> server.LocalServer:
+    def start(self, engine: Engine | EngineProcess, request: ServerRequest) -> server.LocalServer:
         """Serve ``engine``; raises :class:`~engine.server.ServerError` if the port is taken."""
         self.stop()
         config = server.ServerConfig(port=request.port, generation=request.generation)

@@ -129,9 +129,9 @@ def compare_modes(folder: Path, *, max_tokens: int = MAX_TOKENS) -> SelfTestResu
 def check_engine_process(folder: Path, ar_tokens: Sequence[int]) -> str:
     """Greedy ``ar`` on the target of :func:`compare_modes` in the engine process, which this program starts as a
     child of itself (frozen or not): its tokens must be the in-process ones."""
-    from engine import EngineConfig, GenerationParams, Mode, RemoteEngine
+    from engine import EngineConfig, EngineProcess, GenerationParams, Mode
 
-    with RemoteEngine(EngineConfig(str(folder / "target.gguf"), None, n_ctx=512)) as eng:
+    with EngineProcess(EngineConfig(str(folder / "target.gguf"), None, n_ctx=512)) as eng:
         params = GenerationParams(mode=Mode.AR, max_tokens=len(ar_tokens), early_stop=False)
         tokens = [ev.token for ev in eng.generate(eng.chat_tokens(PROMPT), params)]
         pid = eng.pid

@@ -29,8 +29,8 @@ from app.worker.engine_chat import (
 from engine import (
     DROP_OLDEST,
     ChatMessage,
+    EngineProcess,
     FittedChat,
-    RemoteEngine,
     ToolCall,
     fit_messages,
     loose_calls,
@@ -82,7 +82,7 @@ class _AnyTool(list[str]):
         return True
 
 
-def model_format(eng: RemoteEngine, template: str = "") -> ModelFormat:
+def model_format(eng: EngineProcess, template: str = "") -> ModelFormat:
     """The loaded model's format, read with ``template`` (see :class:`ChatChoice`)."""
     task = f"{suggest_template.__module__}:{suggest_template.__name__}"  # runs in the engine process
     suggested = eng.run_task(task, (), threading.Event(), lambda _v: None)
@@ -120,7 +120,7 @@ def plain_text(messages: Sequence[ChatMessage]) -> str:
     return text
 
 
-def prepare(eng: RemoteEngine, turns: Sequence[Turn], choice: ChatChoice, *, max_tokens: int,
+def prepare(eng: EngineProcess, turns: Sequence[Turn], choice: ChatChoice, *, max_tokens: int,
             policy: str = DROP_OLDEST) -> tuple[FittedChat, ReplySplitter]:
     """The prompt's tokens (cut to fit the context per ``policy``) and the splitter for its reply.
 

@@ -26,7 +26,7 @@ def chat_template_source(name: str) -> str:
 
 
 def suggest_template(engine: Any, _stop: threading.Event, _report: Callable[[Any], object]) -> str | None:
-    """Run in the engine process (``RemoteEngine.run_task``): the builtin template that fits the target's vocabulary
+    """Run in the engine process (``EngineProcess.run_task``): the builtin template that fits the target's vocabulary
     or architecture, or None."""
     return builtin.suggest(engine.target_model)
 

@@ -1,6 +1,6 @@
 """EngineWorker: one QObject on its own QThread that drives the engine process and reports through signals.
 
-The engine itself runs in a process of its own (:class:`~engine.process.RemoteEngine`): a native fault
+The engine itself runs in a process of its own (:class:`~engine.process.EngineProcess`): a native fault
 there ends that process, not the app. The reply in flight then fails with "the engine stopped: <cause>",
 ``engine_stopped`` says so at once, and the next request starts the process again with the same pair.
 
@@ -25,7 +25,7 @@ from app.server.slot import ServerEvent, ServerRequest, ServerSlot
 from app.worker import chat_setup
 from app.worker.boundary import WorkerBoundary
 from app.worker.chat_setup import ChatChoice, ReplyPiece, ReplyText, ToolCall, Turn
-from engine import DROP_OLDEST, EngineConfig, GenerationParams, NoChatTemplateError, RemoteEngine, drafting_warning
+from engine import DROP_OLDEST, EngineConfig, EngineProcess, GenerationParams, NoChatTemplateError, drafting_warning
 
 
 class EngineState(enum.Enum):
@@ -117,11 +117,11 @@ class EngineSignals(QObject):
 
 
 class EngineWorker(EngineSignals):
-    """Owns the :class:`RemoteEngine` (created and used only on its thread) and emits what it does."""
+    """Owns the :class:`EngineProcess` (created and used only on its thread) and emits what it does."""
 
     def __init__(self) -> None:
         super().__init__()
-        self._engine: RemoteEngine | None = None
+        self._engine: EngineProcess | None = None
         self._stops: set[threading.Event] = set()
         self._stops_lock = threading.Lock()
         self._next_id = 0
@@ -152,7 +152,7 @@ class EngineWorker(EngineSignals):
         self._close_engine()
         self.state_changed.emit(EngineState.LOADING)
         with WorkerBoundary(f"Could not load {request.label}", self.failed.emit) as job:
-            self._engine = RemoteEngine(request.config, on_stopped=self.engine_stopped.emit)
+            self._engine = EngineProcess(request.config, on_stopped=self.engine_stopped.emit)
         if job.failed or self._engine is None:
             self.state_changed.emit(EngineState.FAILED)
             return
@@ -164,7 +164,7 @@ class EngineWorker(EngineSignals):
     def restart(self) -> bool:
         """Start the engine process again with the same pair (after it stopped); whether it is running."""
         eng = self._engine
-        if eng is None or not isinstance(eng, RemoteEngine) or eng.alive:
+        if eng is None or not isinstance(eng, EngineProcess) or eng.alive:
             return eng is not None
         self.state_changed.emit(EngineState.LOADING)
         with WorkerBoundary("Could not restart the engine", self.failed.emit) as job:
@@ -273,7 +273,7 @@ class EngineWorker(EngineSignals):
         self._close_engine()
 
     # -- helpers ----------------------------------------------------------------------------------
-    def _engine_or_fail(self, request: GenerateRequest) -> RemoteEngine | None:
+    def _engine_or_fail(self, request: GenerateRequest) -> EngineProcess | None:
         """The loaded engine, or None after telling the UI that no model is loaded."""
         if self._engine is None:
             self._forget(request)

@@ -1,7 +1,7 @@
 """The engine in a process of its own: a native fault (SIGBUS, abort, the OOM killer) ends only that process.
 
 ``protocol`` states what crosses the boundary, ``child`` is the process itself, ``runner`` starts it and
-notices its end, ``client`` (:class:`RemoteEngine`) offers the parent an Engine it uses as if it were
+notices its end, ``client`` (:class:`EngineProcess`) offers the parent an Engine it uses as if it were
 local, ``faults`` puts a child's end in words (shared with ``cpu_probe``, the CPU check's child); ggml's
 abort hook is :mod:`engine.native.abort`. Design and picture: docs/how-it-works.md, "Processes".
 
@@ -14,12 +14,12 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from .client import RemoteEngine, RemoteGeneration
+    from .client import EngineProcess, ProcessGeneration
     from .protocol import EngineStopped
 
-_WHERE = {"EngineStopped": "protocol", "RemoteEngine": "client", "RemoteGeneration": "client"}
+_WHERE = {"EngineStopped": "protocol", "EngineProcess": "client", "ProcessGeneration": "client"}
 
-__all__ = ["EngineStopped", "RemoteEngine", "RemoteGeneration"]
+__all__ = ["EngineProcess", "EngineStopped", "ProcessGeneration"]
 
 
 def __getattr__(name: str) -> Any:

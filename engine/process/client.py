@@ -1,9 +1,9 @@
-"""RemoteEngine: an :class:`~engine.Engine` in a process of its own, used as if it were here.
+"""EngineProcess: an :class:`~engine.Engine` in a process of its own, used as if it were here.
 
 It offers what the app's worker and the server use of an Engine (``generate``, ``messages_tokens``,
 ``tokenize``, ``n_ctx``, ``placement``, ``files``...), so they stay as they were. When the process dies,
 whatever was waiting on it raises :class:`EngineStopped` ("the engine stopped: killed by SIGBUS (...)"),
-and the next request (or :meth:`RemoteEngine.restart`) starts a new one with the same pair. With
+and the next request (or :meth:`EngineProcess.restart`) starts a new one with the same pair. With
 ``auto_restart`` (``serve``) a supervisor does that by itself, waiting longer after each crash that follows
 a short run, and requests meanwhile get EngineStopped.
 """
@@ -26,7 +26,7 @@ from engine.speculative.plan import MeasuredRate
 from engine.stats import GenerationStats
 
 from . import protocol as p
-from .runner import DEADLINES, Backoff, Deadlines, EngineProcess, Stopped
+from .runner import DEADLINES, Backoff, ChildProcess, Deadlines, Stopped
 
 log = logging.getLogger(__name__)
 
@@ -45,14 +45,14 @@ def _answer(events: queue.Queue[object], rid: int) -> Any:
             raise p.EngineStopped(f"{p.STOPPED}{ev.cause}")
 
 
-class RemoteGeneration:
+class ProcessGeneration:
     """One generation in the engine process, iterated like :class:`~engine.Generation`.
 
     ``stats`` is the latest snapshot (complete after the end); ``stop`` (or the caller's Event) reaches
     the child within :data:`STOP_POLL_S`, and the engine stops at its next round boundary.
     """
 
-    def __init__(self, proc: EngineProcess, prompt: Sequence[int], params: GenerationParams,
+    def __init__(self, proc: ChildProcess, prompt: Sequence[int], params: GenerationParams,
                  stop: threading.Event | None) -> None:
         self._proc = proc
         self._halt = stop or threading.Event()
@@ -142,7 +142,7 @@ class RemoteGeneration:
         return "".join(self.text_parts)
 
 
-class RemoteEngine:
+class EngineProcess:
     """A loaded pair in an engine process; raises what ``Engine`` raises, plus :class:`EngineStopped`.
 
     ``on_stopped(cause)`` is called (on a background thread) when the process dies unasked.
@@ -169,8 +169,8 @@ class RemoteEngine:
         self._lock = threading.Lock()
         self._proc = self._spawn()
 
-    def _spawn(self) -> EngineProcess:
-        proc = EngineProcess(on_stopped=self._on_stopped, deadlines=self.deadlines)
+    def _spawn(self) -> ChildProcess:
+        proc = ChildProcess(on_stopped=self._on_stopped, deadlines=self.deadlines)
         try:
             proc.start()
             rid, events = proc.request(lambda rid: p.Load(rid, self.config))
@@ -237,7 +237,7 @@ class RemoteEngine:
                 self.start_error = str(exc) or type(exc).__name__
                 log.error("restarting the engine process failed: %s", exc)
 
-    def _live(self) -> EngineProcess:
+    def _live(self) -> ChildProcess:
         """The engine process; one that stopped (without auto_restart) is started again first: the next request
         restarts it. With auto_restart, a request meanwhile gets EngineStopped."""
         if self.state == "stopped" and not self._proc.alive:
@@ -246,9 +246,9 @@ class RemoteEngine:
 
     # -- the Engine surface -----------------------------------------------------------------------
     def generate(self, prompt: Sequence[int], params: GenerationParams,
-                 stop: threading.Event | None = None) -> RemoteGeneration:
+                 stop: threading.Event | None = None) -> ProcessGeneration:
         self.files.check()  # ModelFileChangedError before sending: a file cut short would kill the process
-        return RemoteGeneration(self._live(), prompt, params, stop)
+        return ProcessGeneration(self._live(), prompt, params, stop)
 
     def call(self, name: str, *args: Any) -> Any:
         """Run a quick engine method (:data:`~engine.process.protocol.CALLS`) in the process."""
@@ -313,7 +313,7 @@ class RemoteEngine:
         with self._lock:
             self._proc.close()
 
-    def __enter__(self) -> RemoteEngine:
+    def __enter__(self) -> EngineProcess:
         return self
 
     def __exit__(self, *exc: object) -> None:

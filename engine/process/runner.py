@@ -3,7 +3,7 @@
 A reader thread receives every event and puts it on the queue of the request it belongs to. When
 the pipe ends, the process is reaped and its end put in words (:func:`~engine.process.faults.describe_exit`);
 every request still waiting gets :class:`~engine.process.protocol.EngineStopped` with that cause, and
-``on_stopped`` is called once (not after :meth:`EngineProcess.close`).
+``on_stopped`` is called once (not after :meth:`ChildProcess.close`).
 """
 
 from __future__ import annotations
@@ -52,7 +52,7 @@ class Deadlines:
 DEADLINES = Deadlines()  # a child's, unless told otherwise
 
 
-_running: weakref.WeakSet[EngineProcess] = weakref.WeakSet()
+_running: weakref.WeakSet[ChildProcess] = weakref.WeakSet()
 
 
 @atexit.register  # registered after multiprocessing's own exit handler, so it runs first: nothing waits on a child
@@ -68,7 +68,7 @@ class Stopped:
         self.cause = cause
 
 
-class EngineProcess:
+class ChildProcess:
     """One running engine process; :meth:`start` it, :meth:`request` work, :meth:`close` it (idempotent)."""
 
     def __init__(self, on_stopped: Callable[[str], None] | None = None, deadlines: Deadlines = DEADLINES) -> None:

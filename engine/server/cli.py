@@ -64,7 +64,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
     from engine import EngineConfig, EngineError, GenerationParams
     from engine.chat import builtin
     from engine.core.mode import Mode
-    from engine.process import RemoteEngine
+    from engine.process import EngineProcess
 
     from .config import MAX_BODY_BYTES, ServerConfig
     from .local import WILDCARDS, LocalServer, ServerError
@@ -92,7 +92,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
     )
     # the engine runs in a process of its own: a native fault there ends the requests in flight with an error,
     # and the server stays up while that process is started again
-    with RemoteEngine(engine_config, auto_restart=True) as engine:
+    with EngineProcess(engine_config, auto_restart=True) as engine:
         server = LocalServer(engine, config)
         try:
             server.start()

@@ -11,8 +11,8 @@ from dataclasses import dataclass, replace
 from engine import ContextFullError, Engine, EngineError, Generation, GenerationParams, GenerationStats, ParameterError
 from engine.chat.budget import ThinkingBudget
 from engine.chat.holdback import first_marker, held_tail
-from engine.process import EngineStopped, RemoteEngine, protocol
-from engine.process.client import RemoteGeneration
+from engine.process import EngineProcess, EngineStopped, protocol
+from engine.process.client import ProcessGeneration
 
 from .errors import APIError
 
@@ -20,7 +20,7 @@ log = logging.getLogger(__name__)
 
 # What the server generates on: an engine here (tests, scripts), or one in its own process (``serve``, the app),
 # whose death ends the requests in flight with EngineStopped and leaves the server up.
-ServedEngine = Engine | RemoteEngine
+ServedEngine = Engine | EngineProcess
 
 _FINISH = {"stop": "stop", "length": "length", "context": "length", "stopped": "stop"}
 
@@ -177,7 +177,7 @@ class Job:
             finally:
                 self._put(_END)
 
-    def _run(self, gen: Generation | RemoteGeneration, made: int) -> None:
+    def _run(self, gen: Generation | ProcessGeneration, made: int) -> None:
         """Send ``gen``'s text until it ends, a stop string, a stop, or the thinking budget."""
         self._over = False
         for n, ev in enumerate(gen, made + 1):
@@ -194,7 +194,7 @@ class Job:
                 self._over = True
                 break
 
-    def _close_thinking(self, gen: Generation | RemoteGeneration) -> bool:
+    def _close_thinking(self, gen: Generation | ProcessGeneration) -> bool:
         """Whether ``gen`` stopped at the thinking budget with room left for the answer."""
         gen.close()
         return self._over and not self._stop.is_set() and gen.stats.finish_reason != "length"
@@ -214,9 +214,9 @@ def engine_failure(exc: Exception) -> APIError:
 def engine_state(engine: ServedEngine) -> str:
     """``"restarting"`` while ``serve``'s engine process is started again after it stopped, else ``"ready"``
     (a stopped engine process of the app's starts again with the next request)."""
-    return "restarting" if isinstance(engine, RemoteEngine) and engine.state == "restarting" else "ready"
+    return "restarting" if isinstance(engine, EngineProcess) and engine.state == "restarting" else "ready"
 
 
 def longest_piece(engine: ServedEngine) -> int:
     """The most bytes of text one token of the target's vocabulary stands for."""
-    return engine.longest_piece() if isinstance(engine, RemoteEngine) else protocol.longest_piece(engine)
+    return engine.longest_piece() if isinstance(engine, EngineProcess) else protocol.longest_piece(engine)

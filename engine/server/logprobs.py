@@ -17,7 +17,7 @@ from typing import Any, cast
 from engine import Engine, GenerationParams, GenerationStats
 from engine.core.backend import Model
 from engine.generation import TokenEvent
-from engine.process import RemoteEngine
+from engine.process import EngineProcess
 from engine.speculative.logprobs import TASK, Figures, TappedGeneration
 
 from .job import ServedEngine
@@ -39,7 +39,7 @@ class _EitherStop(threading.Event):
 class RemoteTapped:
     """A tapped generation in the engine process, iterated like a Generation (``stats`` complete after it)."""
 
-    def __init__(self, engine: RemoteEngine, prompt: Sequence[int], params: GenerationParams,
+    def __init__(self, engine: EngineProcess, prompt: Sequence[int], params: GenerationParams,
                  stop: threading.Event | None, top: int, sink: list[Figures | None]) -> None:
         self.stats = GenerationStats(mode=params.mode, prompt_tokens=len(prompt))
         self.tokens: list[int] = []

@@ -23,7 +23,7 @@ from engine.config import EngineConfig, GenerationParams
 from engine.core.mode import Mode
 from engine.core.sampling import SamplingParams
 from engine.engine import Engine
-from engine.process import RemoteEngine
+from engine.process import EngineProcess
 from engine.process import protocol as p
 from engine.process.faults import spawn_context
 
@@ -86,7 +86,7 @@ def main(argv: list[str] | None = None) -> int:
         target, draft, source = tiny_pair(Path(args.model_dir or tmp))
         cfg = EngineConfig(str(target), str(draft), n_ctx=1024, threads=1, draft_threads=1, sampling_path="host")
         prompt = np.random.default_rng(0).integers(1000, 100_000, size=32).tolist()
-        with Engine(cfg) as here, RemoteEngine(cfg) as there:
+        with Engine(cfg) as here, EngineProcess(cfg) as there:
             for mode in ("ar", "sd"):
                 params = GenerationParams(mode=Mode(mode), max_tokens=args.tokens, sampling=SamplingParams())
                 for eng in (here, there):  # warm-up
