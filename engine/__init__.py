@@ -64,7 +64,8 @@ from .models import hub, hubpair, offline
 from .models import search as hub_search
 from .models.catalog import PairSpec, fit_label, format_bytes, load_catalog, system_memory
 from .models.hub import DownloadCancelled, DownloadProgress
-from .models.store import InstalledPair, ModelStore, installed_as
+from .models.installed import InstalledPair, installed_as
+from .models.store import ModelStore
 from .native.startup import init_backend, supports_gpu_offload
 from .process import EngineProcess, EngineStopped
 from .process.cpu_probe import write_kquant_model

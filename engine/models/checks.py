@@ -3,15 +3,14 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import Any
 
 from engine.core.backend import check_gguf_file
 from engine.errors import EngineError
 
 from . import offline
-
-if TYPE_CHECKING:
-    from .store import ModelStore
+from .installed import InstalledPair
+from .pairfiles import check_pair_files
 
 
 def _size(path: Path) -> int:
@@ -21,19 +20,18 @@ def _size(path: Path) -> int:
         return 0
 
 
-def check_pairs(store: ModelStore) -> list[tuple[str, bool, str]]:
-    """``(pair_id, ok, message)`` per installed pair: files present, sizes and SHA-256 as recorded
-    (pulled and imported pairs record them; the offline pair's are pinned), vocabularies compatible."""
-    from .pairfiles import check_pair_files
-
+def check_pairs(entries: dict[str, dict[str, Any]], pairs: list[InstalledPair]) -> list[tuple[str, bool, str]]:
+    """``(pair_id, ok, message)`` per installed pair: files present, sizes and SHA-256 as the registry's
+    ``entries`` recorded them (pulled and imported pairs record them; the offline pair's are pinned), vocabularies
+    compatible."""
     recorded = {
         pid: (e.get("target_sha256"), e.get("draft_sha256"), e.get("target_size"), e.get("draft_size"))
-        for pid, e in store.entries().items()
+        for pid, e in entries.items()
     }
     t, d = offline.TARGET, offline.DRAFT
     recorded[offline.PAIR_ID] = (t.sha256, d.sha256, t.size, d.size)
     results = []
-    for pair in store.installed():
+    for pair in pairs:
         t_sha, d_sha, t_size, d_size = recorded.get(pair.id, (None, None, None, None))
         try:
             checked = []

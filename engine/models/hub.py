@@ -49,9 +49,10 @@ from .hub_http import (
     transport_error,
 )
 from .hubnames import file_name, repo_id
+from .installed import InstalledPair
 from .pace import RATE_FLOOR, RateFloor, RateWatch, TooSlowError
 from .pairfiles import check_pair_files
-from .store import InstalledPair, ModelStore
+from .store import ModelStore
 from .transfer import DISK_RESERVE, Progress, check_space, fetch, remaining, stamped_sha256
 
 __all__ = [

@@ -19,9 +19,10 @@ from engine.errors import VocabMismatchError
 from .headers import HeaderReader, NotGgufError
 from .hub import Planned, download_file, pull_pair, remote_file
 from .hub_http import FreeBytes, ProgressCallback
+from .installed import InstalledPair
 from .pairfiles import explain_mismatch
 from .search import GgufModel
-from .store import InstalledPair, ModelStore
+from .store import ModelStore
 
 
 @dataclass(frozen=True)

@@ -10,7 +10,8 @@ from typing import TYPE_CHECKING
 
 from engine.models import offline
 from engine.models.catalog import fit_label, format_bytes, load_catalog, system_memory
-from engine.models.store import ModelStore, installed_as
+from engine.models.installed import installed_as
+from engine.models.store import ModelStore
 from engine.tools import models_hub_cli
 
 if TYPE_CHECKING:  # engine.hub imports huggingface_hub: loaded only by the commands that download

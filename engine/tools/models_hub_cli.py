@@ -15,7 +15,7 @@ from engine.errors import EngineError
 from engine.models.catalog import format_bytes, system_memory
 
 if TYPE_CHECKING:
-    from engine.models.store import InstalledPair
+    from engine.models.installed import InstalledPair
 
 
 def register(msub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
