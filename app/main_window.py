@@ -16,7 +16,8 @@ from app.chat.reply_session import ReplySession
 from app.chat.template_offer import ChatFormats
 from app.chat.tool_turns import add_tools
 from app.exactness.dialog import ExactnessCheck
-from app.history.store import History, Message
+from app.history.records import Message
+from app.history.store import History
 from app.models.pair_loader import PairLoader
 from app.server.menu import add_server_panel
 from app.settings.dialog import SettingsDialog

@@ -18,8 +18,7 @@ from pathlib import Path
 import pytest
 from pytestqt.qtbot import QtBot
 
-from app.chat.reply_session import NOT_SENT
-from app.history.save_queue import DISK_FULL
+from app.history.save_queue import DISK_FULL, NOT_SENT
 from app.main_window import MainWindow
 from app.startup import crash
 from app.worker.engine_worker import EngineState

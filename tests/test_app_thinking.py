@@ -17,7 +17,8 @@ from pytestqt.qtbot import QtBot
 from app.chat.thinking import LiveThinking
 from app.chat.view import ChatView
 from app.history.db import SCHEMA_VERSION
-from app.history.store import History, Message
+from app.history.records import Message
+from app.history.store import History
 from app.settings.dialog import SettingsDialog
 from app.settings.values import Settings
 from app.worker.engine_chat import ChatFormat

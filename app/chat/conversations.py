@@ -20,7 +20,8 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from app.history.store import Conversation, History
+from app.history.records import Conversation
+from app.history.store import History
 
 RENAME_MIN_PX = 480  # the Rename dialog's width for short titles (Qt's default, 200 px, cuts most titles)
 RENAME_MAX_PX = 900  # ... and its widest, for titles up to the 60 characters a first message gives

@@ -24,7 +24,7 @@ from app.chat.stats_text import (
     reuse_parts,
     stats_text,
 )
-from app.history.store import Message
+from app.history.records import Message
 from engine import Mode
 
 NO_REPLY = "No reply yet"

@@ -15,8 +15,9 @@ from app.chat.editing import Editing
 from app.chat.pane import ChatPane
 from app.chat.readout import Readout
 from app.chat.stats_text import stats_text
-from app.history.save_queue import DISK_FULL, SaveQueue
-from app.history.store import DiskFullError, History, Message
+from app.history.records import Message
+from app.history.save_queue import DISK_FULL, NOT_CHANGED, NOT_SENT, SaveQueue
+from app.history.store import DiskFullError, History
 from app.history.tool_rows import rewind_tool_rounds
 from app.startup import crash
 from app.worker.chat_setup import ChatChoice, Turn
@@ -29,8 +30,6 @@ log = logging.getLogger(__name__)
 
 SAVE_INTERVAL_MS = 1000
 NEW_TITLE = "New chat"
-NOT_SENT = "The disk is full, so the message could not be saved and was not sent; it is still in the box."
-NOT_CHANGED = "The disk is full, so the history could not be changed; free some space and try again."
 
 # Generation parameters for a reply; the argument varies the seed so that Regenerate differs.
 ParamsFor = Callable[[int], GenerationParams]

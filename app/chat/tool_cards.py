@@ -13,7 +13,7 @@ import json
 from typing import Any
 
 from app.chat.thinking import CLOSED_MARK, OPEN_MARK
-from app.history.store import Message
+from app.history.records import Message
 
 CARD_BG = "#fff8e6"
 RESULT_BG = "#f6f8fa"

@@ -13,7 +13,7 @@ from app.chat.render import Renderer, mark_runs
 from app.chat.stats_text import message_status
 from app.chat.thinking import LiveThinking, ThinkingBlocks
 from app.chat.tool_cards import ToolCards
-from app.history.store import Message
+from app.history.records import Message
 
 REPAINT_MS = 33
 END_SLACK_PX = 4  # a scroll position this close to the bottom counts as "at the end" (rounding in the layout)

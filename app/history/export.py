@@ -5,22 +5,23 @@ from __future__ import annotations
 
 import json
 import re
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable
+from typing import Any
 
 from app.chat.stats_text import stats_text
 from app.chat.thinking import thought_for
+from app.history.records import Conversation, Message, Version
 
-if TYPE_CHECKING:
-    from app.history.store import History, Message, Version
+# A reply's versions by its message id (History.versions).
+Versions = Callable[[int], list[Version]]
 
 _FENCE = re.compile(r"^ {0,3}(`{3,}|~{3,})(.*)$")  # a CommonMark code fence line: its run and the rest
 
 
-def export_json(history: History, conversation_id: int) -> dict[str, Any]:
+def export_json(conv: Conversation, shown: list[Message], versions: Versions) -> dict[str, Any]:
     """The conversation as a JSON-ready dict; a reply with several versions lists them all under ``versions``."""
-    conv = history.conversation(conversation_id)
     messages = []
-    for m in history.messages(conversation_id):
+    for m in shown:
         item: dict[str, Any] = {"role": m.role, "content": m.content, "stats": m.stats, "complete": m.complete,
                                 "created": m.created}
         if m.reasoning:
@@ -33,19 +34,18 @@ def export_json(history: History, conversation_id: int) -> dict[str, Any]:
             item["version"] = m.version
             item["versions"] = [{"content": v.content, "stats": v.stats, "complete": v.complete, "created": v.created,
                                  "shown": v.shown, **({"reasoning_content": v.reasoning} if v.reasoning else {})}
-                                for v in history.versions(m.id)]
+                                for v in versions(m.id)]
         messages.append(item)
     return {"title": conv.title, "system_prompt": conv.system_prompt, "created": conv.created,
             "messages": messages}
 
 
-def export_markdown(history: History, conversation_id: int) -> str:
+def export_markdown(conv: Conversation, shown: list[Message], versions: Versions) -> str:
     """The conversation as a Markdown document; the other versions of a reply follow the shown one."""
-    conv = history.conversation(conversation_id)
     parts = [f"# {conv.title}\n"]
     if conv.system_prompt:
         parts.append(f"**System:** {conv.system_prompt}\n")
-    for m in history.messages(conversation_id):
+    for m in shown:
         if m.role == "user":
             parts.append(f"## You\n\n{closed(m.content)}\n")
             continue
@@ -54,7 +54,7 @@ def export_markdown(history: History, conversation_id: int) -> str:
             continue
         parts.append(_reply("##", m, None) + tool_calls_markdown(m.tool_calls))
         if m.versions > 1:
-            for n, v in enumerate(history.versions(m.id), 1):
+            for n, v in enumerate(versions(m.id), 1):
                 if not v.shown:
                     parts.append(_reply("###", m, (n, v)))
     return "\n".join(parts)

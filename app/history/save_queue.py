@@ -14,7 +14,8 @@ from typing import Any
 
 from PySide6.QtCore import QObject, QTimer, Signal
 
-from app.history.store import DiskFullError, History, Message, Runs
+from app.history.records import Message, Runs
+from app.history.store import DiskFullError, History
 
 log = logging.getLogger(__name__)
 
@@ -22,6 +23,8 @@ RETRY_MS = 5000
 DISK_FULL = ("The disk is full, so the reply could not be saved. It is kept in memory and shown in the"
              " chat; ssd-chat saves it as soon as space is freed.")
 SAVED = "Space was freed: the reply that was kept in memory is saved now."
+NOT_SENT = "The disk is full, so the message could not be saved and was not sent; it is still in the box."
+NOT_CHANGED = "The disk is full, so the history could not be changed; free some space and try again."
 
 
 @dataclass(frozen=True, slots=True)

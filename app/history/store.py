@@ -8,17 +8,15 @@ import sqlite3
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from app.history.db import Recovery
 from app.history.export import export_json, export_markdown
 from app.history.opening import open_history
+from app.history.records import Conversation, Message, Runs, Version
 from engine import user_data_dir
 
-# A reply's text as runs of (length in characters, came from an accepted draft).
-Runs = list[tuple[int, bool]]
 MESSAGE_COLUMNS = (
     "m.*, (SELECT COUNT(*) FROM versions v WHERE v.message_id = m.id) AS others,"
     " (SELECT COUNT(*) FROM versions v WHERE v.message_id = m.id AND v.position < m.position) AS before")
@@ -29,61 +27,6 @@ class DiskFullError(OSError):
 
     def __init__(self, detail: str) -> None:
         super().__init__(errno.ENOSPC, f"the disk is full ({detail})")
-
-
-@dataclass(frozen=True, slots=True)
-class Conversation:
-    """One conversation's row."""
-
-    id: int
-    title: str
-    system_prompt: str
-    created: float
-    updated: float
-
-
-@dataclass(frozen=True, slots=True)
-class Message:
-    """One message as shown; ``stats`` and ``runs`` only for replies, ``complete`` False if cut short.
-
-    A reply regenerated keeps every version: this is version ``version`` of ``versions`` (1-based).
-    ``unsaved`` marks text held in memory because the disk was full when it was written; ``reasoning`` is the
-    reply's thinking, kept apart from its answer (``content``).
-    """
-
-    id: int
-    conversation_id: int
-    role: str
-    content: str
-    stats: dict[str, Any] | None
-    runs: Runs | None
-    complete: bool
-    created: float
-    version: int = 1
-    versions: int = 1
-    unsaved: bool = False
-    reasoning: str = ""
-    tool_calls: list[dict[str, Any]] | None = None  # a reply's tool calls (OpenAI's form); a result's call id:
-    tool_call_id: str = ""
-
-    def turn(self) -> tuple[str, ...]:
-        """The message as the reply session sends it: with its tool calls, or the call a result answers."""
-        if self.role == "tool":
-            return (self.role, self.content, "", self.tool_call_id)
-        calls = (json.dumps(self.tool_calls),) if self.tool_calls else ()
-        return (self.role, self.content, self.reasoning, *calls)
-
-
-@dataclass(frozen=True, slots=True)
-class Version:
-    """One version of a reply, shown or kept."""
-
-    content: str
-    stats: dict[str, Any] | None
-    complete: bool
-    created: float
-    shown: bool
-    reasoning: str = ""
 
 
 def history_path() -> Path:
@@ -273,11 +216,11 @@ class History:
     # -- export -----------------------------------------------------------------------------------
     def export_json(self, conversation_id: int) -> dict[str, Any]:
         """The conversation as a JSON-ready dict (system prompt, messages with stats and reply versions)."""
-        return export_json(self, conversation_id)
+        return export_json(self.conversation(conversation_id), self.messages(conversation_id), self.versions)
 
     def export_markdown(self, conversation_id: int) -> str:
         """The conversation as a Markdown document (every version of a regenerated reply)."""
-        return export_markdown(self, conversation_id)
+        return export_markdown(self.conversation(conversation_id), self.messages(conversation_id), self.versions)
 
     def export_file(self, conversation_id: int, path: Path) -> None:
         """Write a conversation as Markdown (``.md``) or JSON (any other suffix)."""
@@ -317,4 +260,4 @@ def _escape_like(text: str) -> str:
     return text.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
 
 
-__all__ = ["Conversation", "DiskFullError", "History", "Message", "Recovery", "Runs", "Version", "history_path"]
+__all__ = ["DiskFullError", "History", "Recovery", "history_path"]

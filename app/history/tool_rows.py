@@ -7,7 +7,8 @@ import json
 import time
 from typing import Any
 
-from app.history.store import History, Message
+from app.history.records import Message
+from app.history.store import History
 
 
 def set_tool_calls(history: History, message_id: int, calls: list[dict[str, Any]]) -> None:
