@@ -43,6 +43,9 @@ RPC_SUMMARY = Regime("rpc-summary", position_acceptance(remote.SUMMARY_SHARE, de
 # hard runs fitted to chat's share (0.59 simulated) and as near its one-branch hit rate as runs allow (0.48 simulated)
 RPC_CHAT = Regime("rpc-chat", 0.98, depth_decay=1.0, hard_share=0.15, hard_run=4.0, hard_accept=0.2)
 
+# scenario R's chat-poem: 0.21 of a 4-token draft accepted (engine/tools/bench_remote.py), where ar is the best plan
+RPC_POEM = Regime("rpc-poem", position_acceptance(0.21))
+
 HIGH, MEDIUM, LOW = Regime("high", 0.9), Regime("medium", 0.7), Regime("low", 0.3)
 H200_SAMPLED = Regime("h200-sampled", 0.78, top1=0.25)
 # The real pair sampled on the CPU (rejection): its acceptance measured (simcoupled.py); its draft's alternative after a
@@ -86,5 +89,6 @@ PROFILES = {p.name: p for p in (
     Profile("rpc-cpu-50ms", RPC_CPU_50MS, RPC_GREEDY, "1.5B Q4 target 50 ms away, 1 thread"),
     Profile("rpc-cpu-50ms-mixed", RPC_CPU_50MS, RPC_CODE, "code, code, chat, summary",
             then=(RPC_CODE, RPC_CHAT, RPC_SUMMARY)),
+    Profile("rpc-cpu-50ms-poem", RPC_CPU_50MS, RPC_POEM, "a chat the draft seldom guesses, 50 ms away"),
     *TAILS,
 )}
