@@ -55,7 +55,7 @@ class ServerMenu(QObject):
 def add_server_panel(window: QMainWindow, host: EngineHost, store: SettingsStore,
                      generation: Callable[[], GenerationParams]) -> ServerPanel:
     """The panel in a dock on the right (hidden until Server ▸ Server details, or a problem, shows it) and the
-    Server menu; the panel's ``menu`` is the menu's handle."""
+    Server menu (a child of ``window``, which keeps it)."""
     panel = ServerPanel(host, store, generation)
     dock = QDockWidget("Local server", window)
     dock.setObjectName("server-dock")
@@ -65,5 +65,5 @@ def add_server_panel(window: QMainWindow, host: EngineHost, store: SettingsStore
     window.statusBar().addPermanentWidget(panel.indicator)
     never_widen(panel.indicator, max_lines=1)
     panel.dock = dock
-    panel.menu = ServerMenu(window, panel, dock)
+    ServerMenu(window, panel, dock)
     return panel

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from typing import TYPE_CHECKING
 
 from PySide6.QtCore import Qt, QTimer, Signal
 from PySide6.QtWidgets import (
@@ -30,9 +29,6 @@ from app.settings.store import SettingsStore
 from app.worker.engine_worker import EngineState
 from app.worker.host import EngineHost
 from engine import GenerationParams, server
-
-if TYPE_CHECKING:
-    from app.server.menu import ServerMenu
 
 POLL_MS = 500
 ERROR_STYLE = "color:#cf222e;"
@@ -79,7 +75,6 @@ class ServerPanel(QWidget):
         self.indicator.setObjectName("server-indicator")
         self.indicator.hide()
         self.dock: QDockWidget | None = None
-        self.menu: ServerMenu | None = None  # Server ▸ Local server, the switch (app.server.menu)
         self.note = QLabel("Listens on 127.0.0.1 only, with the mode and speculation settings of Settings when it "
                            "starts. Loading another pair stops it. Examples for curl and the openai client: "
                            "docs/server.md.")
