@@ -247,14 +247,14 @@ class Engine(Prompts, ModeMaker):
             stats.sampling_path = self._sampling_path(params, target.path)
             n_round = 0
             while True:
-                for tok, from_draft in pending:
+                for i, (tok, from_draft) in enumerate(pending, 1):
                     if model.is_eog(tok):
                         stats.finish_reason = "stop"
                         return
                     tokens.append(tok)
                     recorder.token()
                     text = decoder.decode(model.token_bytes(tok, special=tok in self._shown))
-                    yield TokenEvent(tok, text, from_draft, n_round)
+                    yield TokenEvent(tok, text, from_draft, n_round, i == len(pending))
                     if len(tokens) >= params.max_tokens:
                         stats.finish_reason = "length"
                         return

@@ -11,12 +11,14 @@ from .stats import GenerationStats
 
 @dataclass(frozen=True, slots=True)
 class TokenEvent:
-    """One generated token; ``text`` may be empty while a multi-byte character is incomplete."""
+    """One generated token; ``text`` may be empty while a multi-byte character is incomplete. ``ends_round``: no
+    other token of its round follows (the engine process sends a round's tokens in one message at that one)."""
 
     token: int
     text: str
     from_draft: bool
     round: int
+    ends_round: bool = True
 
 
 class Generation:

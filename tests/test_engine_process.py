@@ -80,6 +80,25 @@ def test_the_stats_count_every_token_as_it_comes(proc: EngineProcess) -> None:
     assert gen.stats.tokens_by_mode["sd"] >= len(seen) - 1 and gen.stats.seconds_by_mode["sd"] > 0
 
 
+def test_a_round_crosses_the_pipe_in_one_message(proc: EngineProcess) -> None:
+    # A 64-token sd reply on the related draft: one Round per round (the first token's included) and the Done,
+    # where a message per token made 64 and more; every token arrives, marked with its round's end.
+    prompt = proc.tokenize("Count with me")
+    params = GenerationParams(mode="sd", max_tokens=64, sampling=GREEDY)
+    rid, events = proc.child.request(lambda rid: p.Generate(rid, tuple(prompt), params))
+    messages: list[object] = []
+    while not isinstance(messages[-1] if messages else None, p.Done | p.Failed):
+        messages.append(events.get(timeout=60))
+    proc.child.forget(rid)
+    rounds, done = messages[:-1], messages[-1]
+    assert isinstance(done, p.Done) and all(isinstance(m, p.Round) for m in rounds)
+    assert sum(len(m.tokens) for m in rounds if isinstance(m, p.Round)) == done.value.new_tokens == 64
+    assert len(rounds) == done.value.rounds + 1 and len(messages) < 64 / 2
+    gen = proc.generate(prompt, params)
+    ends = [ev.ends_round for ev in gen]
+    assert ends.count(True) == len(rounds) and ends[-1] and len(ends) == 64
+
+
 def test_stop_ends_the_generation_at_a_round(proc: EngineProcess) -> None:
     stop = threading.Event()
     gen = proc.generate(proc.tokenize("Hello"), GenerationParams(mode="ar", max_tokens=400, sampling=GREEDY), stop)
@@ -213,7 +232,8 @@ def test_backoff_doubles_to_its_bound_and_resets_after_a_stable_run() -> None:
 def test_messages_pickle_as_themselves() -> None:
     import pickle
 
-    for msg in (p.Token(1, 2, "a", True, 3), p.Stop(p.ALL), p.Close(), p.Call(4, "tokenize", ("x",))):
+    for msg in (p.Round(1, 3, (2, 5), ("a", "b"), (True, False), 0.5), p.Stop(p.ALL), p.Close(),
+                p.Call(4, "tokenize", ("x",))):
         assert pickle.loads(pickle.dumps(msg)) == msg
     assert isinstance(p.error_of(p.Failed(1, "ContextFullError", "full", True)), ContextFullError)
     assert type(p.error_of(p.Failed(1, "KeyError", "KeyError: 1", False))) is EngineError

@@ -2,8 +2,9 @@
 
 ``protocol`` states what crosses the boundary, ``child`` is the process itself, ``runner`` starts it and
 notices its end, ``client`` (:class:`EngineProcess`) offers the parent an Engine it uses as if it were
-local, ``faults`` puts a child's end in words (shared with ``cpu_probe``, the CPU check's child); ggml's
-abort hook is :mod:`engine.native.abort`. Design and picture: docs/how-it-works.md, "Processes".
+local, ``generation`` reads a reply off the pipe a round at a time, ``faults`` puts a child's end in words
+(shared with ``cpu_probe``, the CPU check's child); ggml's abort hook is :mod:`engine.native.abort`. Design
+and picture: docs/how-it-works.md, "Processes".
 
 Names are imported lazily: ``cpu_probe`` is imported by the engine's face, ahead of ``client``'s imports.
 """
@@ -14,10 +15,11 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from .client import EngineProcess, ProcessGeneration
+    from .client import EngineProcess
+    from .generation import ProcessGeneration
     from .protocol import EngineStopped
 
-_WHERE = {"EngineStopped": "protocol", "EngineProcess": "client", "ProcessGeneration": "client"}
+_WHERE = {"EngineStopped": "protocol", "EngineProcess": "client", "ProcessGeneration": "generation"}
 
 __all__ = ["EngineProcess", "EngineStopped", "ProcessGeneration"]
 

@@ -21,13 +21,15 @@ from multiprocessing.connection import Connection, wait
 from pathlib import Path
 from typing import Any
 
+from engine.generation import TokenEvent
 from engine.native import abort
+from engine.stats import GenerationStats
 
 from . import faults
 from . import protocol as p
 
-# A generation's Stats event at most this often (the app's chat view repaints at 30 Hz); between two, each Token
-# carries the count's time, so the parent's count and rate follow every token.
+# A generation's statistics ride on a Round at most this often (the app's chat view repaints at 30 Hz); every
+# Round carries the count's time, so the parent's count and rate follow every token.
 STATS_INTERVAL_S = 0.03
 BEAT_S = 1.0  # how often the child says it is alive; the parent's deadlines are many of these
 
@@ -183,16 +185,27 @@ class Child:
         fault_at = abort.fault_after()
         gen = self.engine.generate(list(req.prompt), req.params, self._stop_event(req.rid))
         last = time.perf_counter()
+        held: list[TokenEvent] = []  # the round's tokens out so far: sent together at its last one
         for n, ev in enumerate(gen, 1):
             self._tick()
-            self.send(p.Token(req.rid, ev.token, ev.text, ev.from_draft, ev.round, gen.stats.seconds))
+            held.append(ev)
             if n == fault_at:
+                self._send_round(req.rid, held, gen.stats.seconds)
                 abort.raise_abort(f"test fault after {n} tokens")
-            now = time.perf_counter()
-            if now - last >= STATS_INTERVAL_S:
-                last = now
-                self.send(p.Stats(req.rid, gen.stats))
+            if ev.ends_round:
+                now = time.perf_counter()
+                due = now - last >= STATS_INTERVAL_S
+                last = now if due else last
+                self._send_round(req.rid, held, gen.stats.seconds, gen.stats if due else None)
+                held = []
+        if held:  # a reply that ended inside a round (an end-of-generation token, max_tokens)
+            self._send_round(req.rid, held, gen.stats.seconds)
         self.send(p.Done(req.rid, gen.stats))
+
+    def _send_round(self, rid: int, events: list[TokenEvent], seconds: float,
+                    stats: GenerationStats | None = None) -> None:
+        self.send(p.Round(rid, events[0].round, tuple(e.token for e in events), tuple(e.text for e in events),
+                          tuple(e.from_draft for e in events), seconds, stats))
 
     def _task(self, req: p.Task) -> None:
         module, _, name = req.target.partition(":")

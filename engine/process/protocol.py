@@ -1,11 +1,12 @@
 """What travels between the engine process and its parent: requests in, events out, each a small dataclass.
 
 Every message carries the request id it belongs to (``rid``); the child answers each request with
-exactly one :class:`Done` or :class:`Failed`, after any number of :class:`Token`, :class:`Stats` and
-:class:`Progress` events. The first event of a child is :class:`Hello` with :data:`VERSION`; a
-parent refuses a child of another version (both come from one install, so that is a broken one).
-Messages are pickled by :mod:`multiprocessing.connection`; payloads are the engine's own frozen
-dataclasses (``EngineConfig``, ``GenerationParams``, ``GenerationStats``), never anything Qt.
+exactly one :class:`Done` or :class:`Failed`, after any number of :class:`Round` and :class:`Progress`
+events: a generation crosses a round at a time, not a token at a time. The first event of a child is
+:class:`Hello` with :data:`VERSION`; a parent refuses a child of another version (both come from one
+install, so that is a broken one). Messages are pickled by :mod:`multiprocessing.connection`; payloads
+are the engine's own frozen dataclasses (``EngineConfig``, ``GenerationParams``, ``GenerationStats``),
+never anything Qt.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ from engine.core.placement import Placement
 from engine.errors import EngineError
 from engine.stats import GenerationStats
 
-VERSION = 3  # raised whenever a message below changes shape (3: Token.seconds)
+VERSION = 4  # raised whenever a message below changes shape (4: Round, a round in one message)
 ALL = -1  # the rid of a Stop that stops every request
 STOPPED = "the engine stopped: "  # how every EngineStopped of a dead process begins (the app looks for it)
 _T = TypeVar("_T")
@@ -30,7 +31,7 @@ _T = TypeVar("_T")
 @dataclass_transform(frozen_default=True)
 def message(cls: type[_T]) -> type[_T]:
     """A frozen slotted dataclass that pickles as its class and a tuple of its fields (a third of the default's
-    time: the pipe carries one per token)."""
+    time: the pipe carries one per round)."""
     made = dataclass(frozen=True, slots=True)(cls)
     names = tuple(made.__slots__)  # type: ignore[attr-defined]
     fields = operator.attrgetter(*names) if len(names) > 1 else lambda m: (getattr(m, names[0]),)
@@ -57,7 +58,7 @@ class Load:
 
 @message
 class Generate:
-    """Generate from prompt tokens; ``Token`` per token, ``Stats`` now and then, ``Done(GenerationStats)``."""
+    """Generate from prompt tokens; ``Round`` per round, ``Done(GenerationStats)``."""
 
     rid: int
     prompt: tuple[int, ...]
@@ -132,24 +133,18 @@ class LoadedPair:
 
 
 @message
-class Token:
-    """One generated token, as the engine's ``TokenEvent``, and the generation's seconds when it came (its stats'
-    ``seconds``: the parent keeps the count and the rate in step with the tokens between :class:`Stats`)."""
+class Round:
+    """One round's tokens, as the engine's ``TokenEvent``s (``drafted``: each token's ``from_draft``), and the
+    generation's seconds when the round was out (the parent keeps the count and the rate in step with the tokens);
+    ``stats`` is the generation's statistics so far, at most every ``child.STATS_INTERVAL_S`` (else None)."""
 
     rid: int
-    token: int
-    text: str
-    from_draft: bool
     round: int
-    seconds: float = 0.0
-
-
-@message
-class Stats:
-    """The generation's statistics so far."""
-
-    rid: int
-    stats: GenerationStats
+    tokens: tuple[int, ...]
+    texts: tuple[str, ...]
+    drafted: tuple[bool, ...]
+    seconds: float
+    stats: GenerationStats | None = None
 
 
 @message
@@ -196,7 +191,7 @@ class Beat:
     rid: int = 0
 
 
-Event = Hello | Token | Stats | Progress | Done | Failed | Log | Beat
+Event = Hello | Round | Progress | Done | Failed | Log | Beat
 
 
 def failure(rid: int, exc: BaseException) -> Failed:

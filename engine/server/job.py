@@ -12,7 +12,7 @@ from engine import ContextFullError, Engine, EngineError, Generation, Generation
 from engine.chat.budget import ThinkingBudget
 from engine.chat.holdback import first_marker, held_tail
 from engine.process import EngineProcess, EngineStopped, protocol
-from engine.process.client import ProcessGeneration
+from engine.process.generation import ProcessGeneration
 
 from .errors import APIError
 

@@ -36,19 +36,19 @@ FLOOD = 50_000  # events sent for the pipe's rate
 
 def _flood(conn: Connection, n: int) -> None:  # pragma: no cover - runs in a child
     for i in range(n):
-        conn.send(p.Token(1, i, " word", bool(i & 1), i))
+        conn.send(p.Round(1, i, (i,), (" word",), (bool(i & 1),), 0.0))  # a one-token round: ar's
     conn.send(p.Done(1, None))
 
 
 def pipe_rate(n: int = FLOOD) -> float:
-    """Token events per second one child's pipe carries to a reading parent."""
+    """One-token rounds per second one child's pipe carries to a reading parent."""
     ctx = spawn_context()
     ours, theirs = ctx.Pipe()
     child = ctx.Process(target=_flood, args=(theirs, n))
     child.start()
     theirs.close()
     first = ours.recv()
-    assert isinstance(first, p.Token)
+    assert isinstance(first, p.Round)
     t0 = time.perf_counter()
     while not isinstance(ours.recv(), p.Done):
         pass
@@ -81,7 +81,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--model-dir", help="where the tiny models are written (default: a temporary folder)")
     args = ap.parse_args(argv)
     rate = pipe_rate()
-    print(f"pipe: {rate:,.0f} token events/s ({1e6 / rate:.1f} us an event)")
+    print(f"pipe: {rate:,.0f} one-token rounds/s ({1e6 / rate:.1f} us an event)")
     with tempfile.TemporaryDirectory() as tmp:
         target, draft, source = tiny_pair(Path(args.model_dir or tmp))
         cfg = EngineConfig(str(target), str(draft), n_ctx=1024, threads=1, draft_threads=1, sampling_path="host")
