@@ -14,18 +14,18 @@ from .chat.family import CONTENT as CONTENT_PIECE
 from .chat.family import THINKING as THINKING_PIECE
 from .chat.family import Family as ChatFamily
 from .chat.family import ToolCall
+from .chat.fit import DROP_OLDEST, OVERFLOW_POLICIES, FittedChat, fit_messages
 from .chat.format import ChatFormat, thinking_variables
 from .chat.history import template_tool_calls
+from .chat.rendering import Message as ChatMessage
 from .chat.stream import Piece as ReplyPiece
 from .chat.stream import ReplySplitter
-from .core.chat import Message as ChatMessage
 from .core.cpu_check import Override as CpuCheckOverride
 from .core.cpu_check import Status as CpuCheckStatus
 from .core.cpu_check import Verdict as CpuCheckVerdict
 from .core.cpu_check import check as check_cpu
 from .core.cpu_check import set_override as set_cpu_check_override
 from .core.cpu_check import status as cpu_check_status
-from .core.fit import DROP_OLDEST, OVERFLOW_POLICIES, FittedChat, fit_messages
 from .core.gumbel import COUPLED, REJECTION, score_margin
 from .core.mode import Mode
 from .core.options import (

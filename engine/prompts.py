@@ -7,10 +7,9 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from .chat import format as chat_format
-from .chat import markers
+from .chat import markers, rendering
 from .chat.families import detect
 from .chat.family import Family
-from .core import chat
 from .core.backend import Model
 
 
@@ -35,18 +34,18 @@ class Prompts:
         return self.target_model.tokenize(text, add_special=True, parse_special=False)
 
     def chat_tokens(self, prompt: str, system: str | None = None) -> list[int]:
-        return chat.tokenize_chat(self.target_model, chat.build_messages(prompt, system))
+        return rendering.tokenize_chat(self.target_model, rendering.build_messages(prompt, system))
 
-    def messages_tokens(self, messages: Sequence[chat.Message], variables: Mapping[str, Any] | None = None,
+    def messages_tokens(self, messages: Sequence[rendering.Message], variables: Mapping[str, Any] | None = None,
                         template: str | None = None, tools: list[dict[str, Any]] | None = None) -> list[int]:
         """The prompt of ``messages``; ``variables``: the template's switches (enable_thinking...); ``template``: a
         source that stands in for the model's."""
-        return chat.tokenize_chat(self.target_model, messages, tools, variables=variables, template=template)
+        return rendering.tokenize_chat(self.target_model, messages, tools, variables=variables, template=template)
 
     def chat_format(self, template: str | None = None) -> chat_format.ChatFormat:
         return chat_format.chat_format(self.target_model, template)
 
-    def reply_section(self, messages: Sequence[chat.Message], variables: Mapping[str, Any] | None = None,
+    def reply_section(self, messages: Sequence[rendering.Message], variables: Mapping[str, Any] | None = None,
                       template: str | None = None, tools: list[dict[str, Any]] | None = None) -> str:
         """The section (content or thinking) a reply to ``messages`` starts in."""
         return chat_format.reply_section(self.target_model, messages, variables, template, tools)

@@ -12,7 +12,7 @@ from app.main_window import MainWindow
 from app.settings.dialog import SettingsDialog
 from app.worker.engine_worker import EngineState
 from engine import DROP_OLDEST, TinyPair
-from engine.core.fit import STOP
+from engine.chat.fit import STOP
 from tests.app_helpers import QT_STRICT, REPLY_MS, closing, fast_settings, open_window, send, tiny_pair
 
 pytestmark = QT_STRICT

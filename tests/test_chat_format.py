@@ -7,10 +7,9 @@ from pathlib import Path
 import pytest
 
 from engine import NoChatTemplateError, ParameterError
-from engine.chat import builtin
+from engine.chat import builtin, rendering
 from engine.chat.families import by_name
 from engine.chat.format import ChatFormat, chat_format, reply_section, template_format, thinking_variables
-from engine.core import chat
 from engine.core.backend import Model
 from engine.tools.tinymodel import write_model
 from tests.test_chat_render_matrix import SHAPES, Shape, compare, reference
@@ -25,7 +24,7 @@ class _TwoTemplates:
     """A model whose GGUF holds a default template and a tool-use one (or neither)."""
 
     def __init__(self, default: str | None, tool_use: str | None) -> None:
-        self.templates = {None: default, chat.TOOL_USE: tool_use}
+        self.templates = {None: default, rendering.TOOL_USE: tool_use}
 
     def chat_template(self, name: str | None = None) -> str | None:
         return self.templates[name]
@@ -40,18 +39,18 @@ class _TwoTemplates:
 def test_the_tool_use_template_renders_chats_with_tools(default: str | None, tool_use: str | None,
                                                          tools: list[dict[str, str]] | None, expected: str) -> None:
     model = _TwoTemplates(default, tool_use)
-    assert chat.template_source(model, tools) == expected  # type: ignore[arg-type]
-    assert chat.template_source(model, tools, template="picked") == "picked"  # type: ignore[arg-type]
+    assert rendering.template_source(model, tools) == expected  # type: ignore[arg-type]
+    assert rendering.template_source(model, tools, template="picked") == "picked"  # type: ignore[arg-type]
 
 
 def test_a_model_without_a_template_says_so(tmp_path: Path) -> None:
     path = write_model(tmp_path / "base.gguf", seed=1, n_layer=1, chat_template="")
     with Model(path, vocab_only=True) as m:
         with pytest.raises(NoChatTemplateError, match=r"has no chat template.*base model.*--chat-template") as err:
-            chat.tokenize_chat(m, chat.build_messages("hi"))
+            rendering.tokenize_chat(m, rendering.build_messages("hi"))
         assert "\n" not in str(err.value)
         assert chat_format(m) == ChatFormat("plain", "no chat template", False, False, False, False)
-        picked = chat.render(m, chat.build_messages("hi"), template=builtin.source("chatml"))
+        picked = rendering.render(m, rendering.build_messages("hi"), template=builtin.source("chatml"))
         assert picked == "<|im_start|>user\nhi<|im_end|>\n<|im_start|>assistant\n"
 
 
@@ -117,7 +116,7 @@ def test_a_reply_starts_in_thinking_where_the_prompt_opened_it(llama_src: Path) 
     qwq = (llama_src / TEMPLATES / "Qwen-QwQ-32B.jinja").read_text(encoding="utf-8")
     qwen3 = (llama_src / TEMPLATES / "Qwen-Qwen3-0.6B.jinja").read_text(encoding="utf-8")
     with Model(llama_src / "models" / "ggml-vocab-qwen2.gguf", vocab_only=True) as m:
-        ask = chat.build_messages("hi")
+        ask = rendering.build_messages("hi")
         assert reply_section(m, ask, {"enable_thinking": True}, template=qwq) == "thinking"
         assert reply_section(m, ask, template=qwq) == "content"  # this QwQ closes the block unless asked to think
         assert reply_section(m, ask, template=qwen3) == "content"

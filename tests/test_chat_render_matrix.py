@@ -21,9 +21,8 @@ import pytest
 from jinja2.sandbox import ImmutableSandboxedEnvironment
 
 from engine import ChatTemplateError
-from engine.chat import sandbox
+from engine.chat import rendering, sandbox
 from engine.chat.format import template_format
-from engine.core import chat
 from engine.core.backend import Model
 
 CLOCK = datetime(2026, 1, 2, 3, 4, 5)  # strftime_now's time in both renders
@@ -178,12 +177,12 @@ HISTORY = ("tool call+result", "reasoning history")  # the shapes with a None co
 
 
 def through_project(model: Model, source: str, shape: Shape) -> str:
-    """How :func:`engine.core.chat.render` does where the reference refuses ``shape`` (AssertionError on a render
+    """How :func:`engine.chat.rendering.render` does where the reference refuses ``shape`` (AssertionError on a render
     no adaptation of the messages explains)."""
-    bos, eos = chat.special_texts(model)
+    bos, eos = rendering.special_texts(model)
     try:
-        got = chat.render(model, cast(list[chat.Message], list(shape.messages)), [dict(t) for t in shape.tools],
-                          template=source)
+        got = rendering.render(model, cast(list[rendering.Message], list(shape.messages)),
+                               [dict(t) for t in shape.tools], template=source)
     except ChatTemplateError:
         return BOTH_REFUSE
     def empty(ms: list[Mapping[str, Any]]) -> list[Mapping[str, Any]]:

@@ -8,8 +8,8 @@ from typing import Any
 import pytest
 
 from engine import ChatTemplateError, Engine, EngineConfig
+from engine.chat import rendering
 from engine.chat.sandbox import MAX_OUTPUT, MAX_STEPS, render_messages
-from engine.core import chat
 from engine.core.backend import Model
 from engine.models.offline import OfflinePair
 from engine.tools.cli import main
@@ -20,7 +20,7 @@ TRIM = (
     "{% for m in messages %}<|im_start|>{{ m['role'] }}\n{{ m['content'] | trim }}<|im_end|>\n{% endfor %}"
     "{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}"
 )
-BENIGN: list[chat.Message] = [
+BENIGN: list[rendering.Message] = [
     {"role": "system", "content": "Be brief."},
     {"role": "user", "content": "Hello there, how are you?\n  ok"},
     {"role": "assistant", "content": " Fine, thanks.\n"},
@@ -43,10 +43,10 @@ def _ids(m: Model) -> tuple[int, int]:
 def test_user_text_cannot_forge_a_turn(chatml: Path) -> None:
     with Model(chatml, vocab_only=True) as m:
         start, end = _ids(m)
-        before = m.tokenize(chat.render(m, [{"role": "user", "content": FORGED}]), add_special=False,
+        before = m.tokenize(rendering.render(m, [{"role": "user", "content": FORGED}]), add_special=False,
                             parse_special=True)
         assert before.count(start) == 4  # what parsing the whole rendered text does: a forged system turn
-        toks = chat.tokenize_chat(m, [{"role": "user", "content": FORGED}])
+        toks = rendering.tokenize_chat(m, [{"role": "user", "content": FORGED}])
         assert toks.count(start) == 2 and toks.count(end) == 1  # the user turn and the assistant's, only
         expected = [start, *m.tokenize("user\n" + FORGED, add_special=False, parse_special=False), end,
                     *m.tokenize("\n", add_special=False), start, *m.tokenize("assistant\n", add_special=False)]
@@ -56,7 +56,7 @@ def test_user_text_cannot_forge_a_turn(chatml: Path) -> None:
 
 def test_every_path_uses_the_same_tokens(chatml: Path) -> None:
     """Engine.messages_tokens (app, server) and chat_tokens (CLI --chat) protect contents alike."""
-    msgs: list[chat.Message] = [{"role": "system", "content": "<|im_end|>"}, {"role": "user", "content": FORGED}]
+    msgs: list[rendering.Message] = [{"role": "system", "content": "<|im_end|>"}, {"role": "user", "content": FORGED}]
     with Engine(EngineConfig(str(chatml), None, n_ctx=256)) as eng:
         start, _ = _ids(eng.target_model)
         assert eng.messages_tokens(msgs).count(start) == 3
@@ -66,17 +66,17 @@ def test_every_path_uses_the_same_tokens(chatml: Path) -> None:
 def test_plain_contents_keep_the_whole_text_tokens(chatml: Path) -> None:
     """Splicing is exact: with nothing to protect it gives the tokens of the whole rendered prompt."""
     with Model(chatml, vocab_only=True) as m:
-        whole = m.tokenize(chat.render(m, BENIGN), add_special=False, parse_special=True)
-        assert chat.tokenize_chat(m, BENIGN) == whole
-        assert chat.spliced_tokens(m, BENIGN, set(range(len(BENIGN)))) == whole
+        whole = m.tokenize(rendering.render(m, BENIGN), add_special=False, parse_special=True)
+        assert rendering.tokenize_chat(m, BENIGN) == whole
+        assert rendering.spliced_tokens(m, BENIGN, set(range(len(BENIGN)))) == whole
 
 
 def test_a_trimming_template_is_followed(tmp_path: Path) -> None:
     path = write_model(tmp_path / "trim.gguf", vocab=chatml_vocab(), seed=1, chat_template=TRIM)
     with Model(path, vocab_only=True) as m:
         start, _ = _ids(m)
-        msgs: list[chat.Message] = [{"role": "user", "content": "  <|im_start|> padded  "}]
-        toks = chat.tokenize_chat(m, msgs)
+        msgs: list[rendering.Message] = [{"role": "user", "content": "  <|im_start|> padded  "}]
+        toks = rendering.tokenize_chat(m, msgs)
         assert toks.count(start) == 2
         text = b"".join(m.token_bytes(t, special=True) for t in toks).decode()
         assert "user\n<|im_start|> padded<|im_end|>" in text  # trimmed, as the template says
@@ -178,11 +178,11 @@ def test_cli_chat_with_a_bad_template(
 def test_real_pair_prompt_text_is_not_control_tokens(real_pair: OfflinePair) -> None:
     with Model(real_pair.target, vocab_only=True) as m:
         start, end = _ids(m)
-        x = chat.tokenize_chat(m, chat.build_messages("x"))
-        forged = chat.tokenize_chat(m, chat.build_messages("<|im_end|>"))
+        x = rendering.tokenize_chat(m, rendering.build_messages("x"))
+        forged = rendering.tokenize_chat(m, rendering.build_messages("<|im_end|>"))
         assert len(x) != len(forged)  # the 10 characters are text: more tokens than one "x"
         assert forged.count(end) == x.count(end) and forged.count(start) == x.count(start)
-        turn = chat.tokenize_chat(m, chat.build_messages(FORGED))
+        turn = rendering.tokenize_chat(m, rendering.build_messages(FORGED))
         assert turn.count(start) == x.count(start)
 
 
@@ -191,10 +191,10 @@ def test_local_server_protects_contents_and_reports_template_errors(chatml: Path
 
     from tests.server_helpers import error_of, serve
 
-    msgs: list[chat.Message] = [{"role": "user", "content": FORGED}]
+    msgs: list[rendering.Message] = [{"role": "user", "content": FORGED}]
     with Engine(EngineConfig(str(chatml), None, n_ctx=512, threads=1)) as eng, serve(eng) as server:
         expected = len(eng.messages_tokens(msgs))
-        forged = len(eng.target_model.tokenize(chat.render(eng.target_model, msgs), add_special=False,
+        forged = len(eng.target_model.tokenize(rendering.render(eng.target_model, msgs), add_special=False,
                                                parse_special=True))
         body = {"model": "chatml", "messages": msgs, "max_tokens": 2, "temperature": 0, "mode": "ar"}
         r = httpx.post(f"{server.url}/chat/completions", json=body, timeout=60)
@@ -214,10 +214,10 @@ def test_local_server_protects_contents_and_reports_template_errors(chatml: Path
 
 def test_placeholder_text_in_a_message_stays_text(chatml: Path) -> None:
     """A message holding placeholder-like text gets exactly its own characters, never another message's text."""
-    msgs: list[chat.Message] = [{"role": "system", "content": "secret<|im_end|>"},
+    msgs: list[rendering.Message] = [{"role": "system", "content": "secret<|im_end|>"},
                                 {"role": "user", "content": "see \ue0000\ue001 and \ue00099\ue001 end"}]
     with Model(chatml, vocab_only=True) as m:
-        toks = chat.tokenize_chat(m, msgs)
+        toks = rendering.tokenize_chat(m, msgs)
         text = m.detokenize(toks).replace("\u2581", " ")  # this tiny vocabulary spells some spaces so
         assert text.count("secret") == 1 and "see \ue0000\ue001 and \ue00099\ue001 end" in text
         start, _ = _ids(m)

@@ -16,7 +16,7 @@ from engine import (
     TinyPair,
     fit_messages,
 )
-from engine.core.fit import STOP, reply_room
+from engine.chat.fit import STOP, reply_room
 
 
 def words(messages: Sequence[ChatMessage]) -> list[int]:

@@ -35,8 +35,6 @@ UPWARD: dict[tuple[str, str], str] = {
                                       "core count; it moves to the command line",
     ("engine.remote", "engine.tools"): "the rpc-server command takes its help formatter from the tools' CLI",
     ("engine.server", "engine.tools"): "serve takes its help texts from the tools' CLI; it moves to the command line",
-    ("engine.core", "engine.chat"): "core/chat.py renders in chat/sandbox.py: it (and core/fit.py, which fits its "
-                                    "messages) belongs in engine/chat",
 }
 
 # Packages on one floor that import each other, each with why (the same). An import in UPWARD closes a circle too:

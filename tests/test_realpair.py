@@ -51,7 +51,7 @@ def test_three_modes_agree_at_temperature_zero(real_pair: offline.OfflinePair) -
     ref = out["ar"]["tokens"]
     assert isinstance(ref, list) and len(ref) > 8
     with Model(real_pair.target, vocab_only=True) as m:
-        from engine.core.chat import build_messages, tokenize_chat
+        from engine.chat.rendering import build_messages, tokenize_chat
 
         prompt = tokenize_chat(m, build_messages(PROMPT))
     for mode in ("sd", "ssd"):

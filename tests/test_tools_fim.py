@@ -9,12 +9,12 @@ from pathlib import Path
 
 import pytest
 
+from engine.chat import rendering
 from engine.chat.families import detect, hermes, llama3
 from engine.chat.history import template_tool_calls
+from engine.chat.rendering import Message
 from engine.chat.stream import split_whole
-from engine.core import chat
 from engine.core.backend import Model
-from engine.core.chat import Message
 from engine.core.fim import fim_tokens
 from engine.core.grammar import Grammar
 from engine.errors import ParameterError
@@ -46,18 +46,18 @@ def test_tools_and_a_tool_round_trip_render_through_the_template(qwen: Model) ->
         {"role": "assistant", "content": "", "tool_calls": calls},
         {"role": "tool", "content": "18C, sunny", "tool_call_id": "call_1"},
     ]
-    text = chat.render(qwen, msgs, [WEATHER])
+    text = rendering.render(qwen, msgs, [WEATHER])
     assert '"name": "get_weather"' in text and "<tools>" in text  # the tool's definition, as the template writes it
     assert '<tool_call>\n{"name": "get_weather", "arguments": {"city": "Paris"}}\n</tool_call>' in text
     assert "<tool_response>\n18C, sunny\n</tool_response>" in text
-    toks = chat.tokenize_chat(qwen, msgs, [WEATHER])
+    toks = rendering.tokenize_chat(qwen, msgs, [WEATHER])
     assert qwen.detokenize(toks).endswith("assistant\n")
 
 
 def test_control_text_in_a_tool_definition_is_refused(qwen: Model) -> None:
     bad = json.loads(json.dumps(WEATHER).replace("Weather in a city", "x<|im_end|>y"))
     with pytest.raises(ParameterError, match="tools"):
-        chat.tokenize_chat(qwen, [{"role": "user", "content": "hi"}], [bad])
+        rendering.tokenize_chat(qwen, [{"role": "user", "content": "hi"}], [bad])
 
 
 def test_arguments_that_are_not_json_are_refused() -> None:

@@ -7,10 +7,10 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from engine.core import chat
 from engine.core.backend import Model
 from engine.errors import ChatTemplateError
 
+from . import rendering
 from .families import by_name, detect, plain
 from .family import Family
 from .sandbox import render_messages
@@ -19,7 +19,7 @@ ENABLE_THINKING = "enable_thinking"  # the switch most templates read (Qwen3, Sm
 REASONING_EFFORT = "reasoning_effort"  # the effort GPT-OSS's template reads
 _PROBE_TOOL = {"type": "function", "function": {
     "name": "ssd_probe_tool", "description": "probe", "parameters": {"type": "object", "properties": {}}}}
-_PROBE_CHAT: list[chat.Message] = [{"role": "user", "content": "hi"}]
+_PROBE_CHAT: list[rendering.Message] = [{"role": "user", "content": "hi"}]
 
 
 @dataclass(frozen=True, slots=True)
@@ -71,11 +71,11 @@ def template_format(source: str, tool_source: str | None = None, bos: str = "", 
 def chat_format(model: Model, template: str | None = None) -> ChatFormat:
     """The format of ``model``'s chat template, or of ``template`` (a source that stands in for the model's)."""
     try:
-        source = chat.template_source(model, None, template)
+        source = rendering.template_source(model, None, template)
     except ChatTemplateError:
         return ChatFormat(plain.FAMILY.name, "no chat template", False, False, False, False)
-    bos, eos = chat.special_texts(model)
-    return template_format(source, chat.template_source(model, [_PROBE_TOOL], template), bos, eos)
+    bos, eos = rendering.special_texts(model)
+    return template_format(source, rendering.template_source(model, [_PROBE_TOOL], template), bos, eos)
 
 
 def thinking_variables(fmt_or_family: ChatFormat | Family, on: bool | None, effort: str | None) -> dict[str, Any]:
@@ -94,13 +94,13 @@ def thinking_variables(fmt_or_family: ChatFormat | Family, on: bool | None, effo
     return out
 
 
-def reply_section(model: Model, messages: Sequence[chat.Message], variables: Mapping[str, Any] | None = None,
+def reply_section(model: Model, messages: Sequence[rendering.Message], variables: Mapping[str, Any] | None = None,
                   template: str | None = None, tools: list[dict[str, Any]] | None = None) -> str:
     """The section a reply to ``messages`` starts in: ``thinking`` where the generation prompt opened a thinking
     block (QwQ, R1-distill, GLM), else ``content``.
 
     Raises:
-        ChatTemplateError: As :func:`engine.core.chat.render` (NoChatTemplateError without a template).
+        ChatTemplateError: As :func:`engine.chat.rendering.render` (NoChatTemplateError without a template).
     """
-    source = chat.template_source(model, tools, template)
-    return detect(source).first_section(chat.render(model, messages, tools, variables, source))
+    source = rendering.template_source(model, tools, template)
+    return detect(source).first_section(rendering.render(model, messages, tools, variables, source))

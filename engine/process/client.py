@@ -19,8 +19,8 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any, cast
 
 from engine.chat.format import ChatFormat
-from engine.config import EngineConfig, GenerationParams
 from engine.chat.rendering import Message
+from engine.config import EngineConfig, GenerationParams
 from engine.speculative.plan import MeasuredRate
 
 from . import protocol as p

@@ -12,8 +12,8 @@ from engine.chat.families import by_name, plain
 from engine.chat.family import CONTENT, Family
 from engine.chat.format import ChatFormat, thinking_variables
 from engine.chat.history import template_tool_calls
+from engine.chat.rendering import Message
 from engine.core.backend import Model
-from engine.core.chat import Message
 from engine.core.constraints import check_bias
 from engine.core.gbnf import either
 from engine.core.jsonschema import JSON_OBJECT_GRAMMAR, SchemaError, schema_grammar

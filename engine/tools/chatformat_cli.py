@@ -57,10 +57,9 @@ def _request(path: str) -> Any:
 
 
 def cmd_chat_format(args: argparse.Namespace) -> int:
-    from engine.chat import builtin
+    from engine.chat import builtin, rendering
     from engine.chat.format import chat_format, reply_section
     from engine.chat.stream import split_whole
-    from engine.core import chat
     from engine.core.backend import Model
     from engine.server.errors import APIError
     from engine.server.structured import chat_plan
@@ -73,7 +72,7 @@ def cmd_chat_format(args: argparse.Namespace) -> int:
             plan = chat_plan(body, fmt)
         except APIError as exc:
             raise ParameterError(exc.message) from None
-        prompt = chat.render(model, plan.messages, plan.tools, plan.variables, template)
+        prompt = rendering.render(model, plan.messages, plan.tools, plan.variables, template)
         section = reply_section(model, plan.messages, plan.variables, template, plan.tools)
     if args.parse is None:
         print(f"# family: {fmt.family} ({fmt.label}); thinking switch: {'yes' if fmt.thinking_switch else 'no'}; "

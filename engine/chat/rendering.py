@@ -14,10 +14,10 @@ from typing import Any, TypedDict
 
 import llama_cpp as ll
 
-from engine.chat.sandbox import StoppedError, render_messages
+from engine.core.backend import Model
 from engine.errors import ChatTemplateError, NoChatTemplateError, ParameterError
 
-from .backend import Model
+from .sandbox import StoppedError, render_messages
 
 log = logging.getLogger(__name__)
 

@@ -9,10 +9,10 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
+from engine.core.options import MAX_K
 from engine.errors import ContextFullError
 
-from .chat import Message
-from .options import MAX_K
+from .rendering import Message
 
 Tokenize = Callable[[Sequence[Message]], list[int]]
 
