@@ -17,9 +17,11 @@ from .chat.family import ToolCall
 from .chat.fit import DROP_OLDEST, OVERFLOW_POLICIES, FittedChat, fit_messages
 from .chat.format import ChatFormat, thinking_variables
 from .chat.history import template_tool_calls
+from .chat.prepare import ChatRequest, PreparedChat
 from .chat.rendering import Message as ChatMessage
 from .chat.stream import Piece as ReplyPiece
 from .chat.stream import ReplySplitter
+from .core.backend import loaded as loaded_placement
 from .core.cpu_check import Override as CpuCheckOverride
 from .core.cpu_check import Status as CpuCheckStatus
 from .core.cpu_check import Verdict as CpuCheckVerdict
@@ -43,7 +45,6 @@ from .core.options import (
 from .core.paths import user_data_dir
 from .core.placement import Device as GpuDevice
 from .core.placement import Placement, place_layers
-from .core.placement import loaded as loaded_placement
 from .core.sampling import SamplingParams
 from .engine import Engine, EngineConfig, GenerationParams
 from .errors import (
@@ -95,6 +96,7 @@ __all__ = [
     "ChatFamily",
     "ChatFormat",
     "ChatMessage",
+    "ChatRequest",
     "ChatTemplateError",
     "ContextFullError",
     "CpuCheckOverride",
@@ -124,6 +126,7 @@ __all__ = [
     "PairSpec",
     "ParameterError",
     "Placement",
+    "PreparedChat",
     "ReplyPiece",
     "ReplySplitter",
     "SamplingParams",

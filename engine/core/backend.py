@@ -23,12 +23,10 @@ from engine.native.startup import init_backend, supports_gpu_offload
 
 from . import cpu_check, placement
 from .devices import check_split, device_list, shares
+from .gguffile import check_gguf_file
 from .options import AUTO_LAYERS, N_CTX
 
 log = logging.getLogger(__name__)
-
-GGUF_MAGIC = b"GGUF"
-
 
 def _extra_bufts() -> bool:
     """Apply the CPU check's verdict to llama.cpp's extra CPU buffer types; True to load with them.
@@ -47,24 +45,6 @@ def _extra_bufts() -> bool:
                         ", ".join(drop), exc)
             return False
     return True
-
-
-def check_gguf_file(path: Path) -> None:
-    """Raise :class:`ModelLoadError` unless ``path`` looks like a complete GGUF file."""
-    try:
-        if not path.exists():
-            raise ModelLoadError(f"model file not found: {path}")
-        if not path.is_file():
-            raise ModelLoadError(f"model path is not a file: {path}")
-        size = path.stat().st_size
-        with path.open("rb") as f:
-            magic = f.read(4)
-    except OSError as exc:  # unreadable: permissions, a failing disk
-        raise ModelLoadError(f"cannot read the model file ({exc.strerror or exc}): {path}") from None
-    if magic != GGUF_MAGIC:
-        raise ModelLoadError(f"not a GGUF file (bad magic {magic!r}): {path}")
-    if size < 64:
-        raise ModelLoadError(f"GGUF file is truncated ({size} bytes): {path}")
 
 
 def _shown(char: str) -> str:
@@ -223,3 +203,10 @@ class Model:
     def piece_for(self, token: int) -> str:
         """Best-effort text of one token, for labels (special tokens rendered)."""
         return self.token_bytes(token, special=True).decode("utf-8", "replace")
+
+
+def loaded(target: Model, draft: Model | None) -> placement.Placement:
+    """The placement of models as they were loaded (their resolved GPU layers)."""
+    return placement.Placement(target.gpu_layers, draft.gpu_layers if draft is not None else 0, target.n_layers,
+                               draft.n_layers if draft is not None else 0, target.gpu_capable, draft is not None,
+                               remote=target.remote)

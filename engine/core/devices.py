@@ -18,6 +18,8 @@ import llama_cpp as ll
 
 from engine.errors import ParameterError
 
+from .placement import read_size
+
 # llama.cpp gives offloaded slot j of G (slot G-1 is the output layer) to the first device whose running share
 # exceeds j: remote shares summing to G - 1.5 and home's 1.5 put exactly the last slot at home, half a slot
 # from either boundary so float rounding cannot move it.
@@ -73,8 +75,6 @@ def shares(devices: Devices, split: Sequence[float], gpu_layers: int, path: Path
     """llama.cpp's tensor_split array for a remote model: the remote devices' shares (``split``, else each one's free
     memory) scaled to all offloaded slots but the last, which goes to the home device."""
     from engine.native import rpc
-
-    from .placement import read_size
 
     if split:
         check_split(split, len(devices.remote))

@@ -15,15 +15,12 @@ import os
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from engine.errors import ModelLoadError
 
+from .gguffile import check_gguf_file
 from .mode import Mode
 from .options import ALL_LAYERS, AUTO_LAYERS, MAX_BRANCHES, MAX_K
-
-if TYPE_CHECKING:
-    from .backend import Model
 
 log = logging.getLogger(__name__)
 
@@ -89,8 +86,6 @@ class ModelSize:
 def read_size(path: str | os.PathLike[str]) -> ModelSize:
     """A GGUF model's :class:`ModelSize`, from its header (the tensors are not read)."""
     from gguf import GGUFReader
-
-    from .backend import check_gguf_file
 
     check_gguf_file(Path(path))  # a missing or non-GGUF file is said as a load would say it
     try:
@@ -250,13 +245,6 @@ def _place_remote(target_path: str | os.PathLike[str], draft_path: str | os.Path
                           tuple(str(ep) for ep in eps))
     log.info("layers: %s", placement.text)
     return placement
-
-
-def loaded(target: Model, draft: Model | None) -> Placement:
-    """The placement of models as they were loaded (their resolved GPU layers)."""
-    return Placement(target.gpu_layers, draft.gpu_layers if draft is not None else 0, target.n_layers,
-                     draft.n_layers if draft is not None else 0, target.gpu_capable, draft is not None,
-                     remote=target.remote)
 
 
 def cannot_pay(mode: str, placement: Placement, draft_token_s: float, target_step_s: float) -> str | None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from engine.core.backend import check_gguf_file
+from engine.core.gguffile import check_gguf_file
 from engine.errors import EngineError
 
 from . import offline

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import llama_cpp as ll
 
-from engine.core.backend import check_gguf_file
+from engine.core.gguffile import check_gguf_file
 from engine.core.paths import model_store_dir
 from engine.errors import ModelLoadError
 from engine.native.startup import init_backend

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from engine.core.backend import Model, check_gguf_file
+from engine.core.backend import Model
+from engine.core.gguffile import check_gguf_file
 from engine.core.vocab import check_compatible
 from engine.errors import EngineError, VocabMismatchError
 

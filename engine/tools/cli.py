@@ -77,7 +77,7 @@ def _utf8(flag: str, value: str | None) -> None:
 def cmd_generate(args: argparse.Namespace) -> int:
     _utf8("--prompt", args.prompt)
     _utf8("--system", args.system)
-    from engine.core import placement
+    from engine.core import backend
     from engine.core.mode import Mode
     from engine.core.sampling import SamplingParams
     from engine.engine import Engine, EngineConfig, GenerationParams
@@ -104,7 +104,7 @@ def cmd_generate(args: argparse.Namespace) -> int:
         remember_machine=True, rpc=args.rpc, tensor_split=args.tensor_split,
     )
     with Engine(config) as eng:
-        where = placement.loaded(eng.target_model, eng.draft_model)
+        where = backend.loaded(eng.target_model, eng.draft_model)
         if not args.json:
             print(f"[{where.text}]", file=sys.stderr)
         prompt = eng.chat_tokens(args.prompt, args.system) if args.chat else eng.tokenize(args.prompt)
