@@ -17,7 +17,6 @@ from .chat.family import ToolCall
 from .chat.fit import DROP_OLDEST, OVERFLOW_POLICIES, FittedChat, fit_messages
 from .chat.format import ChatFormat, thinking_variables
 from .chat.history import template_tool_calls
-from .chat.prepare import ChatRequest, PreparedChat
 from .chat.rendering import Message as ChatMessage
 from .chat.stream import Piece as ReplyPiece
 from .chat.stream import ReplySplitter
@@ -96,7 +95,6 @@ __all__ = [
     "ChatFamily",
     "ChatFormat",
     "ChatMessage",
-    "ChatRequest",
     "ChatTemplateError",
     "ContextFullError",
     "CpuCheckOverride",
@@ -126,7 +124,6 @@ __all__ = [
     "PairSpec",
     "ParameterError",
     "Placement",
-    "PreparedChat",
     "ReplyPiece",
     "ReplySplitter",
     "SamplingParams",
