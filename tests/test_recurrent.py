@@ -11,7 +11,8 @@ import pytest
 
 from engine import Engine, EngineConfig, GenerationParams
 from engine.core.backend import Model
-from engine.core.context import Context, ContextParams, KVTrack
+from engine.core.context import Context, ContextParams
+from engine.core.kvtrack import KVTrack
 from engine.core.recurrent import PROMPT, ROLLBACK_DEPTH, memory_kind
 from engine.speculative.exactness import first_difference
 from engine.tools.tinyrecurrent import write_lfm2, write_mamba

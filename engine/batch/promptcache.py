@@ -14,7 +14,7 @@ from collections.abc import Sequence
 
 import llama_cpp as ll
 
-from engine.core.context import common_prefix
+from engine.core.kvtrack import common_prefix
 from engine.speculative.target import Target
 
 MB = 1 << 20

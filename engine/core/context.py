@@ -279,6 +279,4 @@ class Context:
         self.removable.clear()
 
 
-from .kvtrack import KVTrack, common_prefix  # noqa: E402  (the track reads a Context)
-
-__all__ = ["FULL", "Context", "ContextParams", "KVTrack", "common_prefix"]
+__all__ = ["FULL", "Context", "ContextParams"]

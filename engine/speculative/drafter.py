@@ -14,8 +14,9 @@ from collections.abc import Callable, Sequence
 import numpy as np
 
 from engine.core.constraints import Constraint
-from engine.core.context import Context, KVTrack
+from engine.core.context import Context
 from engine.core.gumbel import COUPLED, gumbel_order, gumbel_sample
+from engine.core.kvtrack import KVTrack
 from engine.core.outputs import BACKEND, HOST, Outputs, chain_spec
 from engine.core.sampling import Dist, SamplingParams, sample
 from engine.errors import PrefillStopped

@@ -16,7 +16,7 @@ import time
 from collections.abc import Sequence
 from typing import NamedTuple
 
-from engine.core.context import common_prefix
+from engine.core.kvtrack import common_prefix
 from engine.core.mode import Mode
 from engine.core.sampling import Dist
 

@@ -13,8 +13,9 @@ import numpy as np
 
 from engine.core.backend import Model
 from engine.core.constraints import Constraint
-from engine.core.context import Context, KVTrack
+from engine.core.context import Context
 from engine.core.gumbel import COUPLED
+from engine.core.kvtrack import KVTrack
 from engine.core.outputs import BACKEND, HOST, chain_spec
 from engine.core.sampling import SamplingParams
 from engine.errors import ContextFullError, ParameterError, PrefillStopped

@@ -12,7 +12,8 @@ import time
 from collections.abc import Callable, Sequence
 
 from engine.core.constraints import Constraint
-from engine.core.context import Context, KVTrack
+from engine.core.context import Context
+from engine.core.kvtrack import KVTrack
 from engine.core.outputs import Outputs
 from engine.core.sampling import Dist
 

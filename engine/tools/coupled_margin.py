@@ -13,8 +13,8 @@ from typing import Any
 
 import numpy as np
 
-from engine.core.context import KVTrack
 from engine.core.gumbel import COUPLED, score_margin
+from engine.core.kvtrack import KVTrack
 from engine.core.sampling import FloatRow, SamplingParams
 from engine.engine import Engine, EngineConfig
 
