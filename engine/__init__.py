@@ -17,6 +17,7 @@ from .chat.family import ToolCall
 from .chat.fit import DROP_OLDEST, OVERFLOW_POLICIES, FittedChat, fit_messages
 from .chat.format import ChatFormat, thinking_variables
 from .chat.history import template_tool_calls
+from .chat.prepare import ChatRequest, PreparedChat
 from .chat.rendering import Message as ChatMessage
 from .chat.stream import Piece as ReplyPiece
 from .chat.stream import ReplySplitter
@@ -95,6 +96,7 @@ __all__ = [
     "ChatFamily",
     "ChatFormat",
     "ChatMessage",
+    "ChatRequest",
     "ChatTemplateError",
     "ContextFullError",
     "CpuCheckOverride",
@@ -124,6 +126,7 @@ __all__ = [
     "PairSpec",
     "ParameterError",
     "Placement",
+    "PreparedChat",
     "ReplyPiece",
     "ReplySplitter",
     "SamplingParams",

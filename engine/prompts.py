@@ -7,7 +7,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from .chat import format as chat_format
-from .chat import markers, rendering
+from .chat import markers, prepare, rendering
 from .chat.families import detect
 from .chat.family import Family
 from .core.backend import Model
@@ -17,6 +17,7 @@ class Prompts:
     """The prompt side of :class:`~engine.Engine` (its target model is ``target_model``)."""
 
     target_model: Model
+    n_ctx: int
 
     def _chat_markers(self, models: Sequence[Model]) -> frozenset[int]:
         """Set up the family's markers on ``models`` (the target's vocabulary): its turn ends end a reply, and the
@@ -49,6 +50,10 @@ class Prompts:
                       template: str | None = None, tools: list[dict[str, Any]] | None = None) -> str:
         """The section (content or thinking) a reply to ``messages`` starts in."""
         return chat_format.reply_section(self.target_model, messages, variables, template, tools)
+
+    def prepare_chat(self, request: prepare.ChatRequest) -> prepare.PreparedChat:
+        """``request``'s chat fitted to the context, with its reply's family and section (every render here)."""
+        return prepare.prepare_chat(self, self.n_ctx, request)
 
     def markup_tokens(self, text: str) -> list[int]:
         """The tokens of a chat format's own markup (its special tokens parsed), as the reply would write them."""

@@ -5,8 +5,9 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Generator, Iterator, Sequence
+from collections.abc import Generator, Iterator, Mapping, Sequence
 from pathlib import Path
+from typing import Any
 
 import pytest
 from PySide6.QtCore import Qt
@@ -17,15 +18,20 @@ from app.settings.store import ActivePair
 from app.settings.values import Settings
 from app.worker.engine_worker import EngineState
 from engine import (
+    CONTENT_PIECE,
+    ChatFormat,
     ChatMessage,
+    ChatRequest,
     Generation,
     GenerationParams,
     GenerationStats,
     MeasuredRate,
     Placement,
+    PreparedChat,
     TinyPair,
     TokenEvent,
 )
+from engine.chat.prepare import prepare_chat
 
 TIMEOUT_MS = 60000  # generous: a loaded 2-core machine can take 20 s for what takes 1 s idle
 REPLY_MS = 2 * TIMEOUT_MS  # a whole reply, prompt included, on a loaded machine
@@ -132,8 +138,23 @@ class SteppingEngine:
         self.rounds = 0
         self.placement = Placement(0, 0, 0, 0, gpu_build=False, has_draft=True)  # as a CPU build places a pair
 
-    def messages_tokens(self, messages: Sequence[ChatMessage]) -> list[int]:
+    def tokenize(self, text: str) -> list[int]:
+        return list(range(len(text.split())))
+
+    def messages_tokens(self, messages: Sequence[ChatMessage], variables: Mapping[str, Any] | None = None,
+                        template: str | None = None, tools: list[dict[str, Any]] | None = None) -> list[int]:
         return list(range(4 * len(messages)))
+
+    def chat_format(self, template: str | None = None) -> ChatFormat:
+        return ChatFormat("plain", "no chat template", False, False, False, False)
+
+    def reply_section(self, messages: Sequence[ChatMessage], variables: Mapping[str, Any] | None = None,
+                      template: str | None = None, tools: list[dict[str, Any]] | None = None) -> str:
+        return CONTENT_PIECE
+
+    def prepare_chat(self, request: ChatRequest) -> PreparedChat:
+        """The engine's own fitting (engine.chat.prepare), over this stand-in's tokens and format."""
+        return prepare_chat(self, self.n_ctx, request)
 
     def generate(self, prompt: Sequence[int], params: GenerationParams, stop: threading.Event) -> Generation:
         stats = GenerationStats(mode=params.mode, current_mode="sd", prompt_tokens=len(prompt))

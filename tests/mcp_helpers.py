@@ -16,8 +16,7 @@ from typing import Any
 
 from app.tools import config
 from app.tools.config import ServerSpec
-from app.worker.engine_chat import ChatFormat
-from engine import Generation, GenerationParams
+from engine import ChatFormat, Generation, GenerationParams
 from tests.app_helpers import SteppingEngine
 
 SERVER = Path(__file__).resolve().parent / "mcp_server.py"

@@ -12,8 +12,8 @@ from pytestqt.qtbot import QtBot
 
 from app.chat.template_offer import NO_TEMPLATE
 from app.settings.store import ActivePair
-from app.worker.chat_setup import plain_text
 from app.worker.engine_worker import EngineState
+from engine.chat.prepare import plain_text
 from tests.app_helpers import QT_STRICT, TIMEOUT_MS, closing, fast_settings, open_window
 from tests.tiny_models import write_model
 from tests.tool_models import tools_vocab

@@ -21,7 +21,7 @@ from app.history.records import Message
 from app.history.store import History
 from app.settings.dialog import SettingsDialog
 from app.settings.values import Settings
-from app.worker.engine_chat import ChatFormat
+from engine import ChatFormat
 from tests.app_helpers import QT_STRICT, SteppingEngine, closing, send, stepping_window
 
 __all__ = ["closing"]
@@ -41,7 +41,7 @@ class ThinkingEngine(SteppingEngine):
         self.variables: list[Mapping[str, Any] | None] = []
 
     def messages_tokens(self, messages: Sequence[Any], variables: Mapping[str, Any] | None = None,
-                        template: str | None = None) -> list[int]:
+                        template: str | None = None, tools: list[dict[str, Any]] | None = None) -> list[int]:
         self.sent.append(list(messages))
         self.variables.append(variables)
         return list(range(4 * len(messages)))
@@ -50,7 +50,7 @@ class ThinkingEngine(SteppingEngine):
         return ChatFormat("hermes", "Hermes, Qwen 2.5, Qwen 3, QwQ", True, True, False, True)
 
     def reply_section(self, messages: Sequence[Any], variables: Mapping[str, Any] | None = None,
-                      template: str | None = None) -> str:
+                      template: str | None = None, tools: list[dict[str, Any]] | None = None) -> str:
         return "content"
 
 

@@ -18,21 +18,19 @@ from app.worker.engine_chat import (
     CHAT_TEMPLATES,
     CONTENT_PIECE,
     THINKING_PIECE,
-    ChatFormat,
     ReplyPiece,
     ReplySplitter,
     chat_family,
     chat_template_source,
     suggest_template,
-    thinking_variables,
 )
 from engine import (
     DROP_OLDEST,
     ChatMessage,
+    ChatRequest,
     EngineProcess,
     FittedChat,
     ToolCall,
-    fit_messages,
     loose_calls,
     template_tool_calls,
 )
@@ -109,50 +107,26 @@ def chat_messages(turns: Sequence[Turn]) -> list[ChatMessage]:
     return out
 
 
-def plain_text(messages: Sequence[ChatMessage]) -> str:
-    """A plain-text conversation as one text to continue: the system text, then each message, a reply continuing
-    the text before it directly and the next message starting on a new line."""
-    text, before = "", ""
-    for m in messages:
-        if text and m["role"] != "assistant":
-            text += "\n\n" if before == "system" else "\n"
-        text, before = text + (m["content"] or ""), m["role"]
-    return text
-
-
 def prepare(eng: EngineProcess, turns: Sequence[Turn], choice: ChatChoice, *, max_tokens: int,
             policy: str = DROP_OLDEST) -> tuple[FittedChat, ReplySplitter]:
-    """The prompt's tokens (cut to fit the context per ``policy``) and the splitter for its reply.
+    """The prompt's tokens (cut to fit the context per ``policy``, in the engine process: one request) and the
+    splitter for its reply.
 
     Raises:
         NoChatTemplateError: The model has no chat template and the choice names none (nor plain text).
     """
-    messages = chat_messages(turns)
-    tools = choice.tools.offered() if choice.tools is not None and choice.template != PLAIN_TEXT else []
-    if choice.template == PLAIN_TEXT:
-        fitted = fit_messages(lambda ms: eng.tokenize(plain_text(ms)), messages, n_ctx=eng.n_ctx,
-                              max_tokens=max_tokens, policy=policy)
-        return fitted, ReplySplitter(chat_family("plain"))
-    source = _source(choice.template)
-    fmt: ChatFormat | None = eng.chat_format(source) if hasattr(eng, "chat_format") else None  # a stand-in has none
-    family = chat_family(fmt.family if fmt is not None else "plain")
-    on = {"on": True, "off": False}.get(choice.thinking)
-    variables = thinking_variables(fmt, on, None) if fmt is not None else {}
-
-    def tokens(ms: Sequence[ChatMessage]) -> list[int]:
-        if tools:
-            return eng.messages_tokens(ms, variables, source, tools)
-        return eng.messages_tokens(ms, variables, source) if variables or source else eng.messages_tokens(ms)
-
-    fitted = fit_messages(tokens, messages, n_ctx=eng.n_ctx, max_tokens=max_tokens, policy=policy)
-    section = CONTENT_PIECE
-    if family.think_open:
-        section = (eng.reply_section(fitted.messages, variables, source, tools) if tools
-                   else eng.reply_section(fitted.messages, variables, source))
-    splitter = ReplySplitter(family, [t["function"]["name"] for t in tools] or ("*",), section)
+    plain = choice.template == PLAIN_TEXT
+    tools = choice.tools.offered() if choice.tools is not None and not plain else []
+    thinking = {"on": True, "off": False}.get(choice.thinking)
+    ready = eng.prepare_chat(ChatRequest(tuple(chat_messages(turns)), max_tokens, policy, _source(choice.template),
+                                         thinking, tuple(tools), plain))
+    family = chat_family(ready.family)
+    if plain:
+        return ready.fitted, ReplySplitter(family)
+    splitter = ReplySplitter(family, [t["function"]["name"] for t in tools] or ("*",), ready.section)
     if not tools:
         splitter.names = _AnyTool()  # the splitter copies the names it is given into a list: any name is a call
-    return fitted, splitter
+    return ready.fitted, splitter
 
 
 def _source(template: str) -> str | None:
@@ -220,4 +194,4 @@ def extend_runs(runs: list[tuple[int, bool]], length: int, from_draft: bool) -> 
 
 __all__ = ["BUILTIN_TEMPLATES", "PLAIN_TEXT", "THINKING_CHOICES", "THINKING_PIECE", "ChatChoice", "ModelFormat",
            "ReplyPiece", "ReplyText", "ToolCall", "ToolSource", "Turn", "chat_messages", "extend_runs", "model_format",
-           "plain_text", "prepare"]
+           "prepare"]

@@ -6,7 +6,7 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
-from engine import CONTENT_PIECE, THINKING_PIECE, ChatFormat, ReplyPiece, ReplySplitter, thinking_variables
+from engine import CONTENT_PIECE, THINKING_PIECE, ReplyPiece, ReplySplitter
 from engine import ChatFamily as Family
 from engine import chat_builtin as builtin
 from engine import chat_family_named as by_name
@@ -31,5 +31,5 @@ def suggest_template(engine: Any, _stop: threading.Event, _report: Callable[[Any
     return builtin.suggest(engine.target_model)
 
 
-__all__ = ["CHAT_TEMPLATES", "CONTENT_PIECE", "THINKING_PIECE", "ChatFormat", "ReplyPiece", "ReplySplitter",
-           "chat_family", "chat_template_source", "suggest_template", "thinking_variables"]
+__all__ = ["CHAT_TEMPLATES", "CONTENT_PIECE", "THINKING_PIECE", "ReplyPiece", "ReplySplitter", "chat_family",
+           "chat_template_source", "suggest_template"]

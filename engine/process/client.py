@@ -19,6 +19,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any, cast
 
 from engine.chat.format import ChatFormat
+from engine.chat.prepare import ChatRequest, PreparedChat
 from engine.chat.rendering import Message
 from engine.config import EngineConfig, GenerationParams
 from engine.speculative.plan import MeasuredRate
@@ -161,6 +162,10 @@ class EngineProcess:
     def reply_section(self, messages: Sequence[Message], variables: Mapping[str, Any] | None = None,
                       template: str | None = None, tools: list[dict[str, Any]] | None = None) -> str:
         return str(self.call("reply_section", list(messages), dict(variables or {}), template, tools))
+
+    def prepare_chat(self, request: ChatRequest) -> PreparedChat:
+        """The chat fitted to the context in the process, in one request (every render and count stays there)."""
+        return cast(PreparedChat, self.call("prepare_chat", request))
 
     def chat_tokens(self, prompt: str, system: str | None = None) -> list[int]:
         return list(self.call("chat_tokens", prompt, system))
