@@ -72,7 +72,7 @@ from .process import EngineProcess, EngineStopped
 from .process.cpu_probe import write_kquant_model
 from .process.protocol import STOPPED as ENGINE_STOPPED
 from .remote import ask_remote_machines, remote_endpoints
-from .speculative.exactness import first_difference
+from .speculative.exactness import Verification, VerifyProgress, first_difference, setting_of
 from .speculative.plan import MeasuredRate
 from .stats import GenerationStats, drafting_warning
 from .tools.tinymodel import TinyPair, write_model
@@ -133,6 +133,8 @@ __all__ = [
     "TinyPair",
     "TokenEvent",
     "ToolCall",
+    "Verification",
+    "VerifyProgress",
     "VocabMismatchError",
     "ask_remote_machines",
     "chat_builtin",
@@ -162,6 +164,7 @@ __all__ = [
     "score_margin",
     "server",
     "set_cpu_check_override",
+    "setting_of",
     "supports_gpu_offload",
     "system_memory",
     "template_tool_calls",

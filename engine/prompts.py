@@ -6,8 +6,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from .chat import builtin, markers, prepare, rendering
 from .chat import format as chat_format
-from .chat import markers, prepare, rendering
 from .chat.families import detect
 from .chat.family import Family
 from .core.backend import Model
@@ -54,6 +54,10 @@ class Prompts:
     def prepare_chat(self, request: prepare.ChatRequest) -> prepare.PreparedChat:
         """``request``'s chat fitted to the context, with its reply's family and section (every render here)."""
         return prepare.prepare_chat(self, self.n_ctx, request)
+
+    def suggested_template(self) -> str | None:
+        """The builtin template that fits the target's vocabulary or architecture, or None."""
+        return builtin.suggest(self.target_model)
 
     def markup_tokens(self, text: str) -> list[int]:
         """The tokens of a chat format's own markup (its special tokens parsed), as the reply would write them."""

@@ -11,11 +11,10 @@ from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QMessageBox, QPushButton
 from pytestqt.qtbot import QtBot
 
-from app.exactness.run import Verification, VerifyProgress
 from app.exactness.text import NEAR_TIE, PROMISE, details_html, pass_text, passed, summary
 from app.main_window import MainWindow
 from app.worker.engine_worker import EngineState
-from engine import TinyPair
+from engine import TinyPair, Verification, VerifyProgress
 from tests.app_helpers import QT_STRICT, TIMEOUT_MS, closing, fast_settings, open_window, tiny_pair
 
 pytestmark = QT_STRICT

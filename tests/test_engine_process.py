@@ -22,6 +22,7 @@ from engine import (
     ModelLoadError,
     SamplingParams,
     TinyPair,
+    VerifyProgress,
 )
 from engine.native.abort import FAULT_ENV
 from engine.process import EngineProcess, EngineStopped
@@ -97,6 +98,16 @@ def test_a_round_crosses_the_pipe_in_one_message(proc: EngineProcess) -> None:
     gen = proc.generate(prompt, params)
     ends = [ev.ends_round for ev in gen]
     assert ends.count(True) == len(rounds) and ends[-1] and len(ends) == 64
+
+
+def test_verify_exactness_runs_the_engines_check_and_the_process_runs_no_app_code(proc: EngineProcess) -> None:
+    progress: list[VerifyProgress] = []
+    params = GenerationParams(mode="sd", max_tokens=24, sampling=GREEDY)
+    result = proc.verify_exactness([{"role": "user", "content": "Hello"}], params, threading.Event(), progress.append)
+    assert result.identical and result.ar_tokens == result.spec_tokens == 24 and result.device == "CPU"
+    assert [(r.pass_no, r.mode) for r in progress][-1] == (2, "sd")
+    with pytest.raises(EngineError, match=r"not an engine task: app\.worker\.chat_setup:prepare"):
+        proc.run_task("app.worker.chat_setup:prepare", (), threading.Event(), progress.append)
 
 
 def test_stop_ends_the_generation_at_a_round(proc: EngineProcess) -> None:

@@ -1,1 +1,2 @@
-"""The exactness check: greedy ar against the speculative mode, its dialog and its wording."""
+"""Verify exactness in the app: its dialog and its wording (the check itself is engine code,
+:mod:`engine.speculative.exactness`, run in the engine process)."""

@@ -12,11 +12,10 @@ import html
 from PySide6.QtCore import QObject, Qt
 from PySide6.QtWidgets import QLabel, QMessageBox, QProgressBar, QProgressDialog, QWidget
 
-from app.exactness.run import Verification, VerifyProgress, setting_of
 from app.exactness.text import PASSES, details_html, pass_text, passed, summary
 from app.settings.values import Settings
 from app.worker.host import EngineHost
-from engine import COUPLED
+from engine import COUPLED, Verification, VerifyProgress, setting_of
 
 MAX_TOKENS = 128
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import html
 
-from app.exactness.run import Verification, VerifyProgress
+from engine import Verification, VerifyProgress
 
 NEAR_TIE = 0.5  # logits: batch-shape rounding flips choices this close (tests/test_realpair.py uses the same bound)
 PASSES = 2

@@ -8,7 +8,6 @@ Runs on the worker thread (it calls the engine); it never touches a widget.
 from __future__ import annotations
 
 import json
-import threading
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -22,7 +21,6 @@ from app.worker.engine_chat import (
     ReplySplitter,
     chat_family,
     chat_template_source,
-    suggest_template,
 )
 from engine import (
     DROP_OLDEST,
@@ -82,8 +80,7 @@ class _AnyTool(list[str]):
 
 def model_format(eng: EngineProcess, template: str = "") -> ModelFormat:
     """The loaded model's format, read with ``template`` (see :class:`ChatChoice`)."""
-    task = f"{suggest_template.__module__}:{suggest_template.__name__}"  # runs in the engine process
-    suggested = eng.run_task(task, (), threading.Event(), lambda _v: None)
+    suggested = eng.suggested_template()
     if template == PLAIN_TEXT:
         return ModelFormat("plain text (no chat template)", False, False, suggested, template)
     fmt = eng.chat_format(_source(template))

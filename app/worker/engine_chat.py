@@ -2,10 +2,6 @@
 
 from __future__ import annotations
 
-import threading
-from collections.abc import Callable
-from typing import Any
-
 from engine import CONTENT_PIECE, THINKING_PIECE, ReplyPiece, ReplySplitter
 from engine import ChatFamily as Family
 from engine import chat_builtin as builtin
@@ -25,11 +21,5 @@ def chat_template_source(name: str) -> str:
     return builtin.source(name)
 
 
-def suggest_template(engine: Any, _stop: threading.Event, _report: Callable[[Any], object]) -> str | None:
-    """Run in the engine process (``EngineProcess.run_task``): the builtin template that fits the target's vocabulary
-    or architecture, or None."""
-    return builtin.suggest(engine.target_model)
-
-
 __all__ = ["CHAT_TEMPLATES", "CONTENT_PIECE", "THINKING_PIECE", "ReplyPiece", "ReplySplitter", "chat_family",
-           "chat_template_source", "suggest_template"]
+           "chat_template_source"]

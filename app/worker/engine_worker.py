@@ -20,7 +20,6 @@ from typing import Any
 
 from PySide6.QtCore import QObject, Signal, Slot
 
-from app.exactness.run import run_check
 from app.server.slot import ServerEvent, ServerRequest, ServerSlot
 from app.worker import chat_setup
 from app.worker.boundary import WorkerBoundary
@@ -228,9 +227,8 @@ class EngineWorker(EngineSignals):
         self.state_changed.emit(EngineState.GENERATING)
         with WorkerBoundary("Verification failed", self.failed.emit) as job, \
                 self.server.hold(request.stop, self._on_server_busy):
-            result = eng.run_task(f"{run_check.__module__}:{run_check.__name__}",  # in the engine process
-                                  (chat_setup.chat_messages(request.messages), request.params), request.stop,
-                                  self.verification_progressed.emit)
+            result = eng.verify_exactness(chat_setup.chat_messages(request.messages), request.params, request.stop,
+                                          self.verification_progressed.emit)
         self._forget(request)
         if not job.failed:
             self.verification_finished.emit(result)

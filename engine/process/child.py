@@ -209,6 +209,8 @@ class Child:
 
     def _task(self, req: p.Task) -> None:
         module, _, name = req.target.partition(":")
+        if not module.startswith("engine."):  # the process runs engine code only, never the app's
+            raise ValueError(f"not an engine task: {req.target}")
         fn = getattr(importlib.import_module(module), name)
         def report(value: object) -> None:
             self._tick()

@@ -22,6 +22,8 @@ from engine.chat.format import ChatFormat
 from engine.chat.prepare import ChatRequest, PreparedChat
 from engine.chat.rendering import Message
 from engine.config import EngineConfig, GenerationParams
+from engine.speculative import exactness
+from engine.speculative.exactness import Verification, VerifyProgress
 from engine.speculative.plan import MeasuredRate
 
 from . import protocol as p
@@ -167,6 +169,10 @@ class EngineProcess:
         """The chat fitted to the context in the process, in one request (every render and count stays there)."""
         return cast(PreparedChat, self.call("prepare_chat", request))
 
+    def suggested_template(self) -> str | None:
+        """The builtin template that fits the target's vocabulary or architecture, or None."""
+        return cast("str | None", self.call("suggested_template"))
+
     def chat_tokens(self, prompt: str, system: str | None = None) -> list[int]:
         return list(self.call("chat_tokens", prompt, system))
 
@@ -203,6 +209,12 @@ class EngineProcess:
             proc.forget(rid)
             events.put(ev)
             return answer(events, rid)
+
+    def verify_exactness(self, messages: Sequence[Message], params: GenerationParams, stop: threading.Event,
+                         report: Callable[[VerifyProgress], object]) -> Verification:
+        """"Verify exactness" in the process: ``messages`` decoded with ``ar`` and with ``params.mode``, compared."""
+        task = f"{exactness.run_check.__module__}:{exactness.run_check.__name__}"
+        return cast(Verification, self.run_task(task, (list(messages), params), stop, report))
 
     def close(self) -> None:
         """End the process (idempotent); a generation in progress stops."""
