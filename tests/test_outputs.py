@@ -13,7 +13,8 @@ import pytest
 from engine.core.backend import Model
 from engine.core.context import Context, ContextParams
 from engine.core.outputs import GREEDY, chain_spec
-from engine.core.sampling import Dist, SamplingParams, to_dist, top_ids
+from engine.core.ranks import top_ids
+from engine.core.sampling import Dist, SamplingParams, to_dist
 from tests.tiny_models import TinyPair
 
 

@@ -5,14 +5,15 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from engine.core.sampling import Dist, SamplingParams, _Ranks, dist_top, to_dist, truncate
+from engine.core.ranks import Ranks
+from engine.core.sampling import Dist, SamplingParams, dist_top, min_p_head, to_dist, truncate
 
 VOCAB = 151_936  # the offline pair's row width
 
 
 def general(row: np.ndarray, params: SamplingParams) -> Dist:
     """to_dist without the head: top-k's ids ranked, then truncate's walk."""
-    ids, vals = _Ranks(row, params.top_k).top(params.top_k)
+    ids, vals = Ranks(row, params.top_k).top(params.top_k)
     return truncate(ids, vals.astype(np.float64) / params.temperature, params)
 
 
@@ -45,7 +46,7 @@ def test_the_head_is_the_general_paths_distribution_bit_for_bit(temperature: flo
     read_off = 0
     for _ in range(150):
         row = peaked_row(rng)
-        head = _Ranks(row, params.top_k).min_p_head(params)
+        head = min_p_head(Ranks(row, params.top_k), params)
         got, want = to_dist(row, params), general(row, params)
         assert got.ids.tolist() == want.ids.tolist()
         assert np.array_equal(got.probs, want.probs)
@@ -63,7 +64,7 @@ def test_dist_top_takes_its_best_ids_from_the_head_where_it_holds_enough() -> No
         row = peaked_row(rng)
         for count in (1, 2, 3, 8):
             d, top = dist_top(row, params, count)
-            ids = _Ranks(row, max(params.top_k, count)).top(max(params.top_k, count))[0]
+            ids = Ranks(row, max(params.top_k, count)).top(max(params.top_k, count))[0]
             assert top.tolist() == ids[:count].tolist()
             assert np.array_equal(d.probs, general(row, params).probs)
 
@@ -73,7 +74,7 @@ def test_top_p_cutting_before_min_p_is_left_to_the_general_path() -> None:
     row = np.zeros(VOCAB, dtype=np.float32)
     row[[10, 20, 30]] = 20.0
     params = SamplingParams(temperature=1.0, top_k=40, top_p=0.5, min_p=0.05)
-    assert _Ranks(row, 40).min_p_head(params) is None
+    assert min_p_head(Ranks(row, 40), params) is None
     assert to_dist(row, params).ids.tolist() == [10, 20]
 
 
@@ -81,7 +82,7 @@ def test_more_ids_than_top_k_within_min_ps_bound_are_cut_by_top_k() -> None:
     row = np.zeros(VOCAB, dtype=np.float32)
     row[:100] = 5.0  # 100 tied ids, all kept by min-p
     params = SamplingParams(temperature=1.0, top_k=40, top_p=1.0, min_p=0.05)
-    assert _Ranks(row, 40).min_p_head(params) is None
+    assert min_p_head(Ranks(row, 40), params) is None
     d = to_dist(row, params)
     assert d.ids.tolist() == list(range(40)) and np.allclose(d.probs, 1 / 40)
 
@@ -95,7 +96,7 @@ def test_an_id_just_past_min_ps_bound_is_dropped_as_the_general_path_drops_it() 
     row[5] = 0.0
     row[6] = below  # the largest float32 whose weight is under min_p
     row[7] = np.nextafter(below, np.float32(1))  # the next one up: kept
-    assert _Ranks(row, 40).min_p_head(params) is not None
+    assert min_p_head(Ranks(row, 40), params) is not None
     got, want = to_dist(row, params), general(row, params)
     assert got.ids.tolist() == want.ids.tolist() == [5, 7]
     assert np.array_equal(got.probs, want.probs)

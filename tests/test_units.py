@@ -5,7 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from engine.core.sampling import Dist, SamplingParams, sample, to_dist, top_ids
+from engine.core.ranks import top_ids
+from engine.core.sampling import Dist, SamplingParams, sample, to_dist
 from engine.errors import ParameterError
 from engine.speculative import fanout, ngram
 from engine.speculative.speccache import Branch, SpecCache

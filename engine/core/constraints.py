@@ -25,7 +25,8 @@ import numpy as np
 from engine.errors import ParameterError
 
 from .grammar import Grammar, GrammarError
-from .sampling import Dist, FloatRow, IdRow, SamplingParams, dist_top, to_dist, top_ids, truncate
+from .ranks import FloatRow, IdRow, top_ids
+from .sampling import Dist, SamplingParams, dist_top, to_dist, truncate
 
 BIAS_LIMIT = 100.0  # OpenAI's bound on a logit bias; -100 bans a token, +100 forces it
 PENALTY_LIMIT = 2.0  # OpenAI's bound on presence_penalty and frequency_penalty

@@ -19,7 +19,8 @@ from collections.abc import Iterable
 import numpy as np
 import numpy.typing as npt
 
-from .sampling import Dist, FloatRow, IdRow, SamplingParams, to_dist
+from .ranks import FloatRow, IdRow
+from .sampling import Dist, SamplingParams, to_dist
 
 COUPLED, REJECTION = "coupled", "rejection"  # the sampling schemes (engine.core.options.SCHEME)
 

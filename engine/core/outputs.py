@@ -25,17 +25,8 @@ import numpy.typing as npt
 
 from engine.errors import DecodeError
 
-from .sampling import (
-    Dist,
-    FloatRow,
-    IdRow,
-    SamplingParams,
-    dist_from_candidates,
-    dist_top,
-    order_candidates,
-    to_dist,
-    top_ids,
-)
+from .ranks import FloatRow, IdRow, top_ids
+from .sampling import Dist, SamplingParams, dist_from_candidates, dist_top, order_candidates, to_dist
 
 
 def _by_address(fn: Any, result: Any = ctypes.c_void_p) -> Any:

@@ -6,9 +6,8 @@ compares distributions made by identical transforms. Where llama.cpp samples in 
 backend path, :mod:`engine.core.outputs`), :func:`dist_from_candidates` turns the candidates it
 returns into the same :class:`Dist`.
 
-Nothing here copies or sorts a whole logits row: the best ids are found among the columns of the
-row's grid whose maxima reach a threshold (exact: every id at or above it is examined), and
-full-vocabulary work is left to top-k 0, the one setting that asks for the whole vocabulary.
+The best ids of a row are found by :mod:`engine.core.ranks` without sorting the row; full-vocabulary work is left to
+top-k 0, the one setting that asks for the whole vocabulary.
 """
 
 from __future__ import annotations
@@ -21,9 +20,7 @@ import numpy as np
 import numpy.typing as npt
 
 from . import options as opt
-
-FloatRow = npt.NDArray[np.float32]
-IdRow = npt.NDArray[np.int64]
+from .ranks import FloatRow, IdRow, Ranks, top_ids
 
 BACKEND_TOP_K = 256  # the largest top-k run by llama.cpp's sampler chain (more stays on the host path)
 
@@ -84,135 +81,34 @@ def argmax(row: FloatRow) -> int:
     return int(np.argmax(row))
 
 
-def top_ids(row: FloatRow, count: int) -> IdRow:
-    """The ``count`` highest-logit token ids, best first (raw logits; ties to the lowest id)."""
-    return _top(row, count)[0]
-
-
-def _layout(n: int, count: int) -> tuple[int, int]:
-    """The grid :func:`_top` views a row of ``n`` logits as for ``count`` ids: R rows and G columns (at least
-    4 * count of them; ``n % R`` ids left over)."""
-    rows = 64
-    while rows > 8 and n // rows < max(1024, 4 * count):
-        rows //= 2
-    return rows, n // rows
-
-
-def _grid(row: FloatRow, rows: int, cols: int) -> FloatRow:
-    """``row``'s first R x G logits as a grid view, kept for the few rows a context's outputs live at (their
-    views are kept too, :func:`engine.core.outputs.row_view`): made afresh, it costs more than the reduction."""
-    kept = _GRIDS.get((id(row), rows))
-    if kept is not None and kept[0] is row:
-        return kept[1]
-    if len(_GRIDS) >= _GRIDS_KEPT:
-        _GRIDS.clear()
-    grid = row[: rows * cols].reshape(rows, cols)
-    _GRIDS[id(row), rows] = (row, grid)
-    return grid
-
-
-_GRIDS: dict[tuple[int, int], tuple[FloatRow, FloatRow]] = {}  # (id of the row, R) -> the row and its grid
-_GRIDS_KEPT = 8
-_GRID_MIN = 8192  # shorter rows are ranked whole
-_max_down = np.maximum.reduce  # the ufunc itself: ndarray.max adds a Python frame, every sampled row
-
-
-def _top(row: FloatRow, count: int) -> tuple[IdRow, FloatRow]:
-    """The ``count`` best ids, best first with ties to the lowest id, and their logits."""
-    return _Ranks(row, count).top(count)
-
-
-class _Ranks:
-    """Selections of the best ids of one logits row for up to ``count`` ids: the best ``count`` ids, or every id at
-    or above a value.
-
-    The row is viewed as a grid of R rows by G columns (id = r * G + c), and its column maxima are taken once.
-    The count-th largest of the G column maxima, t, is reached by ``count`` distinct ids, so every id of the top
-    ``count`` is at or above t, and lies in a column whose maximum is at or above t: one max-reduction of the row
-    and a few thousand candidates replace a sort of the vocabulary (~60 µs on 151,936 floats, against ~290 µs for
-    an argpartition of the row). Candidates come in increasing id order, so a stable sort by logit leaves ties to
-    the lowest id. Short rows, or most of one asked for, are read whole.
-    """
-
-    def __init__(self, row: FloatRow, count: int) -> None:
-        n = len(row)
-        self.row = row
-        self.rows, self.cols = _layout(n, count) if n >= _GRID_MIN else (1, 0)
-        self.whole = self.cols < 4 * min(count, n)
-        if not self.whole:
-            self.grid = _grid(row, self.rows, self.cols)
-            self.col_max: FloatRow = _max_down(self.grid, 0)
-
-    def best(self) -> float:
-        """The row's largest logit."""
-        if self.whole:
-            return float(_max_down(self.row))
-        cut = self.rows * self.cols
-        best = float(_max_down(self.col_max))
-        return max(best, float(_max_down(self.row[cut:]))) if cut < len(self.row) else best
-
-    def above(self, t: float) -> tuple[IdRow, FloatRow]:
-        """Every id whose logit is at least ``t``, in increasing id order, and their logits."""
-        row = self.row
-        if self.whole:
-            ids: IdRow = (row >= t).nonzero()[0]
-            return ids, row[ids]
-        keep = (self.col_max >= t).nonzero()[0]
-        block = self.grid[:, keep]
-        r, c = (block >= t).nonzero()
-        vals, ids = block[r, c], r * self.cols + keep[c]
-        cut = self.rows * self.cols
-        if cut < len(row):  # the ids past the grid: fewer than R, all above the grid's
-            tail = (row[cut:] >= t).nonzero()[0] + cut
-            ids, vals = np.concatenate((ids, tail)), np.concatenate((vals, row[tail]))
-        return ids, vals
-
-    def top(self, count: int) -> tuple[IdRow, FloatRow]:
-        """The ``count`` best ids, best first with ties to the lowest id, and their logits."""
-        row, n = self.row, len(self.row)
-        count = min(count, n)
-        if count <= 0:
-            return np.empty(0, dtype=np.int64), row[:0]
-        if count == 1:
-            best = int(row.argmax())  # the first maximum: the lowest id
-            return np.array([best], dtype=np.int64), row[best : best + 1]
-        if self.whole:  # the ids at or above the count-th value
-            ids, vals = self.above(float(np.partition(row, n - count)[n - count]))
-        else:
-            kth = self.col_max.copy()
-            kth.partition(self.cols - count)
-            ids, vals = self.above(float(kth[self.cols - count]))
-        order = (-vals).argsort(kind="stable")[:count]
-        return ids[order], vals[order]
-
-    def min_p_head(self, params: SamplingParams) -> tuple[Dist, IdRow] | None:
-        """:func:`to_dist` read off the ids min-p can keep (and those ids, best first), where they decide it.
-
-        min-p keeps an id only if its weight exp((v - v_best) / T) is at least ``min_p``: only ids whose logit is
-        within T * ln(1 / min_p) of the row's best. They are the first ids of top-k's order, found by one
-        comparison with a bound (a confident model's row has one to a few). The result is :func:`truncate`'s
-        float for float, unless there are more of them than top-k keeps, or top-p could cut before min-p does:
-        top-p's total runs over all of top-k's ids, and the ids read bound it from below only. Then: None.
-        """
-        if params.min_p <= 0.0:
-            return None
-        ids, vals = self.above(self.best() + params.temperature * math.log(params.min_p) - _MIN_P_SLACK)
-        if len(ids) > params.top_k:
-            return None
-        order = (-vals).argsort(kind="stable")
-        ids = ids[order]
-        logits = vals[order].astype(np.float64) / params.temperature
-        weights = np.exp(logits - logits[0])
-        w = weights.tolist()
-        keep = _min_p_cut(w, params.min_p, len(w))
-        if params.top_p < 1.0 and keep > 1 and sum(w[: keep - 1]) >= params.top_p * float(weights.sum()) * _MARGIN:
-            return None
-        kept = weights[:keep]
-        return Dist(ids[:keep].astype(np.int64), kept / kept.sum()), ids
-
-
 _MIN_P_SLACK = 1e-3  # logits below min-p's bound that are still read: float rounding cannot reach past it
 _MARGIN = 1.0 - 1e-9  # top-p's sums over all of top-k's ids and over the ids read differ by rounding (~1e-16) only
+
+
+def min_p_head(ranks: Ranks, params: SamplingParams) -> tuple[Dist, IdRow] | None:
+    """:func:`to_dist` read off the ids min-p can keep (and those ids, best first), where they decide it.
+
+    min-p keeps an id only if its weight exp((v - v_best) / T) is at least ``min_p``: only ids whose logit is
+    within T * ln(1 / min_p) of the row's best. They are the first ids of top-k's order, found by one
+    comparison with a bound (a confident model's row has one to a few). The result is :func:`truncate`'s
+    float for float, unless there are more of them than top-k keeps, or top-p could cut before min-p does:
+    top-p's total runs over all of top-k's ids, and the ids read bound it from below only. Then: None.
+    """
+    if params.min_p <= 0.0:
+        return None
+    ids, vals = ranks.above(ranks.best() + params.temperature * math.log(params.min_p) - _MIN_P_SLACK)
+    if len(ids) > params.top_k:
+        return None
+    order = (-vals).argsort(kind="stable")
+    ids = ids[order]
+    logits = vals[order].astype(np.float64) / params.temperature
+    weights = np.exp(logits - logits[0])
+    w = weights.tolist()
+    keep = _min_p_cut(w, params.min_p, len(w))
+    if params.top_p < 1.0 and keep > 1 and sum(w[: keep - 1]) >= params.top_p * float(weights.sum()) * _MARGIN:
+        return None
+    kept = weights[:keep]
+    return Dist(ids[:keep].astype(np.int64), kept / kept.sum()), ids
 
 
 def to_dist(row: FloatRow, params: SamplingParams) -> Dist:
@@ -223,8 +119,8 @@ def to_dist(row: FloatRow, params: SamplingParams) -> Dist:
     prefixes of the same order, so the result is the same), and the top-p set grows by partial selection.
     """
     if 0 < params.top_k < len(row):
-        ranks = _Ranks(row, params.top_k)
-        head = ranks.min_p_head(params)
+        ranks = Ranks(row, params.top_k)
+        head = min_p_head(ranks, params)
         if head is not None:
             return head[0]
         ids, vals = ranks.top(params.top_k)
@@ -235,8 +131,8 @@ def to_dist(row: FloatRow, params: SamplingParams) -> Dist:
 def dist_top(row: FloatRow, params: SamplingParams, count: int) -> tuple[Dist, IdRow]:
     """:func:`to_dist` and :func:`top_ids` ``count`` from one selection where top-k allows."""
     if 0 < params.top_k < len(row):
-        ranks = _Ranks(row, max(params.top_k, count))
-        head = ranks.min_p_head(params)
+        ranks = Ranks(row, max(params.top_k, count))
+        head = min_p_head(ranks, params)
         if head is not None and count <= len(head[1]):
             return head[0], head[1][:count]
         ids, vals = ranks.top(max(params.top_k, count))

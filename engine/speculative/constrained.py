@@ -18,7 +18,8 @@ from typing import Protocol
 
 from engine.core.constraints import Constraint
 from engine.core.grammar import GrammarError
-from engine.core.sampling import Dist, FloatRow, SamplingParams
+from engine.core.ranks import FloatRow
+from engine.core.sampling import Dist, SamplingParams
 
 
 class RawRows(Protocol):

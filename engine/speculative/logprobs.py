@@ -20,7 +20,7 @@ from typing import Any
 
 import numpy as np
 
-from engine.core.sampling import FloatRow
+from engine.core.ranks import FloatRow
 
 from .constrained import RawRows
 from .target import observing

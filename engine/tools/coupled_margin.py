@@ -15,7 +15,8 @@ import numpy as np
 
 from engine.core.gumbel import COUPLED, score_margin
 from engine.core.kvtrack import KVTrack
-from engine.core.sampling import FloatRow, SamplingParams
+from engine.core.ranks import FloatRow
+from engine.core.sampling import SamplingParams
 from engine.engine import Engine, EngineConfig
 
 from .bench import Row
