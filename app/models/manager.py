@@ -7,22 +7,14 @@ from pathlib import Path
 
 from PySide6.QtCore import QSize, Signal
 from PySide6.QtGui import QCloseEvent
-from PySide6.QtWidgets import (
-    QDialog,
-    QDialogButtonBox,
-    QGroupBox,
-    QLabel,
-    QProgressBar,
-    QPushButton,
-    QVBoxLayout,
-    QWidget,
-)
+from PySide6.QtWidgets import QDialog, QDialogButtonBox, QLabel, QVBoxLayout, QWidget
 
+from app.models.catalog_box import CatalogBox
 from app.models.import_flow import ImportFlow
 from app.models.installed_box import InstalledBox
-from app.models.pair_status import installed_status, intact_text, progress_text
-from app.models.search_pane import FIT_COLOURS, SearchPane
-from app.models.tables import button_row, fitted, new_table, set_cell
+from app.models.pair_status import intact_text
+from app.models.search_pane import SearchPane
+from app.models.tables import fitted
 from app.models.workers import DownloadWorker, as_active, start_thread, stop_thread
 from app.settings.store import ActivePair
 from engine import (
@@ -31,7 +23,6 @@ from engine import (
     InstalledPair,
     ModelStore,
     PairSpec,
-    fit_label,
     format_bytes,
     hub_search,
     hubpair,
@@ -99,25 +90,15 @@ class ModelManagerDialog(QDialog):
         self.remove_button.clicked.connect(self._on_remove_clicked)
         self.verify_button.clicked.connect(self._on_verify_clicked)
 
-        self.catalog_table = new_table(["Pair", "Quant", "Download", "Needs", "Fit", "Why", "Status"],
-                                       stretch="Why")
-        self.download_button = QPushButton("Download")
+        catalog_box = self.catalog_box = CatalogBox()
+        self.catalog_table = catalog_box.table
+        self.download_button, self.cancel_button = catalog_box.download_button, catalog_box.cancel_button
+        self.progress_label, self.progress_bar = catalog_box.progress_label, catalog_box.progress_bar
         self.download_button.clicked.connect(self._on_download_clicked)
-        self.cancel_button = QPushButton("Cancel download")
         self.cancel_button.clicked.connect(self._on_cancel_clicked)
-        self.progress_label = QLabel()
-        self.progress_bar = QProgressBar()
-        self.progress_bar.setRange(0, 1000)
-        self.progress_bar.hide()
         self.search = SearchPane(self.store, (self.ram, self.vram))
         self.search.download_pair.connect(self.start_download)
         self.search.pair_local.connect(self._on_pair_local)
-        catalog_box = QGroupBox("Recommended")
-        cv = QVBoxLayout(catalog_box)
-        cv.addWidget(self.catalog_table)
-        cv.addLayout(button_row(self.download_button, self.cancel_button))
-        cv.addWidget(self.progress_bar)
-        cv.addWidget(self.progress_label)
 
         buttons = QDialogButtonBox(QDialogButtonBox.StandardButton.Close)
         buttons.rejected.connect(self.close)
@@ -157,18 +138,7 @@ class ModelManagerDialog(QDialog):
             self.installed = []
             self.show_message(str(exc), error=True)
         self.installed_box.show_pairs(self.installed, self.active)
-        c = self.catalog_table
-        c.setRowCount(len(self.catalog))
-        for r, spec in enumerate(self.catalog):
-            label, reason = fit_label(spec, self.ram, self.vram)
-            set_cell(c, r, 0, spec.name, tip=spec.notes)
-            set_cell(c, r, 1, f"{spec.target.quant} + {spec.draft.quant}")
-            set_cell(c, r, 2, format_bytes(spec.target.size + spec.draft.size))
-            set_cell(c, r, 3, format_bytes(spec.ram_bytes))
-            set_cell(c, r, 4, label, colour=FIT_COLOURS.get(label))
-            set_cell(c, r, 5, reason, tip=reason)
-            status, tip = installed_status(spec, self.installed, self.status.get(spec.id, ""))
-            set_cell(c, r, 6, status, tip=tip, bold=status.startswith("installed"))
+        self.catalog_box.show_specs(self.catalog, self.installed, self.status, self.ram, self.vram)
         if self.catalog_error:
             self.show_message(self.catalog_error, error=True)
         self._update_buttons()
@@ -179,8 +149,8 @@ class ModelManagerDialog(QDialog):
 
     def selected_spec(self) -> PairSpec | None:
         """The selected catalog pair."""
-        rows = self.catalog_table.selectionModel().selectedRows()
-        return self.catalog[rows[0].row()] if rows else None
+        row = self.catalog_box.selected_row()
+        return self.catalog[row] if row is not None else None
 
     def show_message(self, text: str, *, error: bool = False) -> None:
         """A line above the tables (red for errors such as an incompatible import)."""
@@ -217,10 +187,7 @@ class ModelManagerDialog(QDialog):
             return
         self.downloading = spec
         self.status[spec.id] = "downloading…"
-        self.progress_bar.setValue(0)
-        self.progress_bar.setFormat(f"{spec.name}: %p%")
-        self.progress_bar.show()
-        self.progress_label.setText(f"Starting {spec.name}…")
+        self.catalog_box.begin(spec.name)
         self.refresh()
         self.download_requested.emit(spec)
 
@@ -279,13 +246,11 @@ class ModelManagerDialog(QDialog):
 
     # -- download signals -------------------------------------------------------------------------
     def _on_progressed(self, p: DownloadProgress) -> None:
-        self.progress_bar.setValue(int(1000 * p.done / max(p.total, 1)))
-        self.progress_label.setText(progress_text(p))
+        self.catalog_box.progressed(p)
 
     def _on_downloaded(self, pair: InstalledPair) -> None:
         self.downloading = None
-        self.progress_bar.setValue(1000)
-        self.progress_label.setText(f"Installed {pair.name}.")
+        self.catalog_box.installed(pair.name)
         self.refresh()
 
     def _on_cancelled(self, pair_id: str) -> None:
