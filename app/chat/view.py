@@ -9,6 +9,7 @@ from PySide6.QtCore import QTimer, QUrl, Signal
 from PySide6.QtGui import QGuiApplication, QTextBlock
 from PySide6.QtWidgets import QTextBrowser, QWidget
 
+from app.chat.bubbles import ASSISTANT_BG, MUTED, USER_BG, bubble, reply_links, user_links
 from app.chat.render import Renderer, mark_runs
 from app.chat.stats_text import message_status
 from app.chat.thinking import LiveThinking, ThinkingBlocks
@@ -17,9 +18,6 @@ from app.history.records import Message
 
 REPAINT_MS = 33
 END_SLACK_PX = 4  # a scroll position this close to the bottom counts as "at the end" (rounding in the layout)
-USER_BG = "#eef4ff"
-ASSISTANT_BG = "#ffffff"
-MUTED = "#6e7781"
 
 
 @dataclass(slots=True)
@@ -206,7 +204,7 @@ class ChatView(QTextBrowser):
             self._code["live"] = code
             status = html.escape(live.status or "…")
             thought = self.thinking.live.html() if self.thinking.live is not None else ""
-            parts.append(_bubble("Assistant", "", thought + (body or ("" if thought else "<p>…</p>")), status,
+            parts.append(bubble("Assistant", "", thought + (body or ("" if thought else "<p>…</p>")), status,
                                  ASSISTANT_BG))
         if not parts:
             parts.append(f'<p style="color:{MUTED}" align="center"><br/><br/>'
@@ -251,16 +249,11 @@ class ChatView(QTextBrowser):
         if m.role == "tool":
             return self.tools.result_html(m)
         if m.role == "user":
-            links = f'<a href="edit:{m.id}">Edit</a> &nbsp; <a href="copymsg:{m.id}">Copy</a>'
-            return _bubble("You", links, body, "", USER_BG)
-        links = f'<a href="copymsg:{m.id}">Copy</a>'
-        if is_last:
-            links += ' &nbsp; <a href="regen:">Regenerate</a>'
-        if m.versions > 1:
-            links = _version_links(m) + " &nbsp; " + links
+            return bubble("You", user_links(m), body, "", USER_BG)
+        links = reply_links(m, is_last=is_last)
         status = html.escape(message_status(m.stats, complete=m.complete, unsaved=m.unsaved))
         thought = self.thinking.saved_html(m.id, m.reasoning, (m.stats or {}).get("thinking_s"))
-        return _bubble("Assistant", links, thought + body + self.tools.calls_html(m), status, ASSISTANT_BG)
+        return bubble("Assistant", links, thought + body + self.tools.calls_html(m), status, ASSISTANT_BG)
 
     def _render(self, key: str, text: str, runs: list[tuple[int, bool]]) -> tuple[str, list[str]]:
         self._renderer.reset()
@@ -294,17 +287,3 @@ class ChatView(QTextBrowser):
             message_id, _, step = rest.partition(":")
             self.version_requested.emit(int(message_id), int(step))
 
-
-def _version_links(m: Message) -> str:
-    """``← 2/3 →``: the arrows are links where there is a version to go to."""
-    back = f'<a href="version:{m.id}:-1">←</a>' if m.version > 1 else f'<span style="color:{MUTED}">←</span>'
-    ahead = (f'<a href="version:{m.id}:1">→</a>' if m.version < m.versions
-             else f'<span style="color:{MUTED}">→</span>')
-    return f"{back} {m.version}/{m.versions} {ahead}"
-
-
-def _bubble(who: str, links: str, body: str, status: str, bg: str) -> str:
-    status_html = f'<p style="color:{MUTED}; font-size:small">{status}</p>' if status else ""
-    return (f'<table width="100%" cellspacing="0" cellpadding="10" style="background-color:{bg};'
-            f' margin-bottom:6px"><tr><td><b>{who}</b> &nbsp; <span style="font-size:small">{links}</span>'
-            f"{body}{status_html}</td></tr></table>")
