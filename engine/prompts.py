@@ -10,6 +10,7 @@ from .chat import builtin, markers, prepare, rendering
 from .chat import format as chat_format
 from .chat.families import detect
 from .chat.family import Family
+from .core import fim
 from .core.backend import Model
 
 
@@ -54,6 +55,15 @@ class Prompts:
     def prepare_chat(self, request: prepare.ChatRequest) -> prepare.PreparedChat:
         """``request``'s chat fitted to the context, with its reply's family and section (every render here)."""
         return prepare.prepare_chat(self, self.n_ctx, request)
+
+    @property
+    def n_vocab(self) -> int:
+        return self.target_model.n_vocab
+
+    def fim_prompt(self, prefix: str, suffix: str) -> tuple[list[int], frozenset[int]]:
+        """The fill-in-the-middle prompt for the code between ``prefix`` and ``suffix``, and the tokens that end the
+        middle (:mod:`engine.core.fim`; ParameterError for a model without FIM tokens)."""
+        return fim.fim_tokens(self.target_model, prefix, suffix), fim.fim_ends(self.target_model)
 
     def suggested_template(self) -> str | None:
         """The builtin template that fits the target's vocabulary or architecture, or None."""

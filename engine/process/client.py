@@ -169,6 +169,11 @@ class EngineProcess:
         """The chat fitted to the context in the process, in one request (every render and count stays there)."""
         return cast(PreparedChat, self.call("prepare_chat", request))
 
+    def fim_prompt(self, prefix: str, suffix: str) -> tuple[list[int], frozenset[int]]:
+        """The fill-in-the-middle prompt and the tokens that end the middle, read in the process."""
+        tokens, ends = self.call("fim_prompt", prefix, suffix)
+        return list(tokens), frozenset(ends)
+
     def suggested_template(self) -> str | None:
         """The builtin template that fits the target's vocabulary or architecture, or None."""
         return cast("str | None", self.call("suggested_template"))

@@ -18,7 +18,6 @@ from starlette.background import BackgroundTask
 from engine import GenerationParams, GenerationStats
 from engine.chat.budget import ThinkingBudget
 from engine.chat.family import CONTENT, THINKING, ToolCall
-from engine.core.backend import Model
 from engine.core.gumbel import fingerprint
 from engine.errors import ModelFileChangedError
 from engine.speculative.logprobs import Figures
@@ -42,10 +41,10 @@ class Run:
     when one fails, is cancelled, or the reply stops asking for more (:meth:`stop`)."""
 
     def __init__(self, service: Service, kind: str, body: ChatCompletionRequest | CompletionRequest,
-                 prompt: list[int], params: GenerationParams, plan: ChatPlan | None, middle: MiddleEnd | None,
-                 vocab: Model | None) -> None:
+                 prompt: list[int], params: GenerationParams, plan: ChatPlan | None,
+                 middle: MiddleEnd | None) -> None:
         self.service, self.kind, self.body, self.prompt, self.params = service, kind, body, prompt, params
-        self.plan, self.middle, self.vocab = plan, middle, vocab
+        self.plan, self.middle = plan, middle
         self.rid = ("chatcmpl-" if kind == replies.CHAT else "cmpl-") + uuid.uuid4().hex[:24]
         self.n = body.n
         self.job: Job | None = None
@@ -124,13 +123,14 @@ class Run:
 
     def logprobs(self) -> dict[str, Any] | None:
         """The figures of the tokens since the last call, in the endpoint's shape (None without logprobs)."""
-        if self.tap is None or self.vocab is None:
+        if self.tap is None:
             return None
         skip = self.middle.tokens if self.middle is not None else frozenset()
         figures: list[Figures | None] = [f for f in self.tap.take() if f is not None and f[0] not in skip]
+        known = self.tap.pieces(figures)
         if self.kind == replies.CHAT:
-            return chat_logprobs(self.vocab, figures)
-        out = text_logprobs(self.vocab, figures, self._offset)
+            return chat_logprobs(known, figures)
+        out = text_logprobs(known, figures, self._offset)
         self._offset += sum(len(t) for t in out["tokens"])
         return out
 
@@ -234,7 +234,6 @@ async def serve(service: Service, request: Request, kind: str, body: ChatComplet
                 middle: MiddleEnd | None = None) -> Response:
     """Run a request's choices once the engine is free: streamed, or whole when the last has ended."""
     params = service.params(body, len(prompt), prompt_field, extras)
-    vocab = await service.ask(service.vocab.get) if body.logprob_top is not None else None  # the tokens' texts
     if not await service.wait_turn(request):
         return APIError(400, "the client disconnected", code="client_disconnected").response()
     if service.closing:
@@ -249,7 +248,7 @@ async def serve(service: Service, request: Request, kind: str, body: ChatComplet
     except APIError:
         service.gate.release()
         raise
-    run = Run(service, kind, body, prompt, params, plan, middle, vocab)
+    run = Run(service, kind, body, prompt, params, plan, middle)
     request.state.run = run  # what an endpoint that re-tells the reply (/v1/messages) reads besides it
     run.start(0)  # the gate goes back if it cannot start
     files = service.engine.files.stamps  # with the build and scheme: whether a seed can repeat its reply

@@ -62,7 +62,7 @@ async def _inputs(service: Service, body: EmbeddingsRequest) -> list[list[int]]:
         raw = [raw]  # one input given as its token ids
     if len(raw) > MAX_INPUTS:
         raise _bad(f"input: at most {MAX_INPUTS} inputs in one request, got {len(raw)}")
-    n_vocab = (await service.ask(service.vocab.get)).n_vocab
+    n_vocab = service.engine.n_vocab
     out: list[list[int]] = []
     for i, item in enumerate(raw):
         where = "input" if len(raw) == 1 else f"input[{i}]"

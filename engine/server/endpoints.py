@@ -7,7 +7,7 @@ from fastapi import FastAPI, Request
 from fastapi.responses import Response
 
 from engine import ChatTemplateError, ParameterError
-from engine.core.fim import fim_ends, fim_tokens, suffix_head
+from engine.core.fim import suffix_head
 
 from . import choices, embeddings, errors, replies, responses, responsestream
 from .errors import APIError
@@ -42,8 +42,7 @@ def add(app: FastAPI, service: Service) -> None:
 
 async def chat(service: Service, request: Request, body: ChatCompletionRequest) -> Response:
     plan, prompt = await chat_prompt(service, body)
-    model = await service.ask(service.vocab.get) if body.logit_bias else None
-    extras = sampling_extras(body, plan.grammar, model.n_vocab if model is not None else 0, plan.triggers)
+    extras = sampling_extras(body, plan.grammar, service.engine.n_vocab, plan.triggers)
     budget = min((b for b in (body.thinking_budget, service.config.thinking_budget) if b is not None), default=None)
     plan.thinking_budget = budget
     return await choices.serve(service, request, replies.CHAT, body, prompt, "messages", extras, plan)
@@ -73,16 +72,15 @@ async def chat_prompt(service: Service, body: ChatCompletionRequest) -> tuple[Ch
 async def complete(service: Service, request: Request, body: CompletionRequest) -> Response:
     service.check_model(body.model)
     await service.check_size([body.text, body.suffix or ""], "prompt")
-    model = await service.ask(service.vocab.get) if body.suffix is not None or body.logit_bias else None
     middle = None
     try:
-        if body.suffix is not None and model is not None:  # fill in the middle, between prompt and suffix
-            prompt = await service.ask(fim_tokens, model, body.text, body.suffix)
-            middle = MiddleEnd(fim_ends(model), suffix_head(body.suffix))
+        if body.suffix is not None:  # fill in the middle, between prompt and suffix
+            prompt, ends = await service.ask(service.engine.fim_prompt, body.text, body.suffix)
+            middle = MiddleEnd(ends, suffix_head(body.suffix))
         else:
             prompt = await service.ask(service.engine.tokenize, body.text)
     except ParameterError as exc:  # not UTF-8 (a lone surrogate escaped in the JSON), or no FIM tokens
         field = "suffix" if str(exc).startswith("suffix") else "prompt"
         raise APIError(400, str(exc), param=field, code="invalid_value") from exc
-    extras = sampling_extras(body, "", model.n_vocab if model is not None else 0)
+    extras = sampling_extras(body, "", service.engine.n_vocab)
     return await choices.serve(service, request, replies.TEXT, body, prompt, "prompt", extras, middle=middle)

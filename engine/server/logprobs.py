@@ -3,26 +3,26 @@
 completions' ``tokens`` / ``token_logprobs`` / ``top_logprobs`` / ``text_offset``).
 
 An engine here taps its target on the generating thread; an engine in a process of its own runs the tapped
-generation as a task there and reports each token with its figures. Token texts come from the target's
-vocabulary here (:class:`~.structured.VocabModel`).
+generation as a task there (:mod:`.logprob_task`) and reports each token with its figures and the bytes of the
+tokens they name: the server holds no copy of the target's vocabulary.
 """
 
 from __future__ import annotations
 
 import queue
 import threading
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from typing import Any, cast
 
 from engine import Engine, GenerationParams, GenerationStats
-from engine.core.backend import Model
 from engine.generation import TokenEvent
 from engine.process import EngineProcess
-from engine.speculative.logprobs import TASK, Figures, TappedGeneration
+from engine.speculative.logprobs import Figures, TappedGeneration
 
 from .job import ServedEngine
+from .logprob_task import TASK, pieces
 
-_POLL_S = 0.02  # how often a waiting remote generation looks at its stop Event
+_POLL_S = 0.02  # how often a waiting generation in the engine process looks at its stop Event
 
 
 class _EitherStop(threading.Event):
@@ -36,14 +36,16 @@ class _EitherStop(threading.Event):
         return super().is_set() or (self._other is not None and self._other.is_set())
 
 
-class RemoteTapped:
-    """A tapped generation in the engine process, iterated like a Generation (``stats`` complete after it)."""
+class ProcessTapped:
+    """A tapped generation in the engine process, iterated like a Generation (``stats`` complete after it); the
+    bytes of the tokens its figures name land in ``known``."""
 
     def __init__(self, engine: EngineProcess, prompt: Sequence[int], params: GenerationParams,
-                 stop: threading.Event | None, top: int, sink: list[Figures | None]) -> None:
+                 stop: threading.Event | None, top: int, sink: list[Figures | None], known: dict[int, bytes]) -> None:
         self.stats = GenerationStats(mode=params.mode, prompt_tokens=len(prompt))
         self.tokens: list[int] = []
         self._sink = sink
+        self._known = known
         self._halt = _EitherStop(stop)
         self._events: queue.Queue[tuple[str, Any]] = queue.Queue()
         self._ended = False
@@ -71,8 +73,9 @@ class RemoteTapped:
             while not self._ended:
                 kind, value = self._next()
                 if kind == "token":
-                    token, text, from_draft, n_round, figures = value
+                    token, text, from_draft, n_round, figures, named = value
                     self.tokens.append(token)
+                    self._known.update(named)  # before the figures: a reader of the sink finds their texts
                     self._sink.append(figures)
                     yield TokenEvent(token, text, from_draft, n_round)
                 else:
@@ -108,13 +111,14 @@ class TappedEngine:
         self._engine = engine
         self.top = top
         self.sink: list[Figures | None] = []
+        self._known: dict[int, bytes] = {}  # the bytes of the tokens the figures name (the engine process's)
         self._read = 0
 
     def generate(self, prompt: Sequence[int], params: GenerationParams,
                  stop: threading.Event | None = None) -> Any:
         if isinstance(self._engine, Engine):
             return TappedGeneration(self._engine, prompt, params, stop, self.top, self.sink)
-        return RemoteTapped(self._engine, prompt, params, stop, self.top, self.sink)
+        return ProcessTapped(self._engine, prompt, params, stop, self.top, self.sink, self._known)
 
     def markup_tokens(self, text: str) -> list[int]:
         return self._engine.markup_tokens(text)
@@ -123,6 +127,12 @@ class TappedEngine:
         """This, as the engine a Job takes (it uses ``generate`` and ``markup_tokens`` alone)."""
         return cast(ServedEngine, self)
 
+    def pieces(self, figures: Sequence[Figures | None]) -> Mapping[int, bytes]:
+        """The bytes of the tokens ``figures`` name: the engine's own model here, else what its process sent."""
+        if isinstance(self._engine, Engine):
+            return {t: b for f in figures for t, b in pieces(self._engine.target_model, f).items()}
+        return self._known
+
     def take(self) -> list[Figures | None]:
         """The figures that came since the last take (the worker thread appends; this reads up to a length)."""
         n = len(self.sink)
@@ -130,32 +140,33 @@ class TappedEngine:
         return out
 
 
-def _piece(model: Model, token: int) -> tuple[str, list[int]]:
-    raw = model.token_bytes(token, special=True)
+def _piece(known: Mapping[int, bytes], token: int) -> tuple[str, list[int]]:
+    raw = known[token]
     return raw.decode("utf-8", "replace"), list(raw)
 
 
-def chat_entries(model: Model, figures: Sequence[Figures | None]) -> list[dict[str, Any]]:
+def chat_entries(known: Mapping[int, bytes], figures: Sequence[Figures | None]) -> list[dict[str, Any]]:
     """Chat's ``logprobs.content`` entries: token, logprob, bytes and the top alternatives."""
     out: list[dict[str, Any]] = []
     for f in figures:
         if f is None:
             continue
         token, lp, best = f
-        text, raw = _piece(model, token)
+        text, raw = _piece(known, token)
         tops = []
         for t, tlp in best:
-            ttext, traw = _piece(model, t)
+            ttext, traw = _piece(known, t)
             tops.append({"token": ttext, "logprob": tlp, "bytes": traw})
         out.append({"token": text, "logprob": lp, "bytes": raw, "top_logprobs": tops})
     return out
 
 
-def chat_logprobs(model: Model, figures: Sequence[Figures | None]) -> dict[str, Any]:
-    return {"content": chat_entries(model, figures), "refusal": None}
+def chat_logprobs(known: Mapping[int, bytes], figures: Sequence[Figures | None]) -> dict[str, Any]:
+    """Chat's ``logprobs`` object; ``known``: the bytes of the tokens the figures name."""
+    return {"content": chat_entries(known, figures), "refusal": None}
 
 
-def text_logprobs(model: Model, figures: Sequence[Figures | None], offset: int = 0) -> dict[str, Any]:
+def text_logprobs(known: Mapping[int, bytes], figures: Sequence[Figures | None], offset: int = 0) -> dict[str, Any]:
     """Completions' ``logprobs`` object; ``offset``: characters of the reply before these tokens."""
     tokens: list[str] = []
     values: list[float] = []
@@ -165,10 +176,10 @@ def text_logprobs(model: Model, figures: Sequence[Figures | None], offset: int =
         if f is None:
             continue
         token, lp, best = f
-        text = _piece(model, token)[0]
+        text = _piece(known, token)[0]
         tokens.append(text)
         values.append(lp)
-        tops.append({_piece(model, t)[0]: tlp for t, tlp in best})
+        tops.append({_piece(known, t)[0]: tlp for t, tlp in best})
         offsets.append(offset)
         offset += len(text)
     return {"tokens": tokens, "token_logprobs": values, "top_logprobs": tops, "text_offset": offsets}

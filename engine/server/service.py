@@ -24,7 +24,6 @@ from .gate import Gate, QueueFull
 from .health import check_engine
 from .job import Job, Outcome, ServedEngine, engine_failure, longest_piece
 from .schemas import ChatCompletionRequest, CompletionRequest
-from .structured import VocabModel
 
 
 async def client_gone(request: Request) -> None:
@@ -45,7 +44,6 @@ class Service:
         self.jobs: dict[str, Job] = {}  # the generation running (and, while it winds down, the one before)
         self.closing = False  # set while the server stops: nothing new starts
         self._longest_piece = 0  # bytes of the vocabulary's longest token, looked up on the first long prompt
-        self.vocab = VocabModel(engine)  # the target's vocabulary here: FIM, logit_bias's ids
         self._chat_format: ChatFormat | None = None
 
     def model_card(self) -> dict[str, Any]:

@@ -3,17 +3,14 @@ to render, the grammar the reply must follow, and the bias and penalties; every 
 
 from __future__ import annotations
 
-import threading
 from dataclasses import dataclass, field
 from typing import Any
 
-from engine import Engine
 from engine.chat.families import by_name, plain
 from engine.chat.family import CONTENT, Family
 from engine.chat.format import ChatFormat, thinking_variables
 from engine.chat.history import template_tool_calls
 from engine.chat.rendering import Message
-from engine.core.backend import Model
 from engine.core.constraints import check_bias
 from engine.core.gbnf import either
 from engine.core.jsonschema import JSON_OBJECT_GRAMMAR, SchemaError, schema_grammar
@@ -22,7 +19,6 @@ from engine.errors import ParameterError
 
 from .errors import APIError
 from .formats import NamedChoice
-from .job import ServedEngine
 from .schemas import ChatCompletionRequest, ChatMessage, CompletionRequest
 
 SCHEMA_PARAM = "response_format.json_schema.schema"
@@ -47,24 +43,6 @@ class ChatPlan:
     @property
     def calls_possible(self) -> bool:
         return self.family.calls and bool(self.names)
-
-
-class VocabModel:
-    """The target's vocabulary in the server's process: the engine's own model, or (the engine in a process of
-    its own) a vocabulary-only load of the target's file, made on first use."""
-
-    def __init__(self, engine: ServedEngine) -> None:
-        self._engine = engine
-        self._model: Model | None = None
-        self._lock = threading.Lock()
-
-    def get(self) -> Model:
-        if isinstance(self._engine, Engine):
-            return self._engine.target_model
-        with self._lock:
-            if self._model is None:
-                self._model = Model(self._engine.config.target_path, vocab_only=True)
-            return self._model
 
 
 def _tool_history(body: ChatCompletionRequest) -> bool:
