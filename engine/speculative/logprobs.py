@@ -7,8 +7,8 @@ one context each read their own rows. It keeps, per emitted token, its log-proba
 distribution (the log-softmax of the raw logits row: before temperature, truncation, bias or grammar) and the
 ``top`` likeliest ids with theirs.
 
-:func:`generate` is the same for an engine in a process of its own: a task (``module:function``) the process
-runs beside nothing else, reporting each token with its figures.
+:func:`generate` is the same for an engine in a process of its own, reporting each token with its figures (the
+server's task, :mod:`engine.server.logprob_task`, runs it there).
 """
 
 from __future__ import annotations
@@ -28,7 +28,6 @@ from .types import Draft, Verdict
 
 MAX_TOP = 20  # OpenAI's top_logprobs range (0-20)
 FLOOR = -9999.0  # the log-probability reported for a token of probability 0 (OpenAI's value for it)
-TASK = "engine.speculative.logprobs:generate"
 
 Figures = tuple[int, float, tuple[tuple[int, float], ...]]  # (token, logprob, ((id, logprob), ...) best first)
 
