@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Literal
 
 import pytest
+from filelock import FileLock
 
 os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
 DATA_ENV = "SSD_CHAT_DATA_DIR"
@@ -48,6 +49,9 @@ RUN_DIR = Path(tempfile.mkdtemp(prefix=f"{RUN_PREFIX}{os.getpid()}-"))
 for _name in OTHER_PROGRAMS_ENV:
     os.environ[_name] = str(RUN_DIR / _name.lower())
 
+from tests import cores  # noqa: E402
+
+cores.pin_to_own_core()
 from engine import offline  # noqa: E402
 from engine.core import cpu_check  # noqa: E402
 from engine.speculative.memory import DIR_ENV as MEMORY_ENV  # noqa: E402
@@ -148,6 +152,15 @@ def _pair_folder(config: pytest.Config) -> Path:
     return Path(cache.mkdir(PAIR_CACHE)) if cache is not None else config.rootpath / ".pytest_cache" / "d" / PAIR_CACHE
 
 
+@pytest.fixture
+def all_cores() -> Iterator[int]:
+    """Every core of the run for this test (and what it starts), instead of its process's own one; their count."""
+    own = frozenset(os.sched_getaffinity(0))
+    cores.widen(cores.ALL_CORES)
+    yield len(cores.ALL_CORES)
+    cores.widen(own)
+
+
 @pytest.fixture(scope="session")
 def real_pair(pytestconfig: pytest.Config) -> offline.OfflinePair:
     """The real Qwen2.5-Coder 1.5B/0.5B pair (offline-models extra), assembled once (see PAIR_ENV)."""
@@ -156,7 +169,9 @@ def real_pair(pytestconfig: pytest.Config) -> offline.OfflinePair:
     if pair is None:
         if not offline.extra_installed():
             pytest.skip("the offline-models extra is not installed")
-        pair = offline.ensure_pair(folder)
+        folder.mkdir(parents=True, exist_ok=True)
+        with FileLock(folder / ".assembling.lock"):  # one worker assembles, the others then find it
+            pair = offline.installed_pair(folder) or offline.ensure_pair(folder)
     return pair
 
 

@@ -11,6 +11,7 @@ from engine import Engine, EngineConfig, GenerationParams
 from engine.speculative import memory
 from engine.speculative.costmodel import CostModel
 from engine.speculative.plan import Plan
+from tests.cores import ALL_CORES
 from tests.tiny_models import TinyPair
 
 
@@ -51,6 +52,8 @@ def test_the_dump_restores_every_figure() -> None:
     assert back.lookup_best([4, 3, 3]) == m.lookup_best([4, 3, 3])
 
 
+@pytest.mark.skipif(len(ALL_CORES) < 2, reason="another setup here is one thread on a host of several cores")
+@pytest.mark.usefixtures("all_cores")  # the default threads are every core, not the test process's one
 def test_a_new_session_starts_from_what_the_last_one_measured(tiny: TinyPair, cache: Path) -> None:
     prompt = list(range(20, 40))
     with Engine(_config(tiny)) as eng:

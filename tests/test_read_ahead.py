@@ -15,10 +15,11 @@ from engine.speculative.drafter import Drafter, PromptRead
 from engine.speculative.exactness import first_difference
 from engine.speculative.planner import AutoPlanner
 from engine.speculative.types import Draft
+from tests.cores import ALL_CORES
 from tests.test_planner import drive, world
 from tests.tiny_models import TinyPair
 
-needs_two_cores = pytest.mark.skipif(cpu_cores() < 2, reason="the target and the draft need a core each")
+needs_two_cores = pytest.mark.skipif(len(ALL_CORES) < 2, reason="the target and the draft need a core each")
 
 
 def _prompt(seed: int, vocab: int) -> list[int]:
@@ -26,6 +27,7 @@ def _prompt(seed: int, vocab: int) -> list[int]:
 
 
 @needs_two_cores
+@pytest.mark.usefixtures("all_cores")  # every core of the run, not the process's own one
 def test_the_draft_reads_the_prompt_while_the_target_does(tiny: TinyPair) -> None:
     with Engine(EngineConfig(str(tiny.target), str(tiny.draft_related), n_ctx=512, threads=1,
                              draft_threads=1)) as eng:
@@ -44,6 +46,7 @@ def test_a_draft_sharing_the_cores_waits_for_its_first_round(tiny: TinyPair) -> 
 
 
 @needs_two_cores
+@pytest.mark.usefixtures("all_cores")
 def test_greedy_replies_with_the_draft_reading_ahead_match_ar(tiny: TinyPair) -> None:
     with Engine(EngineConfig(str(tiny.target), str(tiny.draft_related), n_ctx=1024, threads=1,
                              draft_threads=1)) as eng:
@@ -80,6 +83,7 @@ def _reply_while_the_read_is_held(eng: Engine, prompt: list[int], monkeypatch: p
 
 
 @needs_two_cores
+@pytest.mark.usefixtures("all_cores")
 def test_auto_on_ar_does_not_wait_for_the_drafts_prompt_read(tiny: TinyPair, monkeypatch: pytest.MonkeyPatch) -> None:
     # Where the draft has a core of its own and auto plans ar (drafting does not pay here), the reply's rounds run
     # while the draft still reads the prompt; the read is waited for at the first round that drafts (or the end).
@@ -98,6 +102,7 @@ def test_auto_on_ar_does_not_wait_for_the_drafts_prompt_read(tiny: TinyPair, mon
 
 
 @needs_two_cores
+@pytest.mark.usefixtures("all_cores")
 def test_auto_drafts_only_once_the_drafts_prompt_read_is_done(tiny: TinyPair, monkeypatch: pytest.MonkeyPatch) -> None:
     # A machine where drafting pays: the reply's first rounds run ar while the draft reads, then it drafts, and the
     # drafter is never served while the read still runs.
