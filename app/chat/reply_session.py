@@ -12,6 +12,7 @@ from PySide6.QtCore import QObject, QTimer, Signal
 
 from app.chat.conversations import short_title
 from app.chat.editing import Editing
+from app.chat.live_reply import LiveReply
 from app.chat.pane import ChatPane
 from app.chat.readout import Readout
 from app.chat.stats_text import stats_text
@@ -70,25 +71,22 @@ class ReplySession(QObject):
         self.saves = SaveQueue(history, self)
         self.saves.disk_full.connect(self.problem)
         self.saves.drained.connect(self._on_saves_drained)
+        self.live = LiveReply(pane, self.saves)
         self.reply_id: int | None = None
         self.conversation_id: int | None = None  # the conversation the reply streams into
         self.shown_id: int | None = None  # the conversation on screen
         self.editing = Editing(pane)
         self._request_id = 0
-        self._mode = ""
-        self._last_stats: dict[str, Any] | None = None
-        self._dropped = 0
         self._regenerating = False
         self.stopping = False  # Stop was clicked and the reply has not ended yet
-        self._save_pending = False
         self._regenerations = 0
         self._save_timer = QTimer(self)
         self._save_timer.setObjectName("partial-reply-save")
         self._save_timer.setInterval(SAVE_INTERVAL_MS)
         self._save_timer.timeout.connect(self._on_save_timeout)
         host.context_fitted.connect(self._on_context_fitted)
-        host.token_generated.connect(self._on_token_generated)
-        host.thinking_generated.connect(self._on_thinking_generated)
+        host.token_generated.connect(self.live.token)
+        host.thinking_generated.connect(self.live.thinking)
         host.stats_changed.connect(self._on_stats_changed)
         host.generation_finished.connect(self._on_generation_finished)
         host.failed.connect(self._on_failed)
@@ -104,10 +102,10 @@ class ReplySession(QObject):
         view.set_live_visible(self._streaming_shown())
         if not self._streaming_shown():
             self.readout.show_messages(messages)
-        elif self._last_stats is not None:
-            self.readout.show_live(self._with_fit(self._last_stats), stopping=self.stopping)
+        elif self.live.last_stats is not None:
+            self.readout.show_live(self.live.with_fit(self.live.last_stats), stopping=self.stopping)
         else:
-            self.readout.show_waiting(self._mode)
+            self.readout.show_waiting(self.live.mode)
 
     def messages(self, conversation_id: int | None) -> list[Message]:
         """A conversation's messages as the user should see them (text waiting for disk space included)."""
@@ -193,7 +191,7 @@ class ReplySession(QObject):
     def shutdown(self) -> None:
         """Save what was shown of a reply in flight; the app is closing."""
         if self.reply_id is not None:
-            self._save_partial("app closed")
+            self.live.save(self.reply_id, "app closed")
             crash.reply_ended()
         self._save_timer.stop()
         self.saves.flush()
@@ -221,31 +219,14 @@ class ReplySession(QObject):
         chat += [m.turn() for m in self.messages(conversation_id) if m.id != reply_id]
         params = self.params_for(self._regenerations)
         crash.reply_started(conversation_id, reply_id)
-        self.conversation_id, self.reply_id, self._mode = conversation_id, reply_id, params.mode
-        self._last_stats, self._dropped, self.stopping = None, 0, False
-        self.pane.chat_view.begin_stream()
+        self.conversation_id, self.reply_id, self.stopping = conversation_id, reply_id, False
+        self.live.begin(params.mode)
         self.history_changed.emit()
         self._save_timer.start()
         self._request_id = self.host.generate(chat, params, self.overflow_for(), self.chat_for())
 
     def _streaming_shown(self) -> bool:
         return self.reply_id is not None and self.shown_id == self.conversation_id
-
-    def _with_fit(self, stats: dict[str, Any]) -> dict[str, Any]:
-        """The engine's stats plus how many oldest turns were left out to fit the context."""
-        return {**stats, "dropped_turns": self._dropped} if self._dropped else stats
-
-    def _save_partial(self, reason: str) -> None:
-        """Save what the view has shown of the streaming reply, its thinking apart (complete=False)."""
-        text = self.pane.chat_view.live_text()
-        if self.reply_id is None or text is None:
-            return
-        thinking, seconds = self.pane.chat_view.live_thinking()
-        thought = {"thinking_s": round(seconds, 2)} if thinking and seconds is not None else {}
-        stats = self._with_fit({**self._last_stats, "finish_reason": reason, **thought}) if self._last_stats else None
-        self.saves.write(self.reply_id, text, stats=stats, runs=self.pane.chat_view.live_runs(), complete=False,
-                         reasoning=thinking)
-        self._save_pending = False
 
     def _flush_or_raise(self) -> None:
         if not self.saves.flush():
@@ -263,29 +244,21 @@ class ReplySession(QObject):
 
     def _on_context_fitted(self, request_id: int, dropped: int) -> None:
         if self.reply_id is not None and request_id == self._request_id:
-            self._dropped = dropped
-
-    def _on_token_generated(self, text: str, from_draft: bool) -> None:
-        self.pane.chat_view.append_token(text, from_draft)
-        self._save_pending = True
-
-    def _on_thinking_generated(self, text: str) -> None:
-        self.pane.chat_view.append_thinking(text)
-        self._save_pending = True
+            self.live.dropped = dropped
 
     def _on_stats_changed(self, stats: dict[str, Any]) -> None:
         if self.reply_id is None:
             return
-        self._last_stats = stats
+        self.live.last_stats = stats
         if self._streaming_shown():  # the stats come with every token's text: both follow it
-            self.readout.show_live(self._with_fit(stats), stopping=self.stopping)
-        self.pane.chat_view.set_live_status(stats_text(self._with_fit(stats)))  # painted with the text it counts
+            self.readout.show_live(self.live.with_fit(stats), stopping=self.stopping)
+        self.pane.chat_view.set_live_status(stats_text(self.live.with_fit(stats)))  # painted with the text it counts
 
     def _on_generation_finished(self, reply: FinishedReply) -> None:
         if self.reply_id is None or reply.request_id != self._request_id:
             return
         reply_id, self.last_calls = self.reply_id, reply.calls
-        self.saves.write(reply_id, reply.text, stats=self._with_fit(reply.stats), runs=list(reply.runs),
+        self.saves.write(reply_id, reply.text, stats=self.live.with_fit(reply.stats), runs=list(reply.runs),
                          complete=True, reasoning=reply.reasoning)
         self._end()
         self.reply_saved.emit(reply_id)
@@ -296,10 +269,11 @@ class ReplySession(QObject):
         try:
             if self.pane.chat_view.live_text() or self.pane.chat_view.live_thinking()[0]:  # cut off where it was
                 if ENGINE_STOPPED in message:
-                    self._last_stats = self._last_stats or {"mode": self._mode}  # died before its first stats
-                    self._save_partial(message[message.find(ENGINE_STOPPED):])
+                    live = self.live
+                    live.last_stats = live.last_stats or {"mode": live.mode}  # died before its first stats
+                    live.save(self.reply_id, message[message.find(ENGINE_STOPPED):])
                 else:
-                    self._save_partial("error")
+                    self.live.save(self.reply_id, "error")
             elif self._regenerating:
                 self.history.drop_version(self.reply_id)  # the earlier version shows again
             else:
@@ -309,8 +283,8 @@ class ReplySession(QObject):
         self._end()
 
     def _on_save_timeout(self) -> None:
-        if self._save_pending:
-            self._save_partial("streaming")
+        if self.live.pending:
+            self.live.save(self.reply_id, "streaming")
 
     def _on_saves_drained(self, message: str) -> None:
         log.info("%s", message)
