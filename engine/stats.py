@@ -13,7 +13,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, fields
 from typing import Any
 
-from .core.mode import Mode
+from .core.mode import DRAFTING, Mode
 from .core.placement import Placement, cannot_pay
 from .remote import relay
 from .speculative.types import NGRAM, RoundResult
@@ -248,7 +248,7 @@ def drafting_warning(stats: GenerationStats, placement: Placement) -> str | None
     """:func:`~engine.core.placement.cannot_pay` on a reply's measured times, else None. A drafted token's cost is
     sd's drafting time per drafted token, or ssd's draft decode time per served token (its tree's work included);
     the target's step is its mean verify."""
-    if stats.mode not in Mode.drafting() or stats.rounds < MIN_WARN_ROUNDS or not stats.drafted:
+    if stats.mode not in DRAFTING or stats.rounds < MIN_WARN_ROUNDS or not stats.drafted:
         return None
     spent = stats.draft_wait_s if stats.mode == Mode.SD else stats.draft_decode_s
     return cannot_pay(stats.mode, placement, spent / stats.drafted, stats.mean_verify_ms / 1000.0)

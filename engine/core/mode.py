@@ -57,3 +57,4 @@ class Mode(StrEnum):
 
 
 MODES: tuple[str, ...] = tuple(m.value for m in Mode)
+DRAFTING: tuple[Mode, ...] = Mode.drafting()  # a plan's or a round's mode (a word or a Mode) is tested by `in`

@@ -19,7 +19,7 @@ from pathlib import Path
 from engine.errors import ModelLoadError
 
 from .gguffile import check_gguf_file
-from .mode import Mode
+from .mode import DRAFTING
 from .options import ALL_LAYERS, AUTO_LAYERS, MAX_BRANCHES, MAX_K
 
 log = logging.getLogger(__name__)
@@ -251,7 +251,7 @@ def cannot_pay(mode: str, placement: Placement, draft_token_s: float, target_ste
     """A warning where a fixed drafting mode cannot pay by construction, else None: the draft runs on the CPU,
     the target on the GPU, and a draft token takes at least as long as a whole target step (so every drafted
     token costs more than the step it could save)."""
-    if mode not in Mode.drafting() or target_step_s <= 0 or draft_token_s < target_step_s:
+    if mode not in DRAFTING or target_step_s <= 0 or draft_token_s < target_step_s:
         return None
     if placement.target_on_gpu == 0 or placement.draft_on_gpu > 0:
         return None

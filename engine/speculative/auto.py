@@ -27,18 +27,18 @@ def measured_rates(model: CostModel, k: int = 4, max_branches: int = 32) -> dict
     A mode is measured once auto has run it: ar's single-token verify, sd's draft time per token,
     ssd's tree levels and cache hits, lookup's rounds. Modes auto has not run are absent (empty before auto ran).
     """
-    measured = {"ar": model.verify.get(1) is not None and model.verify[1].value is not None,
-                "sd": model.draft_token.value is not None and model.acceptance.value is not None,
-                "ssd": any(e.value is not None for e in model.level.values()) and model.hit.value is not None}
+    measured = {Mode.AR: model.verify.get(1) is not None and model.verify[1].value is not None,
+                Mode.SD: model.draft_token.value is not None and model.acceptance.value is not None,
+                Mode.SSD: any(e.value is not None for e in model.level.values()) and model.hit.value is not None}
     best: dict[str, MeasuredRate] = {}
     for plan in AutoPlanner(model, k, max_branches=max_branches).candidates():
         if measured[plan.mode]:
             rate = model.rate(plan)
             if plan.mode not in best or rate > best[plan.mode].tokens_per_second:
                 best[plan.mode] = MeasuredRate(plan.mode, str(plan), rate)
-    lookup = model.mode_tallies.get("lookup")
+    lookup = model.mode_tallies.get(Mode.LOOKUP)
     if lookup is not None and lookup.seconds > 0:
-        best["lookup"] = MeasuredRate("lookup", "lookup", lookup.tokens / lookup.seconds)
+        best[Mode.LOOKUP] = MeasuredRate(Mode.LOOKUP, Mode.LOOKUP, lookup.tokens / lookup.seconds)
     return best
 
 
@@ -65,10 +65,10 @@ class AutoMode:
             self.planner.note(rr)
             return rr
         rates = self._rates()
-        if plan.mode == "ar":
+        if plan.mode == Mode.AR:
             self._idle_drafts()
             rr = self.steps.ar(why=why, rates=rates)
-        elif plan.mode == "sd":
+        elif plan.mode == Mode.SD:
             rr = self.steps.sd(plan.k, why=why, rates=rates)
         else:
             rr = self.steps.ssd(plan.k, plan.budget, accepted=self.last_accepted, backup=self.opts.backup,
@@ -76,14 +76,14 @@ class AutoMode:
                                 acceptance=self.planner.model.acceptance.get(ACCEPT_PRIOR),
                                 early_stop=self.opts.early_stop, why=why, rates=rates)
         gap = None
-        if self.lookup is not None and plan.mode != "ar":
+        if self.lookup is not None and plan.mode != Mode.AR:
             beat = LOOKUP_GAIN * self.planner.model.rate(plan)  # _lookup_round's bar for a pool draft (no detour)
             gap = self.lookup.takeover(self.steps.target.committed[: -len(rr.tokens)], rr.tokens, beat)
         self.planner.learn(plan, rr, gap)
         self.planner.note(rr, gap)
         if self.lookup is not None and rr.speculator == NGRAM:  # ssd's backup verified the pool's chain
             self.lookup.drop_shadows()
-        self.last_accepted = rr.accepted if plan.mode == "ssd" else -1
+        self.last_accepted = rr.accepted if plan.mode == Mode.SSD else -1
         return rr
 
     def _lookup_round(self, plan: Plan) -> RoundResult | None:
@@ -121,7 +121,7 @@ class AutoMode:
         """The round's readout: the planner's predicted rates, with the pool's latest, best first."""
         rates = dict(self.planner.rates)
         if self.lookup is not None and self._lookup_rate > 0:
-            rates["lookup"] = self._lookup_rate
+            rates[Mode.LOOKUP] = self._lookup_rate
         return tuple(sorted(rates.items(), key=lambda kv: -kv[1]))
 
     def close(self) -> None:

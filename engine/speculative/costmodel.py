@@ -10,6 +10,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+from engine.core.mode import Mode
+
 from .fanout import allocate
 from .figures import Acceptance, Ema, Tally, enough, level_figure
 from .knobs import (
@@ -129,9 +131,9 @@ class CostModel(VerifyTimes, PoolFigures):
         return self.tree_glue.get(self.draft_token.get(DRAFT_TOKEN_PRIOR)) + k * self.t_level(budget)
 
     def round_time(self, plan: Plan) -> float:
-        if plan.mode == "ar":
+        if plan.mode == Mode.AR:
             return self.t_verify(1)
-        if plan.mode == "sd":
+        if plan.mode == Mode.SD:
             return plan.k * self.draft_token.get(DRAFT_TOKEN_PRIOR) + self.t_verify(plan.k + 1)
         p = self.calibrated_hit(plan)
         return p * self.outcome_time(plan, hit=True) + (1 - p) * self.outcome_time(plan, hit=False)
@@ -182,7 +184,7 @@ class CostModel(VerifyTimes, PoolFigures):
 
     def raw_rate(self, plan: Plan) -> float:
         """Tokens per second the component figures predict (no correction from measured rounds)."""
-        tokens = 1.0 if plan.mode == "ar" else self.expected_tokens(plan.k)
+        tokens = 1.0 if plan.mode == Mode.AR else self.expected_tokens(plan.k)
         return tokens / self.round_time(plan)
 
     def measured(self, plan: Plan) -> bool:
@@ -195,7 +197,7 @@ class CostModel(VerifyTimes, PoolFigures):
 
     def pool_token_time(self) -> float:
         """Seconds per token of the pool's rounds as measured (0 before any)."""
-        t = self.mode_tallies.get("lookup")
+        t = self.mode_tallies.get(Mode.LOOKUP)
         return t.seconds / t.tokens if t is not None and t.tokens > 0 else 0.0
 
     def correction(self, plan: Plan) -> float:
@@ -208,7 +210,7 @@ class CostModel(VerifyTimes, PoolFigures):
             return 1.0
         # ssd's tokens per round also depend on how deep the served branches are (early stop), which only its
         # tally sees; sd's and lookup's follow from the acceptance figures alone.
-        tokens = plan.mode == "ssd"
+        tokens = plan.mode == Mode.SSD
         f = t.factor(tokens=tokens)
         mode = self.mode_tallies.get(plan.mode)
         if t is own and enough(mode):  # a plan's few rounds are weighed against its mode's many (a stall's share)
@@ -231,8 +233,8 @@ class CostModel(VerifyTimes, PoolFigures):
         if enough(own):  # measured(plan)
             return rate
         delivered = self.delivered(plan.mode)
-        if plan.mode == "ssd" and not self.split:
-            delivered = max(delivered, self.delivered("sd"))
+        if plan.mode == Mode.SSD and not self.split:
+            delivered = max(delivered, self.delivered(Mode.SD))
         return min(rate, UNTRIED_CAP * delivered) if delivered else rate
 
     def delivered(self, mode: str) -> float:

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import math
 
+from engine.core.mode import Mode
+
 from .costmodel import CostModel
 from .fanout import allocate
 from .figures import Ema
@@ -15,7 +17,6 @@ from .knobs import ACCEPT_PRIOR, TOP1_PRIOR
 from .plan import Plan
 from .types import JIT, NGRAM, RoundResult
 
-DRAFT_MODES = ("sd", "ssd")  # the plans that draft with the draft model
 REJECTED, ALL_ACCEPTED = "rejected", "all accepted"  # the kinds of outcome a tree's branch can cover
 
 
@@ -34,7 +35,7 @@ class RoundLearner:
     def predicted(self, plan: Plan) -> tuple[float, float]:
         """(tokens, seconds) the component figures predict for one round of ``plan``."""
         m = self.model
-        tokens = 1.0 if plan.mode == "ar" else m.expected_tokens(plan.k)
+        tokens = 1.0 if plan.mode == Mode.AR else m.expected_tokens(plan.k)
         return tokens, m.round_time(plan)
 
     def learn(self, plan: Plan, rr: RoundResult, *, timed: bool = True, split_threads: bool = False,
@@ -51,16 +52,16 @@ class RoundLearner:
             seconds += m.catchup_time(caught) if caught else 0.0
             spent = rr.wait_s + rr.verify_s - (len(rr.tokens) - gap_tokens) * m.pool_token_time()
             m.gap_tally.add(gap_tokens, max(0.0, spent), expected, seconds)
-        tree_of, self._tree_of = self._tree_of, plan if plan.mode == "ssd" else None
-        if plan.mode == "ar" and not timed:
+        tree_of, self._tree_of = self._tree_of, plan if plan.mode == Mode.SSD else None
+        if plan.mode == Mode.AR and not timed:
             return
-        if plan.mode == "ar":
+        if plan.mode == Mode.AR:
             m.stale = False  # ar measured since the memory was read
-        split = m.split and (plan.mode == "ssd" or split_threads)
-        beside = plan.mode == "ssd" or split  # the verify ran beside a tree, or on ssd's split threads
+        split = m.split and (plan.mode == Mode.SSD or split_threads)
+        beside = plan.mode == Mode.SSD or split  # the verify ran beside a tree, or on ssd's split threads
         table = m.verify_split if beside else m.verify
         per_token, catchup = _draft_token_time(rr)
-        measured = rr.drafted + 1 in table and (plan.mode == "ar" or m.draft_token.value is not None)
+        measured = rr.drafted + 1 in table and (plan.mode == Mode.AR or m.draft_token.value is not None)
         # The verify first: the round is weighed against a prediction at the pace it showed (a slow spell of the
         # machine is not the plan's).
         m.add_verify(rr.drafted + 1, rr.verify_s, beside, build=rr.new_shape)
@@ -68,12 +69,12 @@ class RoundLearner:
             pred_tokens, pred_seconds = self.predicted(plan)  # from measured figures, not the defaults
             tokens: float = len(rr.tokens)
             hit = None
-            if plan.mode == "ssd":  # without the luck of the round's outcome (see _ssd_tally_figures)
+            if plan.mode == Mode.SSD:  # without the luck of the round's outcome (see _ssd_tally_figures)
                 tokens, pred_seconds = ssd_tally_figures(m, plan, rr)
                 # the plan's hits: not the first round after a change of plan (another plan's tree served it)
                 hit = rr.hit if tree_of == plan else None
             m.observe(plan, tokens, rr.wait_s + rr.verify_s - catchup, pred_tokens, pred_seconds, hit, self.geometric)
-        if plan.mode == "ar":
+        if plan.mode == Mode.AR:
             return
         d = rr.draft
         assert d is not None, "a speculative round reports its draft"
@@ -88,7 +89,7 @@ class RoundLearner:
             m.catchup_token.add(d.catchup_s / d.catchup_tokens)
         for ts in rr.trees:
             m.add_tree(ts.branches, ts.levels, ts.glue_s, ts.level_s)
-        if plan.mode == "ssd":
+        if plan.mode == Mode.SSD:
             if rr.hit is not None:  # not the forced first miss
                 m.hit.add(1.0 if rr.hit else 0.0)
                 if self._covered is not None:  # the outcome had a branch: a hit means its best candidate was right

@@ -30,7 +30,7 @@ __all__ = ["MAX_DRAFT", "ORDERS", "Lookup", "LookupMode", "NgramPool", "make_dra
 
 MAX_DRAFT = 16  # the longest lookup draft
 FOLD_AFTER = 4096  # plain steps kept before they are folded into the model anyway (bounds the list)
-_AR, _LOOKUP = Plan("ar"), Plan("lookup")
+_AR, _LOOKUP = Plan(Mode.AR), Plan(Mode.LOOKUP)
 
 
 class Shadow(NamedTuple):

@@ -26,6 +26,7 @@ from typing import Any
 
 from engine.core import cpu_check
 from engine.core.diskio import atomic_write_text
+from engine.core.mode import MODES, Mode
 from engine.errors import EngineError
 
 from .costmodel import CostModel
@@ -109,9 +110,9 @@ def _plan_key(p: Plan) -> str:
 
 def _plan(key: str) -> Plan:
     mode, k, budget = key.split(":")
-    if mode not in ("ar", "sd", "ssd", "lookup"):
+    if mode not in MODES or mode == Mode.AUTO:  # auto picks plans, it is none
         raise ValueError(f"plan {key!r}")
-    return Plan(mode, _width(k), _width(budget))
+    return Plan(Mode(mode), _width(k), _width(budget))
 
 
 def dump(m: CostModel) -> dict[str, Any]:

@@ -29,9 +29,9 @@ class RoundObserver:
     Rounds are only collected while the reply runs (no work inside a round) and folded in by :meth:`finish`,
     before the next generation can read the model."""
 
-    def __init__(self, model: CostModel, k: int, budget: int, *, draft: bool, mode: str, geometric: bool) -> None:
+    def __init__(self, model: CostModel, k: int, budget: int, *, draft: bool, mode: Mode, geometric: bool) -> None:
         self._learner = RoundLearner(model, geometric=geometric)
-        self._plans = {"ar": Plan("ar"), "sd": Plan("sd", k), "ssd": Plan("ssd", k, budget)}
+        self._plans = {Mode.AR: Plan(Mode.AR), Mode.SD: Plan(Mode.SD, k), Mode.SSD: Plan(Mode.SSD, k, budget)}
         self._rounds: list[RoundResult] = []
         # Fixed ssd's sd rounds (while its cache keeps missing) run on ssd's split threads where the machine splits
         # its cores: their draft and verify times are ssd's, not sd's.
@@ -75,4 +75,4 @@ def fitted_budget(model: CostModel, k: int, most: int, *, early_stop: bool) -> i
         return most
     sizes = sorted({*tree_budgets(k, most), most})
     fits = [b for b in sizes if model.fits_window(k, b, early_stop)] or sizes[:1]
-    return max(fits, key=lambda b: (model.rate(Plan("ssd", k, b)), -b))
+    return max(fits, key=lambda b: (model.rate(Plan(Mode.SSD, k, b)), -b))

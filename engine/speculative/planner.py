@@ -13,6 +13,8 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 
+from engine.core.mode import DRAFTING, Mode
+
 from . import memory
 from .costmodel import CostModel
 from .knobs import (
@@ -30,7 +32,7 @@ from .knobs import (
     SWITCH_GAIN,
     UNTRIED_GAIN,
 )
-from .learning import DRAFT_MODES, RoundLearner
+from .learning import RoundLearner
 from .plan import AR, Plan, tree_budgets
 from .poolturns import PoolTurns
 from .types import RoundResult
@@ -76,10 +78,10 @@ class AutoPlanner(PoolTurns):
         self._remeasure = False  # the probes re-measure a mode (:meth:`_plan_probe`), not what the machine lacks
         self._shifts = model.shifts  # the pace shifts seen (:meth:`_plan_probe`)
         # A model that has measured this machine before starts on its best plan, not on ar.
-        self.plan = Plan("ar")
+        self.plan = Plan(Mode.AR)
         if 1 in model.verify and not self._probe:  # from the modes run here (others: later, by probe or gain)
             best_by_mode, rate = self._best_by_mode()
-            best = max((p for p in rate if p.mode == "ar" or model.mode_ran(p.mode)), key=rate.__getitem__)
+            best = max((p for p in rate if p.mode == Mode.AR or model.mode_ran(p.mode)), key=rate.__getitem__)
             self.plan = best if best == self.plan or self._worth(best, rate[self.plan]) else self.plan
             if prompt_read and self.draft:  # any probe due runs now (one of a drafting mode may have waited for this)
                 self._plan_probe(best_by_mode, rate)
@@ -89,14 +91,14 @@ class AutoPlanner(PoolTurns):
         m = self.model
         probes: list[Plan] = []
         if 1 not in m.verify or m.stale:  # unmeasured, or read back from disk (a busy hour's figure)
-            probes.append(Plan("ar"))
+            probes.append(Plan(Mode.AR))
         if not self.draft:
             return probes
         if m.draft_token.value is None:
-            probes += [Plan("sd", self.k)] * PROBE_ROUNDS
+            probes += [Plan(Mode.SD, self.k)] * PROBE_ROUNDS
         elif not m.level and m.hit.value is None:  # no ssd round yet (one whose trees were all cut short counts)
             best = max(self.candidates_without_ssd(), key=m.rate)
-            hopeful = Plan("ssd", self.k, 1)  # would a one-branch tree, on the figures so far, beat the best plan?
+            hopeful = Plan(Mode.SSD, self.k, 1)  # would a one-branch tree, on the figures so far, beat the best plan?
             promising = m.raw_rate(hopeful) > SWITCH_GAIN * m.rate(best) and self._pays(hopeful, m.rate(best))
             if promising:
                 probes += [hopeful] * PROBE_ROUNDS
@@ -107,13 +109,14 @@ class AutoPlanner(PoolTurns):
 
     def candidates_without_ssd(self) -> list[Plan]:
         if not self.draft:
-            return [Plan("ar")]
-        return [Plan("ar"), *(Plan("sd", k) for k in self._ks())]
+            return [Plan(Mode.AR)]
+        return [Plan(Mode.AR), *(Plan(Mode.SD, k) for k in self._ks())]
 
     def _ssd_plans(self) -> list[Plan]:
         """Every tree auto weighs: per K, a few budgets (made once: a decision runs every few rounds)."""
         if self._trees is None:
-            self._trees = [Plan("ssd", k, budget) for k in self._ks() for budget in tree_budgets(k, self.max_branches)]
+            most = self.max_branches
+            self._trees = [Plan(Mode.SSD, k, budget) for k in self._ks() for budget in tree_budgets(k, most)]
         return self._trees
 
     def candidates(self) -> list[Plan]:
@@ -129,15 +132,15 @@ class AutoPlanner(PoolTurns):
         SWITCH_GAIN more (UNTRIED_GAIN to start drafting, or to enter a mode never run here, on figures
         alone) and pay for its catch-up."""
         m = self.model
-        untried = not m.measured(plan) and (self.plan.mode not in DRAFT_MODES or not m.mode_ran(plan.mode))
-        risky = plan.mode in DRAFT_MODES and untried
+        untried = not m.measured(plan) and (self.plan.mode not in DRAFTING or not m.mode_ran(plan.mode))
+        risky = plan.mode in DRAFTING and untried
         gain = UNTRIED_GAIN if risky else SWITCH_GAIN
         return m.rate(plan) > gain * current and self._pays(plan, current)
 
     def first_cost(self, plan: Plan) -> float:
         """Seconds ``plan``'s first round adds: its catch-up, and its verify's graph build where the target's context
         has not run its width (over RPC, round trips)."""
-        width = plan.k + 1 if plan.mode in DRAFT_MODES else 1
+        width = plan.k + 1 if plan.mode in DRAFTING else 1
         return self.catchup(plan) + (0.0 if width in self.model.built else self.model.build_cost())
 
     def _pays(self, plan: Plan, current: float) -> bool:
@@ -166,13 +169,13 @@ class AutoPlanner(PoolTurns):
     def next_plan(self) -> Plan:
         """The plan for the next round (a probe, the held plan, or a better one; ar while the draft is busy)."""
         busy = self.beside_read = self.draft_busy is not None and self.draft_busy()
-        if busy and self._probe and self._probe[0].mode in DRAFT_MODES:
+        if busy and self._probe and self._probe[0].mode in DRAFTING:
             plan = self._ar_while_reading(f"probe {self._probe[0]}")
         else:
             plan = self._choose()
-            if busy and plan.mode in DRAFT_MODES:
+            if busy and plan.mode in DRAFTING:
                 plan = self._ar_while_reading(self.why)
-            elif plan.mode in DRAFT_MODES and self._lags_too_far(plan):
+            elif plan.mode in DRAFTING and self._lags_too_far(plan):
                 self.why = (f"ar: {plan} would not pay before the pool's next draft (a catch-up of {self.draft_lag} "
                             f"tokens; drafting there ran at {self.model.gap_factor():.2f}x its prediction)")
                 self.defer_probe()  # a probe too: it waits as for a pool draft
@@ -227,7 +230,7 @@ class AutoPlanner(PoolTurns):
         if self.plan != AR or self._probe:
             return False
         current = rate[AR]
-        return not any(_worth_probing(rate[p], current) for mode, p in best_by_mode.items() if mode != "ar")
+        return not any(_worth_probing(rate[p], current) for mode, p in best_by_mode.items() if mode != Mode.AR)
 
     def _best_by_mode(self) -> tuple[dict[str, Plan], dict[Plan, float]]:
         """Every candidate's predicted rate, and the best plan of each mode."""
@@ -271,10 +274,10 @@ class AutoPlanner(PoolTurns):
     def learn(self, plan: Plan, rr: RoundResult, gap_tokens: int | None = None) -> None:
         """Fold one round into the cost model (an ar round beside the draft's prompt read only where ar's time is
         not measured yet: :meth:`timed`); ``gap_tokens`` as for :meth:`note`."""
-        between = plan.mode in DRAFT_MODES and self._since_pool is not None  # between two of the pool's drafts
+        between = plan.mode in DRAFTING and self._since_pool is not None  # between two of the pool's drafts
         gap = (len(rr.tokens) if gap_tokens is None else gap_tokens) if between else None
         before = self.model.round_time(plan) if plan == self.plan else 0.0
-        self.learner.learn(plan, rr, timed=plan.mode != "ar" or self.timed(1), gap_tokens=gap)
+        self.learner.learn(plan, rr, timed=plan.mode != Mode.AR or self.timed(1), gap_tokens=gap)
         if before and self.model.round_time(plan) > BAIL_FACTOR * before:
             self.held = self.hold  # the round taught that the plan costs far more: decide again at once
 

@@ -3,9 +3,10 @@ two of the pool's drafts, and whether a drafting plan pays before the pool's nex
 
 from __future__ import annotations
 
+from engine.core.mode import DRAFTING, Mode
+
 from .costmodel import CostModel
 from .figures import enough
-from .learning import DRAFT_MODES
 from .plan import AR, Plan
 from .types import ROUND_SYNC, RoundResult
 
@@ -20,7 +21,7 @@ class PoolTurns:
 
     def catchup(self, plan: Plan) -> float:
         """Seconds ``plan``'s first round spends on the draft model catching up (0 for plans without it)."""
-        if plan.mode not in DRAFT_MODES or self.draft_lag <= ROUND_SYNC:
+        if plan.mode not in DRAFTING or self.draft_lag <= ROUND_SYNC:
             return 0.0
         return self.model.catchup_time(self.draft_lag)
 
@@ -28,11 +29,11 @@ class PoolTurns:
         """Seconds that a round off ``plan`` (a pool draft expected to emit ``tokens``) costs the plan's next
         round: its draft model catches up on those tokens, and an ssd tree being built for this round's
         outcome is lost (the next round misses where it would have hit: as the plan's own rounds are priced)."""
-        if plan.mode not in DRAFT_MODES:
+        if plan.mode not in DRAFTING:
             return 0.0
         m = self.model
         cost = m.catchup_time(max(0.0, tokens - ROUND_SYNC))  # a round syncs ROUND_SYNC tokens anyway (catchup())
-        if plan.mode == "ssd" and tree_pending:
+        if plan.mode == Mode.SSD and tree_pending:
             lost = m.outcome_time(plan, hit=False) - m.outcome_time(plan, hit=True)
             cost += m.calibrated_hit(plan) * max(0.0, lost)
         return cost
@@ -41,8 +42,8 @@ class PoolTurns:
         """Any round (a lookup round too): how far behind the draft model now is, and the tokens between two of the
         pool's drafts (``gap_tokens``: a drafting round's, before the pool would have drafted: Lookup.takeover)."""
         self.remaining = max(0, self.remaining - len(rr.tokens))
-        self.draft_lag = 0 if rr.mode in DRAFT_MODES else self.draft_lag + len(rr.tokens)
-        if rr.mode != "lookup" and (gap_tokens is None or gap_tokens == len(rr.tokens)):
+        self.draft_lag = 0 if rr.mode in DRAFTING else self.draft_lag + len(rr.tokens)
+        if rr.mode != Mode.LOOKUP and (gap_tokens is None or gap_tokens == len(rr.tokens)):
             self._since_pool = None if self._since_pool is None else self._since_pool + len(rr.tokens)
             return
         gap = (gap_tokens or 0) + self._since_pool if self._since_pool is not None else 0

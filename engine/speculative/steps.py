@@ -52,7 +52,7 @@ class Steps:
         self._threads(concurrent=False)
         t0 = time.perf_counter()
         v = self.target.verify(Draft([], None))
-        return RoundResult([v.next_token], "ar", verify_s=time.perf_counter() - t0, why=why, rates=rates,
+        return RoundResult([v.next_token], Mode.AR, verify_s=time.perf_counter() - t0, why=why, rates=rates,
                            new_shape=self.target.new_shape)
 
     def sd(self, k: int, *, accepted: int = -1, concurrent: bool = False, why: str = "",
@@ -61,7 +61,7 @@ class Steps:
         draft_threads = self._threads(concurrent=concurrent)
         req = DraftRequest(tuple(self.target.committed), accepted, k, budget=0, backup=JIT,
                            draft_threads=draft_threads)
-        return self._served("sd", req, why, rates)
+        return self._served(Mode.SD, req, why, rates)
 
     def ssd(self, k: int, budget: int, *, accepted: int, backup: str, geometric: bool, acceptance: float,
             early_stop: bool, why: str = "", rates: PlanRates = ()) -> RoundResult:
@@ -70,14 +70,14 @@ class Steps:
         draft_threads = self._threads(concurrent=True)
         req = DraftRequest(tuple(self.target.committed), accepted, k, budget, backup, geometric, acceptance,
                            early_stop, draft_threads)
-        return self._served("ssd", req, why, rates)
+        return self._served(Mode.SSD, req, why, rates)
 
     def lookup(self, draft: Draft, *, why: str = "", rates: PlanRates = ()) -> RoundResult:
         """Verify a draft made without a model (the n-gram pool); an empty one makes this an ar step."""
         self._threads(concurrent=False)
         t0 = time.perf_counter()
         v = self.target.verify(draft)
-        return RoundResult(v.tokens(draft.tokens), "lookup", draft.source if draft.tokens else None,
+        return RoundResult(v.tokens(draft.tokens), Mode.LOOKUP, draft.source if draft.tokens else None,
                            len(draft.tokens), v.accepted, verify_s=time.perf_counter() - t0, restore_s=v.restore_s,
                            wait_s=draft.serve_s,
                            why=why, rates=rates, draft=draft, new_shape=self.target.new_shape)
@@ -98,7 +98,7 @@ class Steps:
         self.target.set_threads(t)
         return d
 
-    def _served(self, mode: str, req: DraftRequest, why: str, rates: PlanRates) -> RoundResult:
+    def _served(self, mode: Mode, req: DraftRequest, why: str, rates: PlanRates) -> RoundResult:
         assert self.drafts is not None, f"an {mode} round needs a draft model"
         t0 = time.perf_counter()
         self.drafts.request(req)

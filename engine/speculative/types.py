@@ -14,6 +14,7 @@ from typing import Protocol
 import numpy as np
 import numpy.typing as npt
 
+from engine.core.mode import Mode
 from engine.core.sampling import Dist
 
 IdRow = npt.NDArray[np.int64]
@@ -74,7 +75,7 @@ class RoundResult:
     """The one event a round reports: what it emitted, which step and speculator ran, and how it went."""
 
     tokens: list[int]
-    mode: str  # the step that ran: "ar", "sd", "ssd" or "lookup"
+    mode: Mode  # the step that ran: ar, sd, ssd or lookup
     speculator: str | None = None  # where the draft came from: CACHE, JIT or NGRAM; None for ar
     drafted: int = 0
     accepted: int = 0

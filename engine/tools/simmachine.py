@@ -17,6 +17,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from engine.core.mode import Mode
 from engine.speculative.fanout import allocate
 from engine.speculative.steps import Steps
 from engine.speculative.types import CACHE, JIT, NGRAM, Draft, PlanRates, RoundResult, TreeStats, Verdict
@@ -226,7 +227,7 @@ class SimSteps(Steps):
         v = self.sim.verify(Draft([], None))
         self.lag += 1
         verify = self._shaped(1, self._t(self.machine.t_verify(1)))
-        return self._round(RoundResult([v.next_token], "ar", verify_s=verify, why=why, rates=rates,
+        return self._round(RoundResult([v.next_token], Mode.AR, verify_s=verify, why=why, rates=rates,
                                        new_shape=self.new_shape))
 
     def sd(self, k: int, *, accepted: int = -1, concurrent: bool = False, why: str = "",
@@ -236,7 +237,7 @@ class SimSteps(Steps):
         d = self._model_draft(k, JIT)
         d.serve_s = self._t(k * m.draft_token_s) + self._catchup(d)
         v = self.sim.verify(d)
-        return self._round(RoundResult(v.tokens(d.tokens), "sd", JIT, k, v.accepted,
+        return self._round(RoundResult(v.tokens(d.tokens), Mode.SD, JIT, k, v.accepted,
                                        verify_s=self._shaped(k + 1, self._t(m.t_verify(k + 1)) + m.host_s),
                                        wait_s=d.serve_s, why=why, rates=rates, draft=d, new_shape=self.new_shape))
 
@@ -261,7 +262,7 @@ class SimSteps(Steps):
         self._tree = (k, budget, glue + levels, counts)
         ts = TreeStats(levels=k, branches=budget, seconds=glue + levels, glue_s=glue, level_s=levels)
         verify = self._t(m.t_verify(k + 1) * m.concurrent_slowdown + m.tree_share * (glue + levels)) + m.host_s
-        return self._round(RoundResult(v.tokens(d.tokens), "ssd", d.source, k, v.accepted,
+        return self._round(RoundResult(v.tokens(d.tokens), Mode.SSD, d.source, k, v.accepted,
                                        hit if accepted >= 0 else None, verify_s=self._shaped(k + 1, verify),
                                        wait_s=wait, trees=(ts,), why=why, rates=rates, draft=d,
                                        new_shape=self.new_shape))
@@ -271,7 +272,7 @@ class SimSteps(Steps):
         v = self.sim.verify(draft)
         self.lag += len(draft.tokens) + 1
         n = len(draft.tokens)
-        return self._round(RoundResult(v.tokens(draft.tokens), "lookup", NGRAM if n else None, n, v.accepted,
+        return self._round(RoundResult(v.tokens(draft.tokens), Mode.LOOKUP, NGRAM if n else None, n, v.accepted,
                                        verify_s=self._shaped(n + 1, self._t(self.machine.t_verify(n + 1))),
                                        wait_s=LOOKUP_HOST_S, why=why, rates=rates, draft=draft,
                                        new_shape=self.new_shape))
