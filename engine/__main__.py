@@ -5,7 +5,7 @@ from __future__ import annotations
 import multiprocessing
 import sys
 
-from .tools.cli import main
+from .cli.main import main
 
 if __name__ == "__main__":
     multiprocessing.freeze_support()  # a frozen build's engine process starts through here (engine/process/faults.py)

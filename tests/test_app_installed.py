@@ -12,7 +12,7 @@ from pytestqt.qtbot import QtBot
 from app.models.manager import ModelManagerDialog
 from app.models.pair_status import intact_text
 from engine import ModelStore, TinyPair, installed_as, load_catalog
-from engine.tools.cli import main
+from engine.cli.main import main
 from tests.app_helpers import QT_STRICT, TIMEOUT_MS
 
 pytestmark = QT_STRICT

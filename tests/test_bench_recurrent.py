@@ -9,10 +9,10 @@ from pathlib import Path
 import pytest
 from pytestqt.qtbot import QtBot
 
+from engine.cli.main import main
 from engine.errors import EngineError
 from engine.models import archs
 from engine.tools import bench_recurrent
-from engine.tools.cli import main
 
 
 def test_the_bench_reports_the_checkpoint_cost_per_round(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

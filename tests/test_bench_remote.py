@@ -10,8 +10,8 @@ from typing import Any
 
 import pytest
 
+from engine.cli.main import main
 from engine.tools.bench_remote_peer import PEER
-from engine.tools.cli import main
 from engine.tools.tinymodel import TinyPair
 from tests.rpc_helpers import needs_rpc
 

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from engine.tools.cli import main
+from engine.cli.main import main
 from tests.tool_models import write_tools_model
 
 WEATHER = {"type": "function", "function": {"name": "get_weather", "parameters": {

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from engine.tools.cli import main
+from engine.cli.main import main
 from tests.tiny_models import TinyPair, small_vocab, write_model
 
 

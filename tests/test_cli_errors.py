@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
+from engine.cli.main import main
 from engine.core.options import cpu_cores
-from engine.tools.cli import main
 from tests.tiny_models import TinyPair
 
 
@@ -108,7 +108,7 @@ def test_a_write_the_file_system_refuses_is_one_line(
 
 
 def test_error_messages_stay_on_one_line() -> None:
-    from engine.tools.clihelp import one_line
+    from engine.cli.help import one_line
 
     assert one_line("a\nb  c\r\nd") == "a b c d"
     assert one_line("caf\udce9") == "caf\\udce9"

@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 
 from engine import EngineError
+from engine.cli.main import build_parser, main
 from engine.tools import bench
-from engine.tools.cli import build_parser, main
 
 
 def _sub(name: str) -> argparse.ArgumentParser:

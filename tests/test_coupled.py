@@ -15,9 +15,9 @@ from dataclasses import replace
 import pytest
 
 from engine import Engine, EngineConfig, GenerationParams, SamplingParams, first_difference
+from engine.cli.main import main
 from engine.core.gumbel import score_margin
 from engine.speculative.costmodel import CostModel
-from engine.tools.cli import main
 from tests.test_cli import gen_args
 from tests.tiny_models import TinyPair
 

@@ -22,7 +22,7 @@ from typing import Any
 import pytest
 
 from engine import DiskFullError, ModelStore, hub, offline
-from engine.tools.cli import main
+from engine.cli.main import main
 from tests.hub_server import HubServer, hub_environment
 from tests.tiny_models import TinyPair
 

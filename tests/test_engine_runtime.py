@@ -125,7 +125,7 @@ def test_engine_does_not_import_qt() -> None:
     import sys
 
     code = (
-        "import engine, engine.tools.cli, engine.models.offline, sys; "
+        "import engine, engine.cli.main, engine.models.offline, sys; "
         "assert not any(m.startswith('PySide6') for m in sys.modules)"
     )
     subprocess.run([sys.executable, "-c", code], check=True, timeout=60)

@@ -11,9 +11,9 @@ from pathlib import Path
 import pytest
 
 from engine import hub
+from engine.cli.main import main
 from engine.errors import ModelLoadError
 from engine.models.gguf_remote import MAX_ARRAY_DEPTH
-from engine.tools.cli import main
 from tests.hub_server import HubServer, HubState, hub_environment
 
 REPO, FILE = "acme/hostile-GGUF", "hostile.gguf"

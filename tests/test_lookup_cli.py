@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from engine.tools.cli import main
+from engine.cli.main import main
 from tests.tiny_models import TinyPair
 
 PROMPT = "one two three four one two three four one two three"

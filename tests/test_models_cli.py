@@ -1,4 +1,4 @@
-"""``python -m engine models ...`` end to end, against the local Hub server (engine.models_cli)."""
+"""``python -m engine models ...`` end to end, against the local Hub server (engine/cli/models.py)."""
 
 from __future__ import annotations
 
@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from engine.tools import models_cli
-from engine.tools.cli import build_parser, main
+from engine.cli import models
+from engine.cli.main import build_parser, main
 from tests.hub_server import HubServer, HubState, hub_environment
 from tests.tiny_models import TinyPair
 
@@ -171,4 +171,4 @@ def test_import_and_its_errors(tiny: TinyPair, data_dir: Path, capsys: pytest.Ca
 
 def test_offline_subcommand_is_still_registered() -> None:
     args = build_parser().parse_args(["models", "offline", "--quiet"])
-    assert args.func is models_cli.cmd_offline and args.quiet
+    assert args.func is models.cmd_offline and args.quiet

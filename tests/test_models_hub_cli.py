@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from engine.tools.cli import main
+from engine.cli.main import main
 from tests.hub_models import (
     DRAFT_FILE,
     DRAFT_REPO,

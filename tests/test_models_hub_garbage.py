@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
+from engine.cli.main import main
 from engine.errors import EngineError
 from engine.models import hubnames
-from engine.tools.cli import main
 from tests.garbage_hub import KINDS, Garbage, GarbageHub
 from tests.hub_server import hub_environment
 

@@ -12,7 +12,7 @@ import httpx
 import pytest
 
 from engine import MODES, OPTIONS, GenerationParams, Mode, ParameterError
-from engine.tools.cli import main
+from engine.cli.main import main
 from tests.server_helpers import start_serve, stop
 from tests.tiny_models import TinyPair
 

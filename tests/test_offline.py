@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from engine import offline
-from engine.tools.cli import main
+from engine.cli.main import main
 
 PARTS = [b"GGUF" + b"a" * 1000, b"b" * 777, b"c" * 5]
 

@@ -18,6 +18,7 @@ from engine import (
     loaded_placement,
     place_layers,
 )
+from engine.cli.main import main
 from engine.core.backend import Model
 from engine.core.context import Context, ContextParams
 from engine.core.placement import (
@@ -31,7 +32,6 @@ from engine.core.placement import (
     read_size,
 )
 from engine.native import startup
-from engine.tools.cli import main
 from tests.tiny_models import TinyPair
 
 GIB = 1 << 30

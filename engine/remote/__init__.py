@@ -2,8 +2,8 @@
 
 :mod:`.endpoints` parses ``HOST:PORT`` lists, :mod:`.wire` asks a server who it is before llama.cpp
 connects, :mod:`.relay` carries llama.cpp's connections to it and counts their bytes, :mod:`.deadline`
-ends a process whose remote went silent, :mod:`.server` is ``python -m engine rpc-server`` and
-:mod:`.proxy` a delaying TCP relay for tests and the bench. llama.cpp's RPC backend itself (through
+ends a process whose remote went silent and :mod:`.proxy` is a delaying TCP relay for tests and the bench
+(``python -m engine rpc-server`` is :mod:`engine.cli.rpc_server`). llama.cpp's RPC backend itself (through
 ctypes) is :mod:`engine.native.rpc`.
 """
 

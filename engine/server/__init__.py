@@ -8,7 +8,7 @@ In-process use (the app's "Local server" switch)::
     server.status()           # ServerStatus: url, served, running, queued, rejected, failed
     server.stop()
 
-Names are imported lazily, so ``add_serve_parser`` costs the CLI nothing until ``serve`` runs.
+Names are imported lazily: importing the package costs nothing until a name is used.
 """
 
 from __future__ import annotations
@@ -18,19 +18,17 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from .app import create_app
-    from .cli import add_serve_parser, cmd_serve
     from .config import FinishedRequest, RunningRequest, ServerConfig, ServerStatus
     from .fields import SUPPORTS
     from .local import LocalServer, ServerError
 
 _WHERE = {
     "FinishedRequest": "config", "LocalServer": "local", "RunningRequest": "config", "ServerConfig": "config",
-    "ServerError": "local", "ServerStatus": "config", "add_serve_parser": "cli", "cmd_serve": "cli",
-    "create_app": "app", "SUPPORTS": "fields",
+    "ServerError": "local", "ServerStatus": "config", "create_app": "app", "SUPPORTS": "fields",
 }
 
 __all__ = ["SUPPORTS", "FinishedRequest", "LocalServer", "RunningRequest", "ServerConfig", "ServerError",
-           "ServerStatus", "add_serve_parser", "cmd_serve", "create_app"]
+           "ServerStatus", "create_app"]
 
 
 def __getattr__(name: str) -> Any:

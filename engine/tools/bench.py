@@ -266,9 +266,8 @@ SCENARIOS = {
 
 
 def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
-    from engine.remote.cli import add_rpc_argument
-
-    from .clihelp import HelpFormatter, listing
+    from engine.cli.help import HelpFormatter, listing
+    from engine.cli.rpc import add_rpc_argument
 
     epilog = listing("scenarios", SCENARIOS, "Every prompt runs every mode back to back (order rotated per prompt), "
                      "greedy and sampled; the table and a JSON file with every per-prompt figure are written. "

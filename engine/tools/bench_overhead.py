@@ -31,6 +31,7 @@ from typing import Any
 import llama_cpp as ll
 import numpy as np
 
+from engine.cli.help import LAYERS_HELP, gpu_layers
 from engine.core.backend import Model
 from engine.core.mode import Mode
 from engine.core.options import MODES
@@ -40,7 +41,6 @@ from engine.core.sampling import SamplingParams
 from engine.engine import Engine, EngineConfig, GenerationParams
 from engine.models import offline
 
-from .clihelp import LAYERS_HELP, gpu_layers
 from .synthmodel import TINY, cached_tokenizer, write_llama
 
 SETTINGS = {"greedy": SamplingParams(), "sampled": SamplingParams(temperature=0.8)}  # sampled: the defaults

@@ -5,8 +5,7 @@ from __future__ import annotations
 import argparse
 
 from engine.errors import ParameterError
-
-from .endpoints import parse_endpoints
+from engine.remote.endpoints import parse_endpoints
 
 RPC_HELP = ("run the target's layers on remote machines (llama.cpp RPC servers: 'python -m engine rpc-server' "
             "there), comma-separated HOST:PORT; the draft stays here (docs/remote.md)")

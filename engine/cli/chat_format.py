@@ -11,7 +11,7 @@ from typing import Any
 
 from engine.errors import ParameterError
 
-from .clihelp import HelpFormatter
+from .help import HelpFormatter
 
 
 def register(sub: Any) -> None:

@@ -13,12 +13,11 @@ from collections.abc import Sequence
 from engine.core import options as opt
 from engine.core.options import MODES
 from engine.errors import EngineError, ParameterError
-from engine.remote import server as rpc_server
-from engine.remote.cli import add_rpc_argument
-from engine.server import add_serve_parser
 
-from . import chatformat_cli, models_cli
-from .clihelp import LAYERS_HELP, HelpFormatter, gpu_layers, one_line
+from . import chat_format, models, rpc_server
+from .help import LAYERS_HELP, HelpFormatter, gpu_layers, one_line
+from .rpc import add_rpc_argument
+from .serve import add_serve_parser
 
 
 class _Parser(argparse.ArgumentParser):
@@ -147,12 +146,12 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("-v", "--verbose", action="store_true", help="log llama.cpp and engine details")
     sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
     _add_generate(sub)
-    models_cli.register(sub)
+    models.register(sub)
     add_serve_parser(sub)
     rpc_server.register(sub)
-    chatformat_cli.register(sub)
+    chat_format.register(sub)
     try:
-        from . import bench
+        from engine.tools import bench
     except ImportError:  # pragma: no cover - bench is optional while it is built
         pass
     else:

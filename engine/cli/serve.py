@@ -10,8 +10,9 @@ import sys
 def add_serve_parser(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     """Register ``serve`` on the engine CLI's subcommands (imports nothing heavy)."""
     from engine.core import options as opt
-    from engine.remote.cli import add_rpc_argument
-    from engine.tools.clihelp import LAYERS_HELP, gpu_layers
+
+    from .help import LAYERS_HELP, gpu_layers
+    from .rpc import add_rpc_argument
 
     p = subparsers.add_parser("serve", help="serve a model pair over an OpenAI-compatible HTTP API")
     p.add_argument("--target", required=True, help="target GGUF file")
@@ -65,9 +66,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
     from engine.chat import builtin
     from engine.core.mode import Mode
     from engine.process import EngineProcess
-
-    from .config import MAX_BODY_BYTES, ServerConfig
-    from .local import WILDCARDS, LocalServer, ServerError
+    from engine.server.config import MAX_BODY_BYTES, ServerConfig
+    from engine.server.local import WILDCARDS, LocalServer, ServerError
 
     mode = Mode(args.mode) if args.mode else Mode.AUTO if args.draft else Mode.AR
     if mode.needs_draft and not args.draft:

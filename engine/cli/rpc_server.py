@@ -21,8 +21,7 @@ from engine.core.cpu_check import cache_dir
 from engine.core.options import cpu_cores
 from engine.errors import EngineError, ParameterError
 from engine.native import rpc
-
-from .endpoints import DEFAULT_PORT, Endpoint, parse_endpoint
+from engine.remote.endpoints import DEFAULT_PORT, Endpoint, parse_endpoint
 
 WARNING = ("WARNING: the RPC server on {ep} has no authentication and no encryption: anyone who can reach this "
            "port can run code on this machine's devices and read the model and the conversation. Serve only on a "
@@ -30,7 +29,7 @@ WARNING = ("WARNING: the RPC server on {ep} has no authentication and no encrypt
 
 
 def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
-    from engine.tools.clihelp import HelpFormatter
+    from .help import HelpFormatter
 
     p = sub.add_parser("rpc-server", formatter_class=HelpFormatter,
                        help="serve this machine's devices to another machine's engine (llama.cpp RPC)",

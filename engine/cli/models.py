@@ -12,7 +12,8 @@ from engine.models import offline
 from engine.models.catalog import fit_label, format_bytes, load_catalog, system_memory
 from engine.models.installed import installed_as
 from engine.models.store import ModelStore
-from engine.tools import models_hub_cli
+
+from . import models_hub
 
 if TYPE_CHECKING:  # engine.hub imports huggingface_hub: loaded only by the commands that download
     from engine.models.hub import DownloadProgress
@@ -32,7 +33,7 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
 
     pull = msub.add_parser("pull", help="download a catalog pair, or a Hub target with its draft (resumes)")
     pull.add_argument("pair_id", metavar="PAIR_ID", help="a catalog pair's id, or a Hub target's REPO")
-    models_hub_cli.add_pull_args(pull)
+    models_hub.add_pull_args(pull)
     pull.add_argument("--quiet", action="store_true", help="no progress output")
     pull.set_defaults(func=cmd_pull)
 
@@ -59,7 +60,7 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     rm = msub.add_parser("remove", help="remove an installed pair (imported files are only unregistered)")
     rm.add_argument("pair_id", metavar="PAIR_ID")
     rm.set_defaults(func=cmd_remove)
-    models_hub_cli.register(msub)
+    models_hub.register(msub)
 
 
 def cmd_offline(args: argparse.Namespace) -> int:
@@ -133,7 +134,7 @@ def cmd_pull(args: argparse.Namespace) -> int:
     line = _ProgressLine(args.quiet)
     if args.filename is not None or args.draft is not None:
         try:
-            return models_hub_cli.cmd_pull_hub(args, line)
+            return models_hub.cmd_pull_hub(args, line)
         finally:
             line.end()
     spec = get_pair(args.pair_id)
@@ -141,7 +142,7 @@ def cmd_pull(args: argparse.Namespace) -> int:
         pair = download_pair(spec, ModelStore(), progress=line)
     finally:
         line.end()
-    models_hub_cli.print_pair(pair, args.json)
+    models_hub.print_pair(pair, args.json)
     return 0
 
 
