@@ -10,7 +10,7 @@ from app.history.save_queue import SaveQueue
 
 
 class LiveReply:
-    """The streaming reply's figures and text since the session began it; ``pending`` while text came unsaved."""
+    """The streaming reply's figures and text since the reply session began it; ``pending`` while text came unsaved."""
 
     def __init__(self, pane: ChatPane, saves: SaveQueue) -> None:
         self.pane, self.saves = pane, saves
