@@ -60,27 +60,28 @@ def test_bench_help_explains_every_scenario(capsys: pytest.CaptureFixture[str]) 
                 bench.scenarios([letter], Path("t.gguf"), 2, f16)
 
 
-TOOLS = Path(__file__).resolve().parent.parent / "engine" / "tools"
+ROOT = Path(__file__).resolve().parent.parent
+TOOL_ROOMS = ("tools", "sim")  # the rooms whose modules may run on their own (python -m engine.ROOM.NAME)
 
 
 def runnable_tools() -> list[str]:
-    return sorted(p.stem for p in TOOLS.glob("*.py") if '__name__ == "__main__"' in p.read_text(encoding="utf-8"))
+    return sorted(f"{room}.{p.stem}" for room in TOOL_ROOMS for p in (ROOT / "engine" / room).glob("*.py")
+                  if '__name__ == "__main__"' in p.read_text(encoding="utf-8"))
 
 
 def test_the_runnable_tools_are_the_known_ones() -> None:
-    assert runnable_tools() == ["bench_constrained", "bench_coupled", "bench_process", "bench_ratios", "replay",
-                                "synthmodel", "tinymodel"]
+    assert runnable_tools() == ["sim.replay", "tools.bench_constrained", "tools.bench_coupled", "tools.bench_process",
+                                "tools.bench_ratios", "tools.synthmodel", "tools.tinymodel"]
 
 
 @pytest.mark.parametrize("tool", runnable_tools())
 def test_every_runnable_tool_has_a_help_that_writes_nothing(tool: str, tmp_path: Path) -> None:
-    root = TOOLS.parent.parent
-    before = {p: p.stat().st_mtime_ns for p in (root / "resources").iterdir()}
-    done = subprocess.run([sys.executable, "-m", f"engine.tools.{tool}", "--help"], cwd=tmp_path, capture_output=True,
-                          text=True, timeout=60, env={**os.environ, "PYTHONPATH": str(root)})
+    before = {p: p.stat().st_mtime_ns for p in (ROOT / "resources").iterdir()}
+    done = subprocess.run([sys.executable, "-m", f"engine.{tool}", "--help"], cwd=tmp_path, capture_output=True,
+                          text=True, timeout=60, env={**os.environ, "PYTHONPATH": str(ROOT)})
     assert done.returncode == 0, done.stderr
     assert "usage:" in done.stdout
-    assert {p: p.stat().st_mtime_ns for p in (root / "resources").iterdir()} == before
+    assert {p: p.stat().st_mtime_ns for p in (ROOT / "resources").iterdir()} == before
     assert list(tmp_path.iterdir()) == []
 
 

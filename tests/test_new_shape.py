@@ -12,14 +12,14 @@ from engine.core.context import Context, ContextParams
 from engine.core.outputs import chain_spec
 from engine.core.sampling import SamplingParams
 from engine.remote import simprofile as remote
+from engine.sim import profiles as simprofiles
+from engine.sim.bench import _steps
 from engine.speculative.costmodel import CostModel
 from engine.speculative.learning import RoundLearner
 from engine.speculative.plan import AR, Plan
 from engine.speculative.planner import AutoPlanner
 from engine.speculative.target import Target
 from engine.speculative.types import JIT, Draft, RoundResult
-from engine.tools import simprofiles
-from engine.tools.simbench import _steps
 from tests.tiny_models import TinyPair
 
 

@@ -4,13 +4,13 @@ slope predicted for it (issue 63: cpu-2core-B with a distilled draft held a 21-b
 
 from __future__ import annotations
 
+from engine.sim import bench as simbench
+from engine.sim.profiles import PROFILES
 from engine.speculative.costmodel import CostModel
 from engine.speculative.knobs import BAIL_FACTOR
 from engine.speculative.plan import Plan
 from engine.speculative.planner import AutoPlanner
 from engine.speculative.types import CACHE, Draft, RoundResult, TreeStats
-from engine.tools import simbench
-from engine.tools.simprofiles import PROFILES
 
 WIDE = Plan("ssd", 6, 21)
 VERIFY_S, DRAFT_S = 0.40, 0.07  # a flat F16 target on one core, a 0.5 B draft on the other

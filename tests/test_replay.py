@@ -1,6 +1,6 @@
-"""auto's decisions on rounds recorded with the real pair (engine/tools/replay.py): a change of the planner's
+"""auto's decisions on rounds recorded with the real pair (engine/sim/replay.py): a change of the planner's
 behaviour on a real machine shows up here as a diff, to be explained in its commit and the files re-recorded with
-``python -m engine.tools.replay tests/data/auto_replay_S.json --scenario S`` (S: A, the pair as shipped on both
+``python -m engine.sim.replay tests/data/auto_replay_S.json --scenario S`` (S: A, the pair as shipped on both
 cores, where auto runs ar; B, the F16 target on one core and the draft on the other, where it runs ssd)."""
 
 from __future__ import annotations
@@ -12,8 +12,8 @@ import pytest
 
 from engine.config import EngineConfig, GenerationParams
 from engine.engine import Engine
+from engine.sim import replay
 from engine.speculative.plan import Plan
-from engine.tools import replay
 from engine.tools.tinymodel import TinyPair
 
 DATA = Path(__file__).parent / "data"

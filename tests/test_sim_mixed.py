@@ -4,11 +4,12 @@ scenario R's prompts (engine/remote/simprofile.py)."""
 from __future__ import annotations
 
 from engine.remote import simprofile as remote
+from engine.sim import bench as simbench
+from engine.sim.coupled import position_acceptance
+from engine.sim.machine import Profile
+from engine.sim.profiles import PROFILES, RPC_CHAT, RPC_CODE, RPC_CPU_50MS, RPC_SUMMARY
+from engine.sim.regime import Regime
 from engine.speculative.plan import Plan
-from engine.tools import simbench
-from engine.tools.simcoupled import position_acceptance
-from engine.tools.simmachine import Profile, Regime
-from engine.tools.simprofiles import PROFILES, RPC_CHAT, RPC_CODE, RPC_CPU_50MS, RPC_SUMMARY
 
 REPLIES = 12
 

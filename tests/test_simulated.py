@@ -1,4 +1,4 @@
-"""auto against every fixed plan on simulated machines (engine/tools/simmachine.py): deterministic, no model, no clock.
+"""auto against every fixed plan on simulated machines (engine/sim/machine.py): deterministic, no model, no clock.
 
 The bars are issue 34's: over replies 2-10 auto reaches 0.95x the best fixed plan, 0.90x on every single reply and
 0.85x on the first. Profiles where auto is below a bar today are listed in BELOW with a strict xfail: a change that
@@ -11,12 +11,13 @@ from pathlib import Path
 
 import pytest
 
+from engine.sim import bench as simbench
+from engine.sim.coupled import HIT_RATIO_ONE_BRANCH, coupled
+from engine.sim.machine import Profile
+from engine.sim.profiles import CPU_B, CPU_SAMPLED, PROFILES
+from engine.sim.regime import Regime
 from engine.speculative.costmodel import CostModel
 from engine.speculative.plan import Plan
-from engine.tools import simbench
-from engine.tools.simcoupled import HIT_RATIO_ONE_BRANCH, coupled
-from engine.tools.simmachine import Profile, Regime
-from engine.tools.simprofiles import CPU_B, CPU_SAMPLED, PROFILES
 
 DATA = Path(__file__).parent / "data"
 LATER, FIRST, EVERY = simbench.BARS  # the bars: replies 2-10, the first reply, any one reply

@@ -21,7 +21,7 @@ BANDWIDTH_BPS = 1e9  # a gigabit LAN
 NEW_SHAPE_TRIPS = 4
 DRAFT_TOKEN_S = 70.8e-3  # the draft at home on one thread, measured alone (greedy ar of the 0.5B, 48 tokens)
 # Greedy, sd at K 4 emitted 4.23 tokens a round over scenario R's four prompts (docs/benchmarks.md): per position
-# 0.943, falling with depth as the simulated regimes' acceptance does (engine/tools/simcoupled.position_acceptance).
+# 0.943, falling with depth as the simulated regimes' acceptance does (engine/sim/coupled.position_acceptance).
 SD_TOKENS_PER_ROUND = 4.23
 # The share of a 4-token sd draft accepted on scenario R's prompts, greedy: code-fib 0.96 and code-csv 0.98, sum-http
 # 0.86, chat-git 0.57. Chat's drafts are mostly all accepted or rejected at once: fixed ssd's one branch (after a

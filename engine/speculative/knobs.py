@@ -1,6 +1,6 @@
 """Every number auto's planner and cost model decide by, each declared once with its reason.
 
-``python -m engine bench --scenarios S`` (engine/tools/simbench.py) and tests/test_simulated.py judge a change
+``python -m engine bench --scenarios S`` (engine/sim/bench.py) and tests/test_simulated.py judge a change
 to any of them on every simulated machine at once; a change judged on one bench pass is noise.
 """
 

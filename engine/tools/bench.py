@@ -200,7 +200,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
         from .bench_parallel import cmd_parallel
         return cmd_parallel(args)
     if args.scenarios.strip().upper() == "S":  # simulated machines: no model, no clock
-        from .simbench import cmd_simulated
+        from engine.sim.bench import cmd_simulated
         return cmd_simulated(seeds=args.seeds)
     args.repeats = args.repeats or REPEATS
     if args.target and args.draft:
@@ -272,7 +272,7 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     epilog = listing("scenarios", SCENARIOS, "Every prompt runs every mode back to back (order rotated per prompt), "
                      "greedy and sampled; the table and a JSON file with every per-prompt figure are written. "
                      "Without --target/--draft the offline pair is assembled first. S alone: every fixed plan and "
-                     "auto on simulated machines, no model, 10 replies of 256 tokens (engine/tools/simbench.py). "
+                     "auto on simulated machines, no model, 10 replies of 256 tokens (engine/sim/bench.py). "
                      "R alone: the target on --servers RPC servers here, each behind a proxy adding --delays ms each "
                      "way, the draft local, and llama.cpp's ar over the same link (engine/tools/bench_remote.py). "
                      "H alone: tiny recurrent and hybrid pairs (lfm2, mamba; lfm2 with an attention-only draft), "

@@ -1,5 +1,5 @@
 """A simulated reply's truth: its prompt, the tokens the target emits, which are copied from the prompt and which lie
-in the draft's hard runs (engine/tools/simmachine.py's regimes)."""
+in the draft's hard runs (engine/sim/regime.py)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 if TYPE_CHECKING:
-    from engine.tools.simmachine import Regime
+    from .regime import Regime
 
 VOCAB = 32_000  # token ids a simulated reply draws from (wide enough that random text repeats no n-gram)
 

@@ -13,7 +13,7 @@ import dataclasses
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from engine.tools.simmachine import Regime
+    from .regime import Regime
 
 DEPTH_DECAY = 0.97  # Regime.depth_decay's default: the regimes below are fitted with it
 MEASURED_K = 4  # the drafts' length in those runs

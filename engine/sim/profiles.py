@@ -6,8 +6,10 @@ from __future__ import annotations
 import dataclasses
 
 from engine.remote import simprofile as remote
-from engine.tools.simcoupled import CPU_SAMPLED_ACCEPT, MEASURED_K, coupled, position_acceptance
-from engine.tools.simmachine import Machine, Profile, Regime
+
+from .coupled import CPU_SAMPLED_ACCEPT, MEASURED_K, coupled, position_acceptance
+from .machine import Machine, Profile
+from .regime import Regime
 
 
 def _ms(*points: tuple[int, float]) -> tuple[tuple[int, float], ...]:
@@ -48,7 +50,7 @@ RPC_POEM = Regime("rpc-poem", position_acceptance(0.21))
 
 HIGH, MEDIUM, LOW = Regime("high", 0.9), Regime("medium", 0.7), Regime("low", 0.3)
 H200_SAMPLED = Regime("h200-sampled", 0.78, top1=0.25)
-# The real pair sampled on the CPU (rejection): its acceptance measured (simcoupled.py); its draft's alternative after a
+# The real pair sampled on the CPU (rejection): its acceptance measured (coupled.py); its draft's alternative after a
 # rejection as on the GPU (no CPU run measured one)
 CPU_SAMPLED = Regime("cpu-sampled", CPU_SAMPLED_ACCEPT, top1=H200_SAMPLED.top1)
 DRIFT, CODE_EDIT = Regime("drifting", 0.9, drift_to=0.3), Regime("code-edit", 0.6, copies=True)

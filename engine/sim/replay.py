@@ -4,7 +4,7 @@
 from (the pool's rounds too) as JSON-ready events. :func:`replay` feeds the same rounds to a fresh
 :class:`~engine.speculative.planner.AutoPlanner` and returns the plans it chooses, so a change of auto's
 behaviour on a real machine shows up as a diff (``tests/test_replay.py``).
-``python -m engine.tools.replay OUT --scenario S``: record auto on the bench prompts with the offline pair, set up as
+``python -m engine.sim.replay OUT --scenario S``: record auto on the bench prompts with the offline pair, set up as
 the bench's scenario S.
 """
 
@@ -162,7 +162,7 @@ def main(argv: list[str] | None = None) -> int:
     from engine.models.convert import ensure_f16
     from engine.tools.bench import load_prompts, scenarios
 
-    p = argparse.ArgumentParser(prog="python -m engine.tools.replay", description=__doc__)
+    p = argparse.ArgumentParser(prog="python -m engine.sim.replay", description=__doc__)
     p.add_argument("out", type=Path, help="JSON file to write the events to")
     p.add_argument("--scenario", choices=("A", "B", "C"), default="A", help="the bench's hardware scenario "
                    "(B: its F16 row)")

@@ -1,6 +1,6 @@
 """``python -m engine bench --scenarios S``: every fixed plan and auto on every simulated machine.
 
-Each profile (:data:`engine.tools.simmachine.PROFILES`) runs REPLIES replies of LENGTH tokens with every fixed
+Each profile (:data:`engine.sim.profiles.PROFILES`) runs REPLIES replies of LENGTH tokens with every fixed
 plan — ar; sd K 1–8; ssd K 1–8 with each tree size auto may choose; lookup — and with auto, whose cost model
 is kept from reply to reply as the engine keeps it (and round-tripped through the memory file's format). The
 table gives, per profile, the best fixed plan over replies 2–10, its rate, auto's, their ratio, auto's ratio on
@@ -28,9 +28,9 @@ from engine.speculative.planner import AutoPlanner
 from engine.speculative.ssd import SSDOptions
 from engine.speculative.types import JIT, NGRAM, RoundResult
 
-from .simmachine import Profile, SimSteps
-from .simprofiles import PROFILES
-from .simreply import Reply
+from .machine import Profile, SimSteps
+from .profiles import PROFILES
+from .reply import Reply
 
 REPLIES = 10  # replies per run: the first measures the machine, the other nine use what it learnt
 LENGTH = 256  # tokens per reply

@@ -6,7 +6,7 @@ slowdown the draft's concurrent work causes a verify, per-call noise and, on a C
 the draft's alternatives are right (a tree's hits), and stretches the reply copies from its prompt (the n-gram
 pool's case). :class:`SimSteps` runs the real steps' interface on them — the same :class:`AutoMode`,
 :class:`AutoPlanner`, :class:`Lookup` and :class:`CostModel` the engine runs — on a virtual clock, from a seeded
-generator, so a planner's rate on a machine is a reproducible number. The machines measured: simprofiles.py.
+generator, so a planner's rate on a machine is a reproducible number. The machines measured: profiles.py.
 """
 
 from __future__ import annotations
@@ -21,7 +21,9 @@ from engine.core.mode import Mode
 from engine.speculative.fanout import allocate
 from engine.speculative.steps import Steps
 from engine.speculative.types import CACHE, JIT, NGRAM, Draft, PlanRates, RoundResult, TreeStats, Verdict
-from engine.tools.simreply import Reply
+
+from .regime import Regime
+from .reply import Reply
 
 _NO_ROW = np.zeros(0, dtype=np.int64)  # a row no planner reads (the draft token was right)
 RNG_BLOCK = 4096  # random draws taken from the generator at a time
@@ -60,28 +62,6 @@ class Machine:
 
     def t_level(self, width: int) -> float:
         return self.draft_token_s * (1 + self.level_slope * (width - 1))
-
-
-@dataclass(frozen=True, slots=True)
-class Regime:
-    """How a reply's drafts fare."""
-
-    name: str
-    accept: float  # per-position acceptance of a draft token (the first position)
-    depth_decay: float = 0.97  # each later draft position is accepted this much less often
-    drift_to: float | None = None  # acceptance after the reply's midpoint (None: no drift)
-    top1: float = 0.45  # the draft's best alternative is the target's token after a rejection
-    branch_power: float = 0.7  # f branches at one outcome count as f**branch_power guesses (they guess alike)
-    copies: bool = False  # the reply copies long stretches of its prompt (a code edit)
-    copy_accept: float = 0.97  # a draft token's acceptance inside a copied stretch
-    # Chat text comes in stretches: runs of tokens the draft rarely gets (hard_accept) among ones it nearly always
-    # gets, so a draft is mostly all accepted or rejected at once (0: every position as ``accept`` says).
-    hard_share: float = 0.0  # the share of the reply's tokens in hard runs
-    hard_run: float = 3.0  # a hard run's mean length (tokens)
-    hard_accept: float = 0.15
-
-    def acceptance(self, pos: int, half: int) -> float:
-        return self.drift_to if self.drift_to is not None and pos >= half else self.accept
 
 
 @dataclass(frozen=True, slots=True)
