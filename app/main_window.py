@@ -153,7 +153,7 @@ class MainWindow(QMainWindow):
     def open_settings(self, shown: Settings | None = None) -> None:
         """Show the settings dialog (``shown``: values not applied yet); load-time changes reload the model."""
         dialog = SettingsDialog(shown or self.settings, self, rates=self.pairs.measured_rates(),
-                                thinking_switch=self.formats.thinking_switch())
+                                thinking_switch=self.formats.thinking_switch(), cache=self.pairs.cache_use)
         dialog.accepted.connect(lambda: self.apply_settings(dialog.settings(), reload=dialog.cpu_kernels.apply()))
         dialog.open()
         self.settings_dialog = dialog

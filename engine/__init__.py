@@ -6,6 +6,7 @@ This module is the engine's public surface: ``app/`` (and the local server) impo
 """
 
 from . import server
+from .batch.promptcache import CacheUse
 from .chat import builtin as chat_builtin
 from .chat.calls import loose_calls
 from .chat.families import by_name as chat_family_named
@@ -93,6 +94,7 @@ __all__ = [
     "OVERFLOW_POLICIES",
     "REJECTION",
     "THINKING_PIECE",
+    "CacheUse",
     "ChatFamily",
     "ChatFormat",
     "ChatMessage",

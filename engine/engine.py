@@ -11,7 +11,7 @@ from collections.abc import Generator, Sequence
 import numpy as np
 
 from .batch.prefill import read_prompt
-from .batch.promptcache import PromptCache
+from .batch.promptcache import CacheUse, PromptCache
 from .batch.rounds import SharedRounds
 from .batch.slots import Slots
 from .config import EngineConfig as EngineConfig
@@ -180,6 +180,10 @@ class Engine(Prompts, ModeMaker):
     def measured_rates(self) -> dict[str, MeasuredRate]:
         """auto's best plan per mode it has run here, with its predicted tok/s (read between generations)."""
         return measured_rates(self._cost_model, max_branches=self.config.max_branches)
+
+    def prompt_cache_use(self) -> CacheUse:
+        with self._slots.lock:  # the cache changes only under the context's lock
+            return self.prompt_cache.use()
 
     # -- generation -------------------------------------------------------------------------------
     def generate(

@@ -10,7 +10,7 @@ from PySide6.QtWidgets import QDialog, QLabel, QWidget
 from app.settings.store import ActivePair, SettingsStore
 from app.settings.values import Settings
 from app.worker.host import EngineHost
-from engine import EngineError, MeasuredRate
+from engine import CacheUse, EngineError, MeasuredRate
 
 
 class PairLoader(QObject):
@@ -36,6 +36,8 @@ class PairLoader(QObject):
         host.model_loaded.connect(self._on_model_loaded)
         host.failed.connect(self._on_failed)
         host.rates_measured.connect(self._on_rates_measured)
+        self.cache_use: CacheUse | None = None  # the prompt cache after the last reply (None: no reply yet)
+        host.cache_used.connect(self._on_cache_used)
 
     @property
     def has_draft(self) -> bool:
@@ -49,6 +51,9 @@ class PairLoader(QObject):
     def _key(self) -> str:
         assert self.pair is not None
         return f"{self.pair.target}|{self.pair.draft or ''}"
+
+    def _on_cache_used(self, use: CacheUse) -> None:
+        self.cache_use = use
 
     def _on_rates_measured(self, rates: dict[str, MeasuredRate]) -> None:
         if self.pair is not None and rates:

@@ -33,6 +33,7 @@ from app.settings.explain import (
     LAYERS_NOTE,
     MODE_SHORT,
     PLAN_LINE,
+    cache_words,
     layers_text,
     parse_layers,
     reload_note,
@@ -41,7 +42,7 @@ from app.settings.mode_note import mode_note
 from app.settings.remote import LINE as REMOTE_LINE
 from app.settings.remote import RemoteTest
 from app.settings.values import Settings, load_fields, setting_options
-from engine import EngineError, MeasuredRate, Mode, Option, model_archs, supports_gpu_offload
+from engine import CacheUse, EngineError, MeasuredRate, Mode, Option, model_archs, supports_gpu_offload
 
 ERROR_STYLE = "color: #cf222e;"
 NOTE_STYLE = "color: #6e7781;"
@@ -70,7 +71,8 @@ class SettingsDialog(QDialog):
 
     def __init__(self, settings: Settings, parent: QWidget | None = None, *,
                  gpu_offload: bool | None = None, cpu_kernels: CpuKernelsBox | None = None,
-                 rates: Mapping[str, MeasuredRate] | None = None, thinking_switch: bool | None = None) -> None:
+                 rates: Mapping[str, MeasuredRate] | None = None, thinking_switch: bool | None = None,
+                 cache: CacheUse | None = None) -> None:
         super().__init__(parent)
         self.setWindowTitle("Settings")
         self.setObjectName("settings-dialog")
@@ -105,6 +107,10 @@ class SettingsDialog(QDialog):
         forms["hardware"].addRow(self.gpu_note)
         for name in GPU_FIELDS:
             self.edits[name].setEnabled(self._gpu)
+        self.cache_note = _note("cache-note", NOTE_STYLE, cache_words(cache))  # what the prompt cache holds now
+        self.cache_note.setVisible(bool(self.cache_note.text()))
+        row, _ = cast(tuple[int, Any], forms["hardware"].getWidgetPosition(self.edits["prompt_cache_mb"]))
+        forms["hardware"].insertRow(row + 1, "", self.cache_note)
         self.remote_test = RemoteTest(self.edits["rpc"])  # Remote machines: Test asks each one
         forms["remote"].addRow("", self.remote_test)
         forms["remote"].addRow(_note("rpc-line", NOTE_STYLE, REMOTE_LINE))

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from engine import ALL_LAYERS, AUTO_LAYERS, ParameterError
+from engine import ALL_LAYERS, AUTO_LAYERS, CacheUse, ParameterError
 
 LAYER_WORDS = {"auto": AUTO_LAYERS, "all": ALL_LAYERS, "none": 0}  # as python -m engine --gpu-layers takes them
 LAYERS_NOTE = "auto, all, none or a number"
@@ -22,6 +22,21 @@ FIELD_LINES = {
     "adaptive": "auto: picks the draft length K each round from what it measured, instead of the K above.",
 }
 PLAN_LINE = "In a plan such as ssd(K=4, M=12), K is the draft length and M the branches of ssd's tree of guesses."
+
+
+def cache_words(use: CacheUse | None) -> str:
+    """What the prompt cache holds now, under its size ("" before the first reply since the app started)."""
+    if use is None:
+        return ""
+    if not use.limit_bytes:
+        return "Off: a conversation switched back to is read again."
+    mb = 1 << 20
+    line = (f"In use: {use.used_bytes / mb:.1f} of {use.limit_bytes / mb:.0f} MB, "
+            f"{use.conversations} conversation{'s' * (use.conversations != 1)} kept")
+    if use.restored:
+        line += (f"; {use.restored} brought back instead of read again, "
+                 f"{use.restored_tokens:,} prompt tokens not read twice")
+    return line + "."
 
 
 def layers_text(value: int) -> str:

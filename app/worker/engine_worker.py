@@ -24,7 +24,15 @@ from app.server.slot import ServerEvent, ServerRequest, ServerSlot
 from app.worker import chat_setup
 from app.worker.boundary import WorkerBoundary
 from app.worker.chat_setup import ChatChoice, ReplyPiece, ReplyText, ToolCall, Turn
-from engine import DROP_OLDEST, EngineConfig, EngineProcess, GenerationParams, NoChatTemplateError, drafting_warning
+from engine import (
+    DROP_OLDEST,
+    EngineConfig,
+    EngineProcess,
+    GenerationParams,
+    Mode,
+    NoChatTemplateError,
+    drafting_warning,
+)
 
 
 class EngineState(enum.Enum):
@@ -89,6 +97,7 @@ class EngineSignals(QObject):
         verification_finished(Verification): "Verify exactness" finished.
         server_changed(ServerEvent): the local server started, stopped, could not start, or the app waits.
         rates_measured(dict): auto's measured rates per mode (``Engine.measured_rates()``) after a reply.
+        cache_used(CacheUse): what the prompt cache holds after a reply (Settings shows it).
         engine_stopped(str): the engine process died unasked (payload: why); the next request restarts it.
         failed(str): a readable one-line error; the worker stays usable.
     """
@@ -106,6 +115,7 @@ class EngineSignals(QObject):
     verification_finished = Signal(object)
     server_changed = Signal(object)
     rates_measured = Signal(object)
+    cache_used = Signal(object)
     engine_stopped = Signal(str)
     failed = Signal(str)
 
@@ -206,8 +216,9 @@ class EngineWorker(EngineSignals):
             warning = drafting_warning(gen.stats, eng.placement)  # a fixed sd/ssd that cannot pay here
             if warning:
                 final["warning"] = warning
-            if request.params.mode == "auto":
+            if request.params.mode == Mode.AUTO:
                 self.rates_measured.emit(eng.measured_rates())
+            self.cache_used.emit(eng.prompt_cache_use())
         self._forget(request)
         if job.failed or reply is None:
             self.state_changed.emit(EngineState.READY)

@@ -11,6 +11,7 @@ from __future__ import annotations
 import ctypes
 from collections import OrderedDict
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 import llama_cpp as ll
 
@@ -18,6 +19,17 @@ from engine.core.kvtrack import common_prefix
 from engine.speculative.target import Target
 
 MB = 1 << 20
+
+
+@dataclass(frozen=True, slots=True)
+class CacheUse:
+    """What the prompt cache holds and has saved: Settings shows it beside its size."""
+
+    used_bytes: int
+    limit_bytes: int
+    conversations: int  # prompt states kept now
+    restored: int  # states read back instead of prompts read again
+    restored_tokens: int  # prompt tokens those restores did not read again
 
 
 class PromptCache:
@@ -36,6 +48,9 @@ class PromptCache:
 
     def __len__(self) -> int:
         return len(self._states)
+
+    def use(self) -> CacheUse:
+        return CacheUse(self.used, self.limit, len(self._states), self.restored, self.restored_tokens)
 
     def swap(self, target: Target, prompt: Sequence[int]) -> None:
         """Before ``target`` reads ``prompt`` (the context's lock held): keep what it holds if the prompt would cut

@@ -18,6 +18,7 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, cast
 
+from engine.batch.promptcache import CacheUse
 from engine.chat.format import ChatFormat
 from engine.chat.prepare import ChatRequest, PreparedChat
 from engine.chat.rendering import Message
@@ -189,6 +190,10 @@ class EngineProcess:
 
     def measured_rates(self) -> dict[str, MeasuredRate]:
         return dict(self.call("measured_rates"))
+
+    def prompt_cache_use(self) -> CacheUse:
+        use: CacheUse = self.call("prompt_cache_use")
+        return use
 
     def longest_piece(self) -> int:
         """The most bytes of text one token of the target's vocabulary stands for."""

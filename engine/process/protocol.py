@@ -102,7 +102,7 @@ Request = Load | Generate | Task | Call | Stop | Close
 # Methods a Call may name: quick, read-only, safe beside a generation (as the server always ran them).
 CALLS = frozenset({"tokenize", "messages_tokens", "detokenize", "top2_margin", "measured_rates", "longest_piece",
                    "chat_tokens", "chat_format", "reply_section", "markup_tokens", "slots", "prepare_chat",
-                   "suggested_template", "fim_prompt"})
+                   "suggested_template", "fim_prompt", "prompt_cache_use"})
 
 
 def longest_piece(engine: Any) -> int:
