@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
+from engine.bench.remote_link import free_port, start_server
 from engine.native.rpc import NO_RPC, available
-from engine.tools.bench_remote_link import free_port, start_server
 
 __all__ = ["address", "end", "free_port", "generate_argv", "needs_rpc", "rpc_server", "start_server"]
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import argparse
 
-from engine.tools import bench
-from engine.tools.bench_overhead import _per_run, _vs_bare, measure, verdicts
+from engine.bench.overhead import _per_run, _vs_bare, measure, verdicts
+from engine.cli import bench
 from engine.tools.tinymodel import TinyPair
 
 

@@ -8,7 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from engine.tools.bench_ratios import per_prompt, summary
+from engine.bench.ratios import per_prompt, summary
 
 
 def _groups() -> list[dict[str, object]]:
@@ -40,11 +40,11 @@ def test_auto_is_compared_with_the_best_fixed_mode_of_each_prompt() -> None:
 def test_the_ratios_print_again_from_a_saved_result(tmp_path: Path) -> None:
     saved = tmp_path / "bench.json"
     saved.write_text(json.dumps({"runs": _groups()}), encoding="utf-8")
-    out = subprocess.run([sys.executable, "-m", "engine.tools.bench_ratios", str(saved)], capture_output=True,
+    out = subprocess.run([sys.executable, "-m", "engine.bench.ratios", str(saved)], capture_output=True,
                          text=True, check=True).stdout
     assert "auto / best fixed: geometric mean 0.97, lowest 0.95" in out
     assert "each fixed mode / best fixed, geometric mean: ar 0.65, sd 0.63, lookup 0.87" in out
-    bad = subprocess.run([sys.executable, "-m", "engine.tools.bench_ratios", str(tmp_path / "none.json")],
+    bad = subprocess.run([sys.executable, "-m", "engine.bench.ratios", str(tmp_path / "none.json")],
                          capture_output=True, text=True)
     assert bad.returncode == 2 and bad.stderr.startswith("error: cannot read")
 

@@ -9,10 +9,10 @@ from pathlib import Path
 import pytest
 from pytestqt.qtbot import QtBot
 
+from engine.bench import recurrent
 from engine.cli.main import main
 from engine.errors import EngineError
 from engine.models import archs
-from engine.tools import bench_recurrent
 
 
 def test_the_bench_reports_the_checkpoint_cost_per_round(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -24,9 +24,9 @@ def test_the_bench_reports_the_checkpoint_cost_per_round(tmp_path: Path, capsys:
                               "verify", "exact"]
     data = json.loads((tmp_path / "out" / "bench_recurrent.json").read_text())
     rows = {(r["pair"], r["mode"]): r for r in data["rows"]}
-    assert set(rows) == {(p, m) for p in bench_recurrent.PAIRS for m in ("ar", "sd")}
+    assert set(rows) == {(p, m) for p in recurrent.PAIRS for m in ("ar", "sd")}
     assert all(r["exact_vs_ar"] == "1/1" for r in rows.values())  # greedy: ar's reply in every mode
-    assert all(rows[p, "ar"]["speedup_vs_ar"] == 1.0 for p in bench_recurrent.PAIRS)
+    assert all(rows[p, "ar"]["speedup_vs_ar"] == 1.0 for p in recurrent.PAIRS)
     mamba = rows["mamba+mamba", "sd"]  # a checkpoint goes back: its cost is part of the verify
     assert mamba["rounds"] > 0 and 0 < mamba["mean_restore_ms"] < mamba["mean_verify_ms"]
     assert mamba["restore_share"] == pytest.approx(mamba["mean_restore_ms"] / mamba["mean_verify_ms"])
@@ -43,7 +43,7 @@ def test_the_bench_reports_the_checkpoint_cost_per_round(tmp_path: Path, capsys:
     assert {p: p.stat().st_mtime_ns for p in (tmp_path / "models").iterdir()} == written
     capsys.readouterr()
     assert main([*argv[:4], "ar,fast", *argv[5:]]) == 2
-    assert capsys.readouterr().err.strip() == f"error: {EngineError(bench_recurrent.unknown_mode('fast'))}"
+    assert capsys.readouterr().err.strip() == f"error: {EngineError(recurrent.unknown_mode('fast'))}"
 
 
 def test_settings_say_which_architectures_speculate_and_at_what_cost(qtbot: QtBot) -> None:

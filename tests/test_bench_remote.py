@@ -10,8 +10,8 @@ from typing import Any
 
 import pytest
 
+from engine.bench.remote_peer import PEER
 from engine.cli.main import main
-from engine.tools.bench_remote_peer import PEER
 from engine.tools.tinymodel import TinyPair
 from tests.rpc_helpers import needs_rpc
 

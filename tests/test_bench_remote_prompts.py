@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
+from engine.bench.common import load_prompts
+from engine.bench.remote import CHAT_LOW, remote_prompts
 from engine.errors import ParameterError
-from engine.tools.bench import load_prompts
-from engine.tools.bench_remote import CHAT_LOW, remote_prompts
 
 
 def test_scenario_r_runs_the_bench_prompts_then_its_chat_question() -> None:

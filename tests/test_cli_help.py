@@ -13,8 +13,9 @@ from pathlib import Path
 import pytest
 
 from engine import EngineError
+from engine.bench.common import scenarios
+from engine.cli.bench import SCENARIOS
 from engine.cli.main import build_parser, main
-from engine.tools import bench
 
 
 def _sub(name: str) -> argparse.ArgumentParser:
@@ -48,20 +49,20 @@ def test_bench_help_explains_every_scenario(capsys: pytest.CaptureFixture[str]) 
     assert main(["bench", "--help"]) == 0
     out = capsys.readouterr().out
     assert "scenarios:" in out
-    for name, text in bench.SCENARIOS.items():
+    for name, text in SCENARIOS.items():
         assert f"  {name}  {text.split()[0]}" in out
     # every scenario the benchmark accepts is explained, and only those
     f16 = Path("f16.gguf")
     for letter in string.ascii_uppercase:
-        if letter in bench.SCENARIOS and letter != "O":  # O runs alone, in its own module
-            assert bench.scenarios([letter], Path("t.gguf"), 2, f16)
+        if letter in SCENARIOS and letter != "O":  # O runs alone, in its own module
+            assert scenarios([letter], Path("t.gguf"), 2, f16)
         elif letter != "O":
             with pytest.raises(EngineError, match="unknown scenario"):
-                bench.scenarios([letter], Path("t.gguf"), 2, f16)
+                scenarios([letter], Path("t.gguf"), 2, f16)
 
 
 ROOT = Path(__file__).resolve().parent.parent
-TOOL_ROOMS = ("tools", "sim")  # the rooms whose modules may run on their own (python -m engine.ROOM.NAME)
+TOOL_ROOMS = ("bench", "sim", "tools")  # the rooms whose modules may run on their own (python -m engine.ROOM.NAME)
 
 
 def runnable_tools() -> list[str]:
@@ -70,8 +71,8 @@ def runnable_tools() -> list[str]:
 
 
 def test_the_runnable_tools_are_the_known_ones() -> None:
-    assert runnable_tools() == ["sim.replay", "tools.bench_constrained", "tools.bench_coupled", "tools.bench_process",
-                                "tools.bench_ratios", "tools.synthmodel", "tools.tinymodel"]
+    assert runnable_tools() == ["bench.constrained", "bench.coupled", "bench.process", "bench.ratios", "sim.replay",
+                                "tools.synthmodel", "tools.tinymodel"]
 
 
 @pytest.mark.parametrize("tool", runnable_tools())

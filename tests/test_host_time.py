@@ -6,9 +6,9 @@ from __future__ import annotations
 import argparse
 
 from engine import Engine, EngineConfig, GenerationParams
+from engine.bench.overhead import BareLoop, measure
+from engine.cli import bench
 from engine.native import startup
-from engine.tools import bench
-from engine.tools.bench_overhead import BareLoop, measure
 from engine.tools.tinymodel import TinyPair
 
 

@@ -23,7 +23,9 @@ FLOORS: tuple[tuple[str, ...], ...] = (
     ("engine.engine", "engine.prompts", "engine.generation", "engine.stats", "engine.modes", "engine.drafting"),
     ("engine.process",),
     ("engine.server", "engine"),
-    ("engine.sim", "engine.cli", "engine.tools", "engine.__main__"),
+    ("engine.bench", "engine.tools"),
+    ("engine.sim",),
+    ("engine.cli", "engine.__main__"),
 )
 
 # Imports that still run up, each with why; to be removed as the layout is finished (issue 60), never added to.
@@ -39,19 +41,12 @@ UPWARD: dict[tuple[str, str], str] = {
 CIRCLES: dict[frozenset[str], str] = {
     frozenset({"engine", "engine.server"}): "the face hands the server module on; the server takes the engine's "
                                             "names from the face",
-    frozenset({"engine.cli", "engine.sim", "engine.tools"}): "bench's command still lives with the benches in tools: "
-                                                             "it takes the CLI's help formatter and runs the "
-                                                             "simulated bench, whose replay reads the bench's "
-                                                             "prompts; it moves to engine/cli/bench.py",
 }
 
 # Modules that import each other (through any chain of imports), each with why (the same).
 MODULE_CIRCLES: dict[frozenset[str], str] = {
     frozenset({"engine.native.rpc", "engine.native.startup"}): "the RPC registry starts the backend; the GPU offload "
                                                                "answer asks the registry for this machine's GPUs",
-    frozenset({"engine.tools.bench", "engine.tools.bench_overhead", "engine.tools.bench_peer",
-               "engine.tools.bench_recurrent", "engine.tools.bench_remote", "engine.tools.bench_table"}):
-        "the benches take the shared rows from bench.py, which dispatches to them; they move to engine/bench/",
     frozenset({"app.chat.tool_turns", "app.main_window", "app.settings.tools_page", "app.startup.restore"}):
         "the window's helpers take the MainWindow type from the window that adds them",
 }

@@ -151,7 +151,7 @@ def build_parser() -> argparse.ArgumentParser:
     rpc_server.register(sub)
     chat_format.register(sub)
     try:
-        from engine.tools import bench
+        from . import bench
     except ImportError:  # pragma: no cover - bench is optional while it is built
         pass
     else:

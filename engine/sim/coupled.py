@@ -1,7 +1,7 @@
 """Sampled regimes of the simulated machines: the real pair's rejection-sampled acceptance on the 2-core CPUs, and any
 rejection-sampled regime under coupled (Gumbel-max) sampling.
 
-Fitted from ``python -m engine.tools.bench_coupled --scenarios A,B,C --prompts 8 --max-tokens 48`` (docs/benchmarks.md,
+Fitted from ``python -m engine.bench.coupled --scenarios A,B,C --prompts 8 --max-tokens 48`` (docs/benchmarks.md,
 "CPU: coupled against rejection sampling"): the real pair, temperature 0.7, top-p 0.9, seed 7, K 4, ssd's tree of one
 branch; both schemes run on each prompt. Only the rates those runs measured move; the rest of a regime (depth decay,
 drift, branch overlap, copies) is the sampled regime's.

@@ -45,7 +45,7 @@ RPC_SUMMARY = Regime("rpc-summary", position_acceptance(remote.SUMMARY_SHARE, de
 # hard runs fitted to chat's share (0.59 simulated) and as near its one-branch hit rate as runs allow (0.48 simulated)
 RPC_CHAT = Regime("rpc-chat", 0.98, depth_decay=1.0, hard_share=0.15, hard_run=4.0, hard_accept=0.2)
 
-# scenario R's chat-poem: 0.21 of a 4-token draft accepted (engine/tools/bench_remote.py), where ar is the best plan
+# scenario R's chat-poem: 0.21 of a 4-token draft accepted (engine/bench/remote.py), where ar is the best plan
 RPC_POEM = Regime("rpc-poem", position_acceptance(0.21))
 
 HIGH, MEDIUM, LOW = Regime("high", 0.9), Regime("medium", 0.7), Regime("low", 0.3)

@@ -155,12 +155,12 @@ def replay(events: list[Event]) -> list[str]:
 
 
 def main(argv: list[str] | None = None) -> int:
+    from engine.bench.common import load_prompts, scenarios
     from engine.config import EngineConfig, GenerationParams
     from engine.core.options import cpu_cores
     from engine.engine import Engine
     from engine.models import offline
     from engine.models.convert import ensure_f16
-    from engine.tools.bench import load_prompts, scenarios
 
     p = argparse.ArgumentParser(prog="python -m engine.sim.replay", description=__doc__)
     p.add_argument("out", type=Path, help="JSON file to write the events to")

@@ -1,7 +1,7 @@
 """What the engine process costs per token: events per second through its pipe, and time per token against
 the in-thread engine on scenario O's tiny models (a millisecond-scale decode, the real pair's vocabulary).
 
-``python -m engine.tools.bench_process [--tokens 96] [--repeats 6]`` prints both. The two engines are
+``python -m engine.bench.process [--tokens 96] [--repeats 6]`` prints both. The two engines are
 loaded side by side and run the same greedy ``ar`` and ``sd`` prompts alternately; each figure is the
 median over the runs of the time from the first token to the last, read where the caller reads it.
 """
@@ -27,7 +27,7 @@ from engine.process import EngineProcess
 from engine.process import protocol as p
 from engine.process.faults import spawn_context
 
-from .bench_overhead import tiny_pair
+from .overhead import tiny_pair
 
 ROUND_MS = 3.0  # the round the target is stated at: an accelerator's short round, where overhead shows most
 TARGET_SHARE = 0.02  # the issue's bound on the added time per token at that round

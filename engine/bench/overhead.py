@@ -31,17 +31,14 @@ from typing import Any
 import llama_cpp as ll
 import numpy as np
 
-from engine.cli.help import LAYERS_HELP, gpu_layers
 from engine.core.backend import Model
 from engine.core.mode import Mode
 from engine.core.options import MODES
-from engine.core.outputs import BACKEND, HOST
 from engine.core.paths import user_data_dir
 from engine.core.sampling import SamplingParams
 from engine.engine import Engine, EngineConfig, GenerationParams
 from engine.models import offline
-
-from .synthmodel import TINY, cached_tokenizer, write_llama
+from engine.tools.synthmodel import TINY, cached_tokenizer, write_llama
 
 SETTINGS = {"greedy": SamplingParams(), "sampled": SamplingParams(temperature=0.8)}  # sampled: the defaults
 COUNTED = ("ar", "sd", "ssd", "lookup")  # the modes whose decodes on the generating thread are known (auto mixes)
@@ -265,7 +262,7 @@ def cmd_overhead(args: argparse.Namespace) -> int:
     load = f"load average {load0:.2f} at the start, {os.getloadavg()[0]:.2f} at the end, {os.cpu_count()} CPUs"
     report = "\n".join([text, "", *checks, "", load])
     print(report)
-    from .bench import machine
+    from .common import machine
 
     default = os.path.join("results", "bench.json")
     out = Path(os.path.join("results", "bench-O.json") if args.out == default else args.out)
@@ -285,19 +282,4 @@ def cmd_overhead(args: argparse.Namespace) -> int:
     return 0
 
 
-O_REPEATS, REPEATS = 3, 1  # --repeats when not given: scenario O; scenarios A, B, C
-
-
-def add_arguments(p: argparse.ArgumentParser) -> None:
-    """Scenario O's own options on ``bench``."""
-    p.add_argument("--repeats", type=int, default=None, help="repeats of every (prompt, setting, mode), "
-                   f"interleaved; default {O_REPEATS} for O, {REPEATS} for A, B, C")
-    p.add_argument("--paths", default=f"{HOST},{BACKEND}", help="O: sampling paths to measure (host, backend)")
-    p.add_argument("--model-dir", help="O, H: where the tiny models are written (default: the data folder)")
-    p.add_argument("--o-prompts", dest="o_prompts", type=int, default=2, help="O: random prompts of 32 tokens")
-    p.add_argument("--gpu-layers", type=gpu_layers, default="auto", help=f"O: target layers on the GPU ({LAYERS_HELP})")
-    p.add_argument("--draft-gpu-layers", type=gpu_layers, default="auto",
-                   help=f"O: draft layers on the GPU ({LAYERS_HELP})")
-    p.add_argument("--o-target", help="O: measure this target instead of the tiny one (with --o-draft)")
-    p.add_argument("--o-draft", help="O: the draft for --o-target")
-
+O_REPEATS = 3  # --repeats when not given

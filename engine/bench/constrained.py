@@ -1,6 +1,6 @@
 """Constrained replies with and without the draft constrained too: acceptance and speed per mode.
 
-``python -m engine.tools.bench_constrained --target T.gguf --draft D.gguf`` asks each prompt for a JSON reply (a
+``python -m engine.bench.constrained --target T.gguf --draft D.gguf`` asks each prompt for a JSON reply (a
 schema, through the model's chat template) in ar and in each drafting mode, once with the draft drafting under the
 same constraint as the target and once drafting freely, checks every reply equals ar's (greedy; ar runs once first
 so that every compared run reads the prompt from the cache), and prints acceptance and tokens per second.
@@ -28,7 +28,7 @@ PROMPTS = (
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m engine.tools.bench_constrained", description=__doc__)
+    p = argparse.ArgumentParser(prog="python -m engine.bench.constrained", description=__doc__)
     p.add_argument("--target", required=True)
     p.add_argument("--draft", required=True)
     p.add_argument("--max-tokens", type=int, default=96)

@@ -2,7 +2,7 @@
 
 What issue 13 asks of auto and lookup is per prompt and per (scenario, setting): auto's decode tok/s over
 the best fixed mode's on the same prompt (geometric mean and lowest), lookup's over ar's. Computed from the
-bench's per-prompt runs; ``python -m engine.tools.bench_ratios results/bench-X.json`` prints it again from a
+bench's per-prompt runs; ``python -m engine.bench.ratios results/bench-X.json`` prints it again from a
 saved file. auto / best is also worked out for each pass over the modes alone (the bench repeats every prompt,
 each pass running every mode once, back to back): where the passes disagree, the machine moved more than the
 ratio's margin. Each fixed mode is given the same ratio (its tok/s over the best fixed mode's, per prompt): where
@@ -161,7 +161,7 @@ def print_ratios(entries: list[dict[str, Any]]) -> None:
                 "-" if r is None else f"geometric mean {r['geomean']:.2f}, lowest {r['lowest']:.2f}" for r in passes))
 
 
-USAGE = "usage: python -m engine.tools.bench_ratios BENCH.json"
+USAGE = "usage: python -m engine.bench.ratios BENCH.json"
 
 
 def main(argv: list[str]) -> int:

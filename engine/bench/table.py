@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from .bench import Row
+    from .common import Row
 
 
 def summarise(rows: list[Row], exact: list[dict[str, Any]]) -> list[dict[str, Any]]:

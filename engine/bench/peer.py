@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from .bench import Row, Scenario
+    from .common import Row, Scenario
 
 
 def run_peer(peer: Path, sc: Scenario, draft: Path, eng_prompts: list[str], args: argparse.Namespace) -> list[Row]:
@@ -48,6 +48,6 @@ def _parse_peer_speed(tool: str, out: str) -> float | None:
 
 
 def _row(scenario: str, mode: str) -> Row:
-    from .bench import Row
+    from .common import Row
 
     return Row(scenario, "greedy", mode)

@@ -2,10 +2,10 @@
 through a proxy that adds a delay each way (0, 5 and 25 ms by default), the draft local; ar, sd, ssd, lookup and
 auto, greedy, and llama.cpp's own ar over the same link as the peer.
 
-Per server count and delay: fresh ``python -m engine rpc-server`` children (one thread each, :mod:`.bench_remote_link`)
+Per server count and delay: fresh ``python -m engine rpc-server`` children (one thread each, :mod:`.remote_link`)
 each behind its own :class:`DelayProxy`; the engine here is the RPC client (one target thread, one draft thread),
 the target's layers in equal shares over the servers. Each prompt runs every mode back to back, the order rotated
-per prompt. Then the peer (:mod:`.bench_remote_peer`) on fresh servers. Bytes are counted by the proxies (summed
+per prompt. Then the peer (:mod:`.remote_peer`) on fresh servers. Bytes are counted by the proxies (summed
 over the servers): client to server and back, per round and per target row. Latency is the only thing shaped:
 everything runs over loopback.
 """
@@ -28,8 +28,8 @@ from engine.engine import Engine, EngineConfig, GenerationParams
 from engine.errors import ParameterError
 from engine.native.rpc import require
 
-from .bench_remote_link import SERVER_THREADS, proxies, servers, since, snapshot
-from .bench_remote_peer import PEER, run_peer
+from .remote_link import SERVER_THREADS, proxies, servers, since, snapshot
+from .remote_peer import PEER, run_peer
 
 N = TypeVar("N", int, float)
 
@@ -47,7 +47,7 @@ def run_setup(n_servers: int, delay_ms: float, target: Path, draft: Path, prompt
               folder: Path) -> tuple[list[dict[str, Any]], list[tuple[str, list[int]]], list[int]]:
     """Every prompt in every mode with the target on ``n_servers`` servers behind ``delay_ms`` each way: one record
     per reply; and the prompts' chat tokens and the warm-up's, for the peer."""
-    from .bench import _record
+    from .common import record
 
     records: list[dict[str, Any]] = []
     with servers(n_servers, folder) as ports, proxies(ports, delay_ms) as links:
@@ -62,7 +62,7 @@ def run_setup(n_servers: int, delay_ms: float, target: Path, draft: Path, prompt
                     before = snapshot(links)
                     gen = eng.generate(toks, GenerationParams(mode=Mode(m), max_tokens=args.max_tokens, sampling=GREEDY,
                                                               k=args.k, fanout=1, budget=1)).run()
-                    rec = _record(gen.stats, gen.tokens, pid, m)
+                    rec = record(gen.stats, gen.tokens, pid, m)
                     rec.update(since(links, before), drafted=gen.stats.drafted, sampling_path=gen.stats.sampling_path,
                                placement=eng.placement.text)
                     records.append(_tag(rec, n_servers, delay_ms))
@@ -160,7 +160,7 @@ def cmd_remote(args: argparse.Namespace) -> int:
     from engine.core.options import MODES
     from engine.models import offline
 
-    from .bench import load_prompts, machine
+    from .common import load_prompts, machine
 
     require()
     server_counts = _numbers(args.servers, int, 1,

@@ -33,9 +33,8 @@ from engine.core.options import MODES
 from engine.core.paths import user_data_dir
 from engine.engine import Engine, EngineConfig, GenerationParams
 from engine.errors import EngineError
-
-from .tinymodel import write_model
-from .tinyrecurrent import write_lfm2, write_mamba
+from engine.tools.tinymodel import write_model
+from engine.tools.tinyrecurrent import write_lfm2, write_mamba
 
 SHAPE = {"n_layer": 4, "n_embd": 256}  # a decode of a few milliseconds on a CPU core: the round's costs show
 NOISE = 0.02  # the related drafts' perturbation: about half of their tokens accepted at K 4
@@ -134,7 +133,7 @@ def unknown_mode(mode: str) -> str:
 
 def cmd_recurrent(args: argparse.Namespace) -> int:
     """``bench --scenarios H``."""
-    from .bench import load_prompts
+    from .common import load_prompts
 
     given = args.modes != ",".join(MODES)  # bench's default, every mode: here H_MODES (lookup drafts no model)
     modes = [m.strip() for m in args.modes.split(",") if m.strip()] if given else list(H_MODES)

@@ -19,7 +19,7 @@ from engine.core.ranks import FloatRow
 from engine.core.sampling import SamplingParams
 from engine.engine import Engine, EngineConfig
 
-from .bench import Row
+from .common import Row
 
 
 def _first_difference(a: list[int], b: list[int]) -> int:

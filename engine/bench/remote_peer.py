@@ -25,7 +25,7 @@ from engine.errors import EngineError
 PEER = "peer: llama.cpp ar (Llama, RPC)"
 TIMEOUT_S = 3600  # the peer's whole run at one setting: its load (about 1 GB over the link) and every reply
 WARM_TOKENS = 8  # the warm-up reply: the graph built and the weights paged in on the servers
-CHILD = "import sys; from engine.tools.bench_remote_peer import main; sys.exit(main())"  # not a tool of its own
+CHILD = "import sys; from engine.bench.remote_peer import main; sys.exit(main())"  # not a tool of its own
 
 
 def run_peer(ports: list[int], delay_ms: float, target: Path, prompts: list[tuple[str, list[int]]],
@@ -100,7 +100,7 @@ def _reply(llm: Any, tokens: list[int], max_tokens: int) -> dict[str, Any]:
 
 
 def main() -> int:
-    from .bench_remote_link import proxies, since, snapshot
+    from .remote_link import proxies, since, snapshot
 
     job = json.loads(sys.stdin.read())
     records = []

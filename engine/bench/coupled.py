@@ -1,7 +1,7 @@
-"""``python -m engine.tools.bench_coupled``: rejection against coupled sampling for sd, ssd and auto on the real pair.
+"""``python -m engine.bench.coupled``: rejection against coupled sampling for sd, ssd and auto on the real pair.
 
 Each prompt runs every mode under both schemes back to back (the order rotated per pass, as in
-:mod:`engine.tools.bench`); sampled at temperature 0.7, top-p 0.9, one seed. A row gives tok/s after the first token,
+:mod:`engine.bench.common`); sampled at temperature 0.7, top-p 0.9, one seed. A row gives tok/s after the first token,
 acceptance, ssd's hit rate, and for coupled how many prompts gave one reply in every mode run.
 """
 
@@ -21,7 +21,7 @@ from engine.core.sampling import SamplingParams
 from engine.models import offline
 from engine.models.convert import ensure_f16
 
-from .bench import Row, load_prompts, machine, run_scenario, scenarios
+from .common import Row, load_prompts, machine, run_scenario, scenarios
 from .coupled_margin import coupled_replies, divergences, one_reply
 
 MODES = ["sd", "ssd", "auto"]
