@@ -76,7 +76,7 @@ from .remote import ask_remote_machines, remote_endpoints
 from .speculative.exactness import Verification, VerifyProgress, first_difference, setting_of
 from .speculative.plan import MeasuredRate
 from .stats import GenerationStats, drafting_warning
-from .tools.tinymodel import TinyPair, write_model
+from .tiny.models import TinyPair, write_model
 
 __all__ = [
     "ALL_LAYERS",

@@ -19,6 +19,7 @@ from app.settings.values import Settings
 from app.worker.engine_worker import EngineState
 from engine import (
     CONTENT_PIECE,
+    CacheUse,
     ChatFormat,
     ChatMessage,
     ChatRequest,
@@ -184,6 +185,9 @@ class SteppingEngine:
 
     def measured_rates(self) -> dict[str, MeasuredRate]:
         return {}
+
+    def prompt_cache_use(self) -> CacheUse:
+        return CacheUse(0, 0, 0, 0, 0)  # this stand-in keeps no prompt states
 
     def close(self) -> None:
         pass

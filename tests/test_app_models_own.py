@@ -17,7 +17,7 @@ from app.models.manager import SIZE, ModelManagerDialog
 from app.models.search_pane import LOCAL_PAIR
 from app.models.tables import fitted
 from engine import ModelStore, TinyPair
-from engine.tools.tinyrecurrent import write_lfm2
+from engine.tiny.recurrent import write_lfm2
 from tests.app_helpers import QT_STRICT, TIMEOUT_MS
 from tests.hub_models import DRAFT_FILE, DRAFT_REPO, hub, hub_models
 from tests.hub_server import HubState

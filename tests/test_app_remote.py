@@ -82,6 +82,7 @@ def test_a_remote_machine_lost_mid_reply_keeps_the_window_and_the_partial_reply(
         reply = w.history.messages(w.conversation_id)[-1]
         assert reply.role == "assistant" and not reply.complete and len(reply.content) > CHARS
         assert w.isVisible() and w.replies.restart_banner.isVisible()
+        srv.wait(timeout=30)  # reaped, so its Popen is not dropped running
         srv = start_server(port, tmp_path / "rpc.log")  # the machine is back: the next message loads again
         w.apply_settings(fast_settings(mode="sd", rpc=endpoint))
         again = send(qtbot, w, "And now a short one")

@@ -96,7 +96,8 @@ def test_ssd_protocol_tokens_then_stats_then_finished(qtbot: QtBot, host: Engine
     names = rec.names()
     assert names[:2] == ["state_changed", "generation_started"]
     assert names[-3:] == ["stats_changed", "generation_finished", "state_changed"]
-    assert set(names[2:-3]) <= {"token_generated", "stats_changed"}
+    assert set(names[2:-3]) <= {"token_generated", "stats_changed", "cache_used"}
+    assert names.count("cache_used") == 1  # what the prompt cache holds, once a reply
     reply: FinishedReply = rec.events[-2][1][0]
     tokens = [args for n, args in rec.events if n == "token_generated"]
     assert "".join(t[0] for t in tokens) == reply.text

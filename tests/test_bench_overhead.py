@@ -6,7 +6,7 @@ import argparse
 
 from engine.bench.overhead import _per_run, _vs_bare, measure, verdicts
 from engine.cli import bench
-from engine.tools.tinymodel import TinyPair
+from engine.tiny.models import TinyPair
 
 
 def test_the_floor_counts_the_decodes_a_round_runs_on_the_generating_thread(tiny: TinyPair) -> None:

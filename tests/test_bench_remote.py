@@ -12,7 +12,7 @@ import pytest
 
 from engine.bench.remote_peer import PEER
 from engine.cli.main import main
-from engine.tools.tinymodel import TinyPair
+from engine.tiny.models import TinyPair
 from tests.rpc_helpers import needs_rpc
 
 pytestmark = [needs_rpc, pytest.mark.timeout(600)]

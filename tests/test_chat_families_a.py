@@ -16,7 +16,7 @@ from engine.chat.family import CONTENT, THINKING, Family, ToolCall
 from engine.chat.stream import ReplySplitter, split_whole
 from engine.core.backend import Model
 from engine.core.grammar import Grammar
-from engine.tools.tinymodel import TinyPair
+from engine.tiny.models import TinyPair
 
 TEMPLATES = Path("/tmp/sdist/llama_cpp_python-0.3.36/vendor/llama.cpp/models/templates")
 CHUNKS = range(1, 8)  # every chunk size from one character to past the longest marker's usual split

@@ -11,7 +11,7 @@ from engine.chat import builtin, rendering
 from engine.chat.families import by_name
 from engine.chat.format import ChatFormat, chat_format, reply_section, template_format, thinking_variables
 from engine.core.backend import Model
-from engine.tools.tinymodel import write_model
+from engine.tiny.models import write_model
 from tests.test_chat_render_matrix import SHAPES, Shape, compare, reference
 
 TEMPLATES = Path("models") / "templates"

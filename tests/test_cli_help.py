@@ -62,7 +62,7 @@ def test_bench_help_explains_every_scenario(capsys: pytest.CaptureFixture[str]) 
 
 
 ROOT = Path(__file__).resolve().parent.parent
-TOOL_ROOMS = ("bench", "sim", "tools")  # the rooms whose modules may run on their own (python -m engine.ROOM.NAME)
+TOOL_ROOMS = ("bench", "sim", "tiny")  # the rooms whose modules may run on their own (python -m engine.ROOM.NAME)
 
 
 def runnable_tools() -> list[str]:
@@ -72,7 +72,7 @@ def runnable_tools() -> list[str]:
 
 def test_the_runnable_tools_are_the_known_ones() -> None:
     assert runnable_tools() == ["bench.constrained", "bench.coupled", "bench.process", "bench.ratios", "sim.replay",
-                                "tools.synthmodel", "tools.tinymodel"]
+                                "tiny.models", "tiny.synthetic"]
 
 
 @pytest.mark.parametrize("tool", runnable_tools())

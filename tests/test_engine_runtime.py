@@ -12,7 +12,7 @@ import pytest
 from engine import ContextFullError, Engine, EngineConfig, GenerationParams
 from engine.core.backend import Model
 from engine.core.context import Context, ContextParams
-from engine.tools.tinymodel import VOCAB_JSON, extract_vocab
+from engine.tiny.models import VOCAB_JSON, extract_vocab
 from tests.tiny_models import TinyPair, make_pair
 
 

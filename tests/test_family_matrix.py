@@ -17,7 +17,7 @@ from engine.chat.family import CONTENT, THINKING
 from engine.chat.stream import ReplySplitter, split_whole
 from engine.core.sampling import SamplingParams
 from engine.speculative.exactness import first_difference
-from engine.tools.synthmodel import Shape, cached_tokenizer, write_llama
+from engine.tiny.synthetic import Shape, cached_tokenizer, write_llama
 
 N_TOKENS = 24
 TARGET, DRAFT = Shape(n_layer=2, n_embd=32, n_head=2, n_head_kv=2, n_ff=64), Shape(n_layer=1, n_embd=32, n_head=2,

@@ -9,7 +9,7 @@ from engine import Engine, EngineConfig, GenerationParams
 from engine.bench.overhead import BareLoop, measure
 from engine.cli import bench
 from engine.native import startup
-from engine.tools.tinymodel import TinyPair
+from engine.tiny.models import TinyPair
 
 
 def test_a_cpu_decode_is_not_waited_for_and_a_waited_one_decodes_the_same(tiny: TinyPair) -> None:

@@ -17,7 +17,7 @@ from engine.models.catalog import Arch
 from engine.models.drafts import find_drafts_for_file
 from engine.models.headers import HeaderReader, NotGgufError
 from engine.models.store import ModelStore
-from engine.tools.tinyrecurrent import write_lfm2, write_mamba
+from engine.tiny.recurrent import write_lfm2, write_mamba
 from tests.hub_models import DRAFT_FILE, DRAFT_REPO, TOKEN_FILE, TOKEN_REPO, hub, hub_models
 from tests.hub_server import HubState
 from tests.tiny_models import TinyPair

@@ -15,7 +15,7 @@ from engine.core.context import Context, ContextParams
 from engine.core.kvtrack import KVTrack
 from engine.core.recurrent import PROMPT, ROLLBACK_DEPTH, memory_kind
 from engine.speculative.exactness import first_difference
-from engine.tools.tinyrecurrent import write_lfm2, write_mamba
+from engine.tiny.recurrent import write_lfm2, write_mamba
 from tests.server_helpers import client, serve
 from tests.tiny_models import TinyPair
 

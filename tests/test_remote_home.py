@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from engine.tools.tinymodel import TinyPair
+from engine.tiny.models import TinyPair
 from tests.rpc_helpers import needs_rpc, rpc_server
 
 pytestmark = [needs_rpc, pytest.mark.timeout(300)]

@@ -15,7 +15,7 @@ from engine.remote import parse_endpoint
 from engine.remote.proxy import DelayProxy
 from engine.remote.relay import REPLY_HEAD, REQUEST_HEAD, Framer, Relay
 from engine.remote.wire import CMD_HELLO
-from engine.tools.tinymodel import TinyPair
+from engine.tiny.models import TinyPair
 from tests.rpc_helpers import address, generate_argv, needs_rpc, rpc_server
 from tests.server_helpers import wait_until
 

@@ -18,7 +18,7 @@ from engine import EngineConfig
 from engine.process import EngineProcess
 from engine.remote.deadline import DEADLINE_ENV
 from engine.remote.proxy import DelayProxy
-from engine.tools.tinymodel import TinyPair
+from engine.tiny.models import TinyPair
 from tests.rpc_helpers import address, end, generate_argv, needs_rpc, rpc_server
 from tests.server_helpers import client, serve, wait_until
 

@@ -25,7 +25,7 @@ from engine.engine import Engine
 from engine.process import EngineProcess
 from engine.remote.deadline import DEADLINE_ENV
 from engine.remote.proxy import DelayProxy
-from engine.tools.tinymodel import TinyPair
+from engine.tiny.models import TinyPair
 from tests.rpc_helpers import address, end, free_port, generate_argv, needs_rpc, rpc_server, start_server
 from tests.server_helpers import client, serve, wait_until
 
@@ -97,13 +97,13 @@ def test_a_server_killed_mid_reply_ends_generate_with_one_line_naming_it(tiny: T
     srv = start_server(port, tmp_path / "rpc.log")
     try:
         with DelayProxy(("127.0.0.1", port), 0.01) as proxy:  # 20 ms a token: the reply is long under way
-            proc = subprocess.Popen(generate_argv(tiny.target, proxy.endpoint, "--max-tokens", "1500"),
-                                    stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-            out = _reading(proc)
-            wait_until(lambda: len(b"".join(out)) > 0, "the reply began", limit_s=120)
-            srv.kill()
-            assert proc.wait(timeout=60) == 2
-            line = _last_line(proc)
+            with subprocess.Popen(generate_argv(tiny.target, proxy.endpoint, "--max-tokens", "1500"),
+                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE) as proc:  # its pipes closed after
+                out = _reading(proc)
+                wait_until(lambda: len(b"".join(out)) > 0, "the reply began", limit_s=120)
+                srv.kill()
+                assert proc.wait(timeout=60) == 2
+                line = _last_line(proc)
     finally:
         end(srv)
     assert line.startswith("error: the engine stopped: llama.cpp aborted: ")
@@ -114,13 +114,13 @@ def test_a_frozen_server_runs_into_the_deadline(tiny: TinyPair, tmp_path: Path) 
     with rpc_server(tmp_path) as (endpoint, srv):
         env = {**os.environ, DEADLINE_ENV: "2"}
         with DelayProxy(address(endpoint), 0.01) as proxy:
-            proc = subprocess.Popen(generate_argv(tiny.target, proxy.endpoint, "--max-tokens", "1500"),
-                                    stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
-            out = _reading(proc)
-            wait_until(lambda: len(b"".join(out)) > 0, "the reply began", limit_s=120)
-            os.kill(srv.pid, signal.SIGSTOP)  # a silent partition: no reset, no answer
-            assert proc.wait(timeout=60) == 2
-            line = _last_line(proc)
+            with subprocess.Popen(generate_argv(tiny.target, proxy.endpoint, "--max-tokens", "1500"),
+                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env) as proc:
+                out = _reading(proc)
+                wait_until(lambda: len(b"".join(out)) > 0, "the reply began", limit_s=120)
+                os.kill(srv.pid, signal.SIGSTOP)  # a silent partition: no reset, no answer
+                assert proc.wait(timeout=60) == 2
+                line = _last_line(proc)
     assert line == (f"error: the engine stopped: llama.cpp aborted: ssd-chat:0: remote machine {proxy.endpoint} gave "
                     "no answer for 2 s (frozen, or the network cut): the engine stopped waiting")
 
@@ -190,7 +190,7 @@ def test_rpc_server_warns_off_loopback_and_says_what_is_wrong(tmp_path: Path) ->
             f"error: cannot listen on 127.0.0.1:{port} (Address already in use)")
     finally:
         proc.kill()
-        proc.wait(timeout=30)
+        proc.communicate(timeout=30)  # reaped, its pipe closed
     bad = subprocess.run([sys.executable, "-m", "engine", "rpc-server", "--device", "NOPE0"], capture_output=True,
                          text=True, timeout=60, check=False)
     assert bad.returncode == 2

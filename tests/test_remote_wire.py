@@ -19,7 +19,7 @@ from engine.errors import ParameterError
 from engine.native.rpc import NO_RPC, REBUILD, available
 from engine.remote import RemoteError, parse_endpoint, parse_endpoints, probe
 from engine.remote.proxy import DelayProxy
-from engine.tools.tinymodel import TinyPair
+from engine.tiny.models import TinyPair
 from tests.rpc_helpers import free_port
 
 pytestmark = pytest.mark.timeout(60)

@@ -14,7 +14,7 @@ from engine.config import EngineConfig, GenerationParams
 from engine.engine import Engine
 from engine.sim import replay
 from engine.speculative.plan import Plan
-from engine.tools.tinymodel import TinyPair
+from engine.tiny.models import TinyPair
 
 DATA = Path(__file__).parent / "data"
 

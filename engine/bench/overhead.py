@@ -38,7 +38,7 @@ from engine.core.paths import user_data_dir
 from engine.core.sampling import SamplingParams
 from engine.engine import Engine, EngineConfig, GenerationParams
 from engine.models import offline
-from engine.tools.synthmodel import TINY, cached_tokenizer, write_llama
+from engine.tiny.synthetic import TINY, cached_tokenizer, write_llama
 
 SETTINGS = {"greedy": SamplingParams(), "sampled": SamplingParams(temperature=0.8)}  # sampled: the defaults
 COUNTED = ("ar", "sd", "ssd", "lookup")  # the modes whose decodes on the generating thread are known (auto mixes)

@@ -1,6 +1,6 @@
 """Bench scenario ``H`` (recurrent and hybrid): speculation against ar on tiny models whose memory keeps a state.
 
-``python -m engine bench --scenarios H`` writes three tiny pairs (engine/tools/tinyrecurrent.py; a related draft
+``python -m engine bench --scenarios H`` writes three tiny pairs (engine/tiny/recurrent.py; a related draft
 is its target's weights perturbed, as the tests' pairs are):
 
 - ``lfm2+lfm2``: a hybrid target and draft; llama.cpp rolls the verify's rejected tail back (``n_rs_seq``);
@@ -33,8 +33,8 @@ from engine.core.options import MODES
 from engine.core.paths import user_data_dir
 from engine.engine import Engine, EngineConfig, GenerationParams
 from engine.errors import EngineError
-from engine.tools.tinymodel import write_model
-from engine.tools.tinyrecurrent import write_lfm2, write_mamba
+from engine.tiny.models import write_model
+from engine.tiny.recurrent import write_lfm2, write_mamba
 
 SHAPE = {"n_layer": 4, "n_embd": 256}  # a decode of a few milliseconds on a CPU core: the round's costs show
 NOISE = 0.02  # the related drafts' perturbation: about half of their tokens accepted at K 4

@@ -87,7 +87,7 @@ def _fault_line(path: Path) -> str:
 def write_kquant_model(folder: Path) -> Path:
     """A tiny Q4_K_M llama model (rows of 256, as K-quants need; the tests' 4k SPM vocabulary), quantized by
     llama.cpp itself."""
-    from engine.tools.tinymodel import write_model
+    from engine.tiny.models import write_model
 
     f32 = write_model(folder / "cpu-check-f32.gguf", n_layer=1, n_embd=256, n_head=4, n_ff=512)
     out = folder / "cpu-check-q4_k_m.gguf"

@@ -24,7 +24,7 @@ ldd "$W/bin/llama-bench" | grep -i "not found" | tee -a "$OO/run.log"
 TL=${TL:-160}; STEPS=${STEPS:-e2e,peers,e2e8,O,cpudraft}; on() { [[ ",$STEPS," == *",$1,"* ]]; }
 T=$W/synth/synth-target.gguf; D=$W/synth/synth-draft.gguf
 log "synthetic pair ($TL-layer target, 24-layer draft of Qwen2.5-0.5B's shape, F16)"
-(timeout "$(left 120)" python3 -m engine.tools.synthmodel "$W/synth" --target-layers "$TL") 2>&1 | tee -a "$OO/run.log"
+(timeout "$(left 120)" python3 -m engine.tiny.synthetic "$W/synth" --target-layers "$TL") 2>&1 | tee -a "$OO/run.log"
 ls -la "$W/synth" | tee -a "$OO/run.log"
 
 on e2e && { log "ours: every mode, both models on the GPU"

@@ -21,7 +21,7 @@ import gguf
 import numpy as np
 import numpy.typing as npt
 
-from .tinymodel import CHATML
+from .models import CHATML
 
 QWEN_VOCAB = 151_936
 
@@ -182,7 +182,7 @@ def write_pair(folder: Path, tok: Tokenizer, draft: Shape, target_layers: int, *
 
 
 def main(argv: list[str] | None = None) -> int:
-    """``python -m engine.tools.synthmodel DIR [--target-layers N]``: write the synthetic pair (F16, no download)."""
+    """``python -m engine.tiny.synthetic DIR [--target-layers N]``: write the synthetic pair (F16, no download)."""
     import argparse
 
     p = argparse.ArgumentParser(description=main.__doc__)

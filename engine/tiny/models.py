@@ -197,7 +197,7 @@ def main(argv: list[str] | None = None) -> int:
     """Regenerate the tiny models' vocabulary file from llama.cpp's vocab-only GGUF, or write a tiny pair."""
     import argparse
 
-    p = argparse.ArgumentParser(prog="python -m engine.tools.tinymodel", description=main.__doc__)
+    p = argparse.ArgumentParser(prog="python -m engine.tiny.models", description=main.__doc__)
     sub = p.add_subparsers(dest="command", required=True)
     vocab = sub.add_parser("vocab", help=f"rewrite {VOCAB_JSON.name} from {VOCAB_GGUF.name}")
     vocab.add_argument("--out", type=Path, default=VOCAB_JSON, help="where to write it (default: %(default)s)")

@@ -8,7 +8,7 @@ from pathlib import Path
 import gguf
 import numpy as np
 
-from .tinymodel import CHATML, Vocab, add_vocab, spm_vocab
+from .models import CHATML, Vocab, add_vocab, spm_vocab
 
 MAMBA_D_CONV = 4  # llama.cpp's mamba conv kernel (the released models' value)
 MAMBA_D_STATE = 16  # the released models' SSM state size

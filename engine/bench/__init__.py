@@ -1,0 +1,1 @@
+"""The benches: one module a scenario (the table and JSON each writes), common.py below them holds what they share."""

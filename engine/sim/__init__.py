@@ -1,0 +1,1 @@
+"""Deterministic simulations of the planner on modelled machines, and replay of recorded rounds."""

@@ -1,0 +1,1 @@
+"""Tiny generated GGUF models (transformer, recurrent, synthetic) for tests and benches."""

@@ -1,1 +1,0 @@
-"""Tools: the ``python -m engine`` command line, the benchmark, the models commands and the tiny-model generator."""
