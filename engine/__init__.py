@@ -1,11 +1,11 @@
 """ssd-chat's engine: llama.cpp decoding with ar, sd, ssd and auto; model distribution; tools. Never imports Qt.
 
-This module is the engine's public surface: ``app/`` (and the local server) import only from here.
-``hub`` and ``offline`` are exported as modules because callers use (and tests replace) their functions;
-``server`` (the local OpenAI-compatible server) because it imports FastAPI only when it is used.
+This module is the engine's public surface: ``app/`` (and the local server) import only from here, and from
+``engine.server``, the local OpenAI-compatible server's own face (it stands above this one and loads FastAPI only
+when a name of it is used). ``hub`` and ``offline`` are exported as modules because callers use (and tests replace)
+their functions.
 """
 
-from . import server
 from .batch.promptcache import CacheUse
 from .chat import builtin as chat_builtin
 from .chat.calls import loose_calls
@@ -68,7 +68,8 @@ from .models.catalog import PairSpec, fit_label, format_bytes, load_catalog, sys
 from .models.hub import DownloadCancelled, DownloadProgress
 from .models.installed import InstalledPair, installed_as
 from .models.store import ModelStore
-from .native.startup import init_backend, supports_gpu_offload
+from .native.offload import supports_gpu_offload
+from .native.startup import init_backend
 from .process import EngineProcess, EngineStopped
 from .process.cpu_probe import write_kquant_model
 from .process.protocol import STOPPED as ENGINE_STOPPED
@@ -164,7 +165,6 @@ __all__ = [
     "plain_family",
     "remote_endpoints",
     "score_margin",
-    "server",
     "set_cpu_check_override",
     "setting_of",
     "supports_gpu_offload",

@@ -8,14 +8,14 @@ import argparse
 from engine import Engine, EngineConfig, GenerationParams
 from engine.bench.overhead import BareLoop, measure
 from engine.cli import bench
-from engine.native import startup
+from engine.native import offload
 from engine.tiny.models import TinyPair
 
 
 def test_a_cpu_decode_is_not_waited_for_and_a_waited_one_decodes_the_same(tiny: TinyPair) -> None:
     with Engine(EngineConfig(str(tiny.target), None, n_ctx=256)) as eng:
         ctx = eng.target_ctx
-        assert ctx.synchronizes == (startup.supports_gpu_offload() and ctx.on_gpu)
+        assert ctx.synchronizes == (offload.supports_gpu_offload() and ctx.on_gpu)
         prompt = eng.tokenize("the host time of a round")
         plain = eng.generate(prompt, GenerationParams(mode="ar", max_tokens=16)).run()
         ctx.synchronizes = True  # what a GPU context does: llama_synchronize inside the timed decode
@@ -42,6 +42,6 @@ def test_scenario_o_keeps_its_figures_on_the_cpu_build(tiny: TinyPair) -> None:
         assert row["host_ms_per_round"] >= 0.0 and row["decodes_per_round"] == 1.0
     loop = BareLoop(tiny.target, args.gpu_layers)
     try:
-        assert loop.sync == startup.supports_gpu_offload()  # the bare loop waits for a GPU as the engine does
+        assert loop.sync == offload.supports_gpu_offload()  # the bare loop waits for a GPU as the engine does
     finally:
         loop.close()

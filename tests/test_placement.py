@@ -31,7 +31,7 @@ from engine.core.placement import (
     probe_device,
     read_size,
 )
-from engine.native import startup
+from engine.native import offload, startup
 from tests.tiny_models import TinyPair
 
 GIB = 1 << 30
@@ -79,7 +79,7 @@ def test_a_cpu_build_places_nothing_and_says_so(tiny: TinyPair) -> None:
 
 
 def test_this_build_is_the_cpu_one_and_auto_loads_no_layer(tiny: TinyPair) -> None:
-    if startup.supports_gpu_offload():
+    if offload.supports_gpu_offload():
         pytest.skip("this llama.cpp build can offload")
     assert probe_device() == GpuDevice(False)
     with Model(tiny.target, gpu_layers=AUTO_LAYERS) as target, Model(tiny.draft_related) as draft:
@@ -155,7 +155,7 @@ def test_generate_says_where_the_layers_run(tiny: TinyPair, capsys: pytest.Captu
             "--max-tokens", "8", "--ctx", "256", "--mode", "sd"]
     assert main(args) == 0
     err = capsys.readouterr().err
-    gpu = startup.supports_gpu_offload()
+    gpu = offload.supports_gpu_offload()
     assert ("target 3/3 layers on the GPU" if gpu else "[CPU build: both models on the CPU]") in err
     assert main([*args, "--json", "--gpu-layers", "none", "--draft-gpu-layers", "0"]) == 0
     out = json.loads(capsys.readouterr().out)

@@ -7,20 +7,22 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from PySide6.QtCore import QEvent, QObject, Signal
+from PySide6.QtGui import QAction
+from PySide6.QtWidgets import QMenuBar, QPushButton
 
+from app.chat.reply_session import ReplySession
 from app.chat.tool_cards import DENIED, ERROR_PREFIX, PENDING, RUNNING
-from app.history.store import DiskFullError
+from app.chat.view import ChatView
+from app.history.store import DiskFullError, History
 from app.history.tool_rows import add_tool_result, set_tool_calls
 from app.settings.tools_page import add_tools_menu
 from app.tools.results import ToolOutcome
 from app.tools.toolbox import STOPPED, ToolBox
 from app.worker.chat_setup import ChatChoice, ToolCall
-
-if TYPE_CHECKING:
-    from app.main_window import MainWindow
+from app.worker.host import EngineHost
 
 MAX_TOOL_ROUNDS = 8  # tool rounds in a row; then the model is asked without tools, so that it answers in text
 CAPPED = f"The model called tools {MAX_TOOL_ROUNDS} times in a row; it was asked to answer without them."
@@ -34,6 +36,21 @@ class _Call:
     done: bool = False
 
 
+class ToolWindow(Protocol):
+    """What of the main window the tool turns use."""
+
+    history: History
+    replies: ReplySession
+    chat_view: ChatView
+    host: EngineHost
+    stop_button: QPushButton
+    settings_action: QAction
+
+    def show_error(self, message: str) -> None: ...
+    def installEventFilter(self, watcher: QObject, /) -> None: ...
+    def menuBar(self) -> QMenuBar: ...
+
+
 class ToolTurns(QObject):
     """Between a reply's calls and the next round.
 
@@ -43,8 +60,8 @@ class ToolTurns(QObject):
 
     call_saved = Signal(int)
 
-    def __init__(self, window: MainWindow, toolbox: ToolBox) -> None:
-        super().__init__(window)
+    def __init__(self, window: ToolWindow, toolbox: ToolBox) -> None:
+        super().__init__()  # the window keeps it
         self.window = window
         self.toolbox = toolbox
         self.view = window.chat_view
@@ -168,8 +185,8 @@ class ToolTurns(QObject):
             self.calls = {k: c for k, c in self.calls.items() if not c.done}
 
     def eventFilter(self, watched: QObject, event: QEvent) -> bool:
-        """The window closes: its tool servers stop."""
-        if watched is self.window and event.type() == QEvent.Type.Close:
+        """The window closes (this filter watches it alone): its tool servers stop."""
+        if event.type() == QEvent.Type.Close:
             self.toolbox.close()
         return False
 
@@ -178,10 +195,11 @@ class ToolTurns(QObject):
             self.window.stop_button.setEnabled(True)
 
 
-def add_tools(window: MainWindow) -> ToolTurns:
+def add_tools(window: ToolWindow) -> ToolTurns:
     """Tools in ``window``'s chats: the servers (stopped when it closes), the cards, Settings > Tools."""
-    toolbox = ToolBox(parent=window)
+    toolbox = ToolBox()
     turns = ToolTurns(window, toolbox)
+    toolbox.setParent(turns)
     window.installEventFilter(turns)
-    add_tools_menu(window, toolbox)
+    add_tools_menu(window.menuBar(), window.settings_action, toolbox)
     return turns

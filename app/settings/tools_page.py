@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from PySide6.QtCore import Qt
+from PySide6.QtGui import QAction
 from PySide6.QtWidgets import (
     QComboBox,
     QDialog,
@@ -20,6 +21,7 @@ from PySide6.QtWidgets import (
     QLabel,
     QLineEdit,
     QMenu,
+    QMenuBar,
     QPlainTextEdit,
     QPushButton,
     QTreeWidget,
@@ -33,7 +35,6 @@ from app.tools.config import ConfigError, ServerSpec
 from app.tools.hub import Listing
 
 if TYPE_CHECKING:
-    from app.main_window import MainWindow
     from app.tools.toolbox import ToolBox
 
 NAME, DESCRIPTION, ALWAYS = 0, 1, 2  # the tree's columns
@@ -268,13 +269,13 @@ class ToolsDialog(QDialog):
         self.toolbox.set_specs(specs)
 
 
-def add_tools_menu(window: MainWindow, toolbox: ToolBox) -> None:
-    """Settings > Tools… in ``window``'s menu bar."""
-    menus = [m for a in window.menuBar().actions() if isinstance(m := a.menu(), QMenu)]
-    menu = next(m for m in menus if window.settings_action in m.actions())
+def add_tools_menu(menu_bar: QMenuBar, settings_action: QAction, toolbox: ToolBox) -> None:
+    """Settings > Tools… in the window's ``menu_bar``, in the menu of ``settings_action``."""
+    menus = [m for a in menu_bar.actions() if isinstance(m := a.menu(), QMenu)]
+    menu = next(m for m in menus if settings_action in m.actions())
     action = menu.addAction("&Tools…")
     action.setObjectName("tools-settings")
-    action.triggered.connect(lambda: open_tools(window, toolbox))
+    action.triggered.connect(lambda: open_tools(menu_bar.window(), toolbox))
 
 
 def open_tools(window: QWidget, toolbox: ToolBox) -> ToolsDialog:

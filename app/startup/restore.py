@@ -7,23 +7,42 @@ loaded. A conversation deleted since, or a pair that does not load, leaves thing
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from PySide6.QtCore import QEvent, QObject
+from PySide6.QtWidgets import QSplitter
 
+from app.history.store import History
+from app.server.panel import ServerPanel
+from app.settings.store import SettingsStore
 from app.worker.engine_worker import EngineState
-
-if TYPE_CHECKING:
-    from app.main_window import MainWindow
+from app.worker.host import EngineHost
 
 FIRST_SIZE = (1280, 820)  # the window's size at its first start
 
 
-class SessionRestore(QObject):
-    """Reopens what the last run showed, and watches the window's close to remember it."""
+class RestoredWindow(Protocol):
+    """What of the main window the restore reads and writes."""
 
-    def __init__(self, window: MainWindow) -> None:
-        super().__init__(window)
+    store: SettingsStore
+    history: History
+    host: EngineHost
+    splitter: QSplitter
+    server_panel: ServerPanel
+    conversation_id: int | None
+
+    def restoreGeometry(self, geometry: bytes, /) -> bool: ...
+    def resize(self, width: int, height: int, /) -> None: ...
+    def open_conversation(self, conversation_id: int | None) -> None: ...
+    def refresh_conversations(self) -> None: ...
+    def installEventFilter(self, watcher: QObject, /) -> None: ...
+
+
+class SessionRestore(QObject):
+    """Reopens what the last run showed, and watches the window's close to remember it (the window keeps it)."""
+
+    def __init__(self, window: RestoredWindow) -> None:
+        super().__init__()
         self.window = window
         geometry, splitter = window.store.window_state()
         if geometry:
@@ -48,7 +67,7 @@ class SessionRestore(QObject):
             self.window.server_panel.set_serving(True)
 
     def eventFilter(self, watched: QObject, event: QEvent) -> bool:
-        if watched is self.window and event.type() == QEvent.Type.Close and not self._kept:
+        if event.type() == QEvent.Type.Close and not self._kept:  # this filter watches the window alone
             self._kept = True  # the first close only: after it the window has shut the server down
             self.window.store.set_left_open(self.window.conversation_id, self.window.server_panel.listening)
         return False

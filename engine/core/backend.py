@@ -19,7 +19,8 @@ import numpy as np
 
 from engine.errors import ModelLoadError, ParameterError
 from engine.native import bufts
-from engine.native.startup import init_backend, supports_gpu_offload
+from engine.native.offload import supports_gpu_offload
+from engine.native.startup import init_backend
 
 from . import cpu_check, placement
 from .devices import check_split, device_list, shares

@@ -44,7 +44,7 @@ def probe_device() -> Device:
     where there is no discrete GPU), summed as llama.cpp splits layers over them. Remote machines' devices
     (llama.cpp's RPC, typed GPU whatever they are) are not this machine's: they are placed by :func:`place_layers`."""
     from engine.native import rpc
-    from engine.native.startup import supports_gpu_offload
+    from engine.native.offload import supports_gpu_offload
     from engine.native.symbols import SymbolError
 
     if not supports_gpu_offload():

@@ -1,5 +1,4 @@
-"""llama.cpp's start-up: the backend initialised once per process, its log lines routed into :mod:`logging`, and
-whether this build can offload to a GPU of this machine."""
+"""llama.cpp's start-up: the backend initialised once per process, its log lines routed into :mod:`logging`."""
 
 from __future__ import annotations
 
@@ -45,13 +44,3 @@ def init_backend() -> None:
         ll.llama_backend_init()
         _initialised = True
 
-
-def supports_gpu_offload() -> bool:
-    """Whether this build of llama.cpp can put layers on a GPU of this machine (llama.cpp's own answer is also yes
-    for a build with RPC, whose devices are other machines', GPU or not)."""
-    init_backend()
-    if not ll.llama_supports_gpu_offload():
-        return False
-    from . import rpc
-
-    return not rpc.available() or bool(rpc.local_gpus())
