@@ -141,13 +141,27 @@ def test_a_second_round_and_always_allow(qtbot: QtBot, closing: list[Any]) -> No
 
 def test_the_rounds_are_capped(qtbot: QtBot, closing: list[Any], monkeypatch: Any) -> None:
     monkeypatch.setattr(tool_turns, "MAX_TOOL_ROUNDS", 2)
-    engine = ToolEngine(call_text("echo", text="again"))
+    engine = ToolEngine(call_text("echo", text="one"), call_text("echo", text="two"), call_text("echo", text="three"))
     w = window(qtbot, closing, engine, always_allow=frozenset({"echo"}))
     w.prompt_edit.setPlainText("Loop")
     with qtbot.waitSignal(w.error_shown, timeout=REPLY_MS, check_params_cb=lambda m: "times in a row" in m):
         w.send()
     qtbot.waitUntil(lambda: engine.generated == 3 and w.replies.reply_id is None, timeout=REPLY_MS)
     assert engine.tools[-1] is None  # the last request offered no tools
+
+
+def test_a_repeated_call_gets_its_earlier_result_and_the_model_answers_without_tools(
+        qtbot: QtBot, closing: list[Any]) -> None:
+    engine = ToolEngine(call_text("echo", text="one"), call_text("echo", text="one"), "It said one.")
+    w = window(qtbot, closing, engine)
+    send(qtbot, w, "Echo one")
+    answer(qtbot, w, "allow", last_call_id(w))  # the same call again: no card waits, nothing runs again
+    qtbot.waitUntil(lambda: engine.generated == 3 and w.replies.reply_id is None, timeout=REPLY_MS)
+    messages = w.history.messages(w.conversation_id or 0)
+    assert [m.content for m in messages if m.role == "tool"] == ["one", tool_turns.REPEATED + "one"]
+    assert messages[-1].content.strip() == "It said one."
+    assert engine.tools[1] is not None and engine.tools[-1] is None  # asked without tools after the repeat
+    assert PENDING not in w.chat_view.tools.state.values()
 
 
 def test_a_server_that_will_not_start_is_a_clear_line(qtbot: QtBot, closing: list[Any]) -> None:

@@ -1,15 +1,18 @@
 """A reply's tool calls, run with the user's consent: each waits on its card until Allow once, Always allow for
 this tool, or Deny (nothing runs unasked, unless the user always allows that tool); each result goes back to the
 model as a ``tool`` message, and once every call of the reply has one the model continues, for at most
-:data:`MAX_TOOL_ROUNDS` rounds. Stop ends a running call and the calls still waiting."""
+:data:`MAX_TOOL_ROUNDS` rounds. A call the model already made since the user's message (same tool, same arguments)
+is not run again: it gets the earlier result, and when every call of a reply is such a repeat the model is asked
+without tools, so that it answers in text. Stop ends a running call and the calls still waiting."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import Any, Protocol
 
-from PySide6.QtCore import QEvent, QObject, Signal
+from PySide6.QtCore import QEvent, QObject, QTimer, Signal
 from PySide6.QtGui import QAction
 from PySide6.QtWidgets import QMenuBar, QPushButton
 
@@ -25,6 +28,8 @@ from app.worker.chat_setup import ChatChoice, ToolCall
 from app.worker.host import EngineHost
 
 MAX_TOOL_ROUNDS = 8  # tool rounds in a row; then the model is asked without tools, so that it answers in text
+# A repeated call's result: the earlier one, after a line that says so (a small model otherwise calls again).
+REPEATED = "This is the same call as before, not run again; its result, as before:\n"
 CAPPED = f"The model called tools {MAX_TOOL_ROUNDS} times in a row; it was asked to answer without them."
 
 
@@ -69,6 +74,8 @@ class ToolTurns(QObject):
         self.rounds = 0
         self._continuing = False
         self._stopped = False
+        self._answered: dict[tuple[str, str], str] = {}  # (tool, arguments) -> its result, since the user's message
+        self._repeating = False  # every call of the last reply was a repeat: the next round offers no tools
         base = window.replies.chat_for
         window.replies.chat_for = lambda: self.choice(base())
         window.replies.reply_saved.connect(self._on_reply_saved)
@@ -84,9 +91,11 @@ class ToolTurns(QObject):
         count again and ends calls still waiting."""
         if not self._continuing:
             self.rounds, self._stopped = 0, False
+            self._answered.clear()
             self._end_waiting(None)
         self._continuing = False
-        if not self.toolbox.enabled():
+        repeating, self._repeating = self._repeating, False
+        if not self.toolbox.enabled() or repeating:
             return base
         if self.rounds >= MAX_TOOL_ROUNDS:
             self.window.show_error(CAPPED)
@@ -131,10 +140,20 @@ class ToolTurns(QObject):
         for c in calls:
             self.calls[c.id] = _Call(m.conversation_id, c.name, c.arguments)
             self.view.tools.state[c.id] = PENDING
+        earlier = {c.id: text for c in calls if (text := self._answered.get(_key(c.name, c.arguments))) is not None}
+        self._repeating = len(earlier) == len(calls)
         for c in calls:
-            if self.toolbox.always_allowed(c.name):
+            if c.id not in earlier and self.toolbox.always_allowed(c.name):
                 self._run(c.id)
         self.window.replies.history_changed.emit()
+        if earlier:  # after the reply's save has reached every listener
+            QTimer.singleShot(0, lambda: self._repeat(earlier))
+
+    def _repeat(self, earlier: dict[str, str]) -> None:
+        """Repeated calls get their earlier results; nothing is run again."""
+        for call_id, text in earlier.items():
+            if call_id in self.calls and not self.calls[call_id].done:
+                self._finish(call_id, ToolOutcome(REPEATED + text))
 
     def _run(self, call_id: str) -> None:
         call = self.calls[call_id]
@@ -159,6 +178,8 @@ class ToolTurns(QObject):
             self.window.show_error(f"The tool's result could not be saved: {exc}")
             return
         self.call_saved.emit(saved.id)
+        if outcome.text != STOPPED:
+            self._answered.setdefault(_key(call.name, call.arguments), text)  # the first result stays the one
         waiting = [c for c in self.calls.values() if c.conversation_id == call.conversation_id and not c.done]
         self.window.replies.history_changed.emit()
         if not waiting and not self._stopped:
@@ -193,6 +214,14 @@ class ToolTurns(QObject):
     def _on_state_changed(self, _state: object = None) -> None:
         if self.toolbox.running():
             self.window.stop_button.setEnabled(True)
+
+
+def _key(name: str, arguments: str) -> tuple[str, str]:
+    """A call as compared with earlier ones: its tool and its arguments with the keys in order, or as written."""
+    try:
+        return name, json.dumps(json.loads(arguments), sort_keys=True)
+    except ValueError:
+        return name, arguments
 
 
 def add_tools(window: ToolWindow) -> ToolTurns:
