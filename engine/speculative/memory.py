@@ -15,7 +15,6 @@ rounds, not every later run (:attr:`CostModel.stale` makes auto re-measure ar fi
 
 from __future__ import annotations
 
-import hashlib
 import json
 import logging
 import math
@@ -29,6 +28,7 @@ from engine.core.diskio import atomic_write_text
 from engine.core.mode import MODES, Mode
 from engine.errors import EngineError
 
+from . import kin
 from .costmodel import CostModel
 from .figures import Acceptance, Ema, Ratio, Tally, level_figure, lookup_prior, verify_figure
 from .knobs import AGE_WEIGHT
@@ -58,10 +58,10 @@ def memory_dir() -> Path:
 
 
 def memory_file(models: Sequence[str | None], setup: str) -> Path:
-    """The file for one machine and setup: the model files (None: no draft) and ``setup`` (threads, GPU layers)."""
-    key = "|".join([cpu_check.build_key(), *(_identity(p) for p in models), setup])
-    # surrogatepass: a path the OS gave as bytes that are not UTF-8 (surrogate-escaped) still names one file
-    return memory_dir() / f"{hashlib.sha256(key.encode('utf-8', 'surrogatepass')).hexdigest()[:16]}.json"
+    """The file for one machine and setup: the model files (None: no draft) and ``setup`` (threads, GPU layers);
+    named by its kin key too (:mod:`engine.speculative.kin`)."""
+    machine = cpu_check.build_key()
+    return memory_dir() / kin.file_name(machine, models, setup, [machine, *(_identity(p) for p in models), setup])
 
 
 def _identity(path: str | None) -> str:
@@ -213,15 +213,31 @@ def _no_constant(name: str) -> None:
 
 
 def load(path: Path | None, split: bool) -> CostModel:
-    """The kept model (aged: :func:`age`), or a fresh one when there is none (``path`` None: none is kept) or it
-    cannot be read (logged)."""
+    """The kept model (aged: :func:`age`); where ``path`` has none, the one kept under the name versions before the
+    kin key gave it, else the nearest kin's (:func:`kin.adopt`); else a fresh one (``path`` None: none is kept), as
+    where the file cannot be read (logged)."""
     if path is None:
         return CostModel(split=split)
+    old = kin.legacy(path)
+    m = _read(path, split) or (_read(old, split) if old is not None else None)
+    if m is not None:
+        return m
+    near = kin.nearest(path)
+    m = _read(near[0], split) if near is not None else None
+    if near is None or m is None:
+        return CostModel(split=split)
+    log.info("auto starts from %s: the same pair in another quantization (sizes %s x)", near[0].name,
+             ", ".join(f"{r:.2f}" for r in near[1]))
+    return kin.adopt(m, near[1])
+
+
+def _read(path: Path, split: bool) -> CostModel | None:
+    """The model kept at ``path``, aged; None where there is no such file, a fresh one where it cannot be read."""
     try:
         with path.open("rb") as f:
             raw = f.read(MAX_BYTES + 1)
     except FileNotFoundError:
-        return CostModel(split=split)
+        return None
     except OSError as exc:
         log.warning("auto starts afresh: cannot read %s: %s", path, exc)
         return CostModel(split=split)
