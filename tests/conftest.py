@@ -49,12 +49,10 @@ RUN_DIR = Path(tempfile.mkdtemp(prefix=f"{RUN_PREFIX}{os.getpid()}-"))
 for _name in OTHER_PROGRAMS_ENV:
     os.environ[_name] = str(RUN_DIR / _name.lower())
 
-from tests import cores  # noqa: E402
-
-cores.pin_to_own_core()
 from engine import offline  # noqa: E402
 from engine.core import cpu_check  # noqa: E402
 from engine.speculative.memory import DIR_ENV as MEMORY_ENV  # noqa: E402
+from tests import cores  # noqa: E402
 from tests.sdist import llama_src  # noqa: E402, F401 - the sdist's llama.cpp, a session fixture
 from tests.tiny_models import TinyPair, make_pair  # noqa: E402
 
@@ -72,9 +70,20 @@ SEGV = "killed by SIGSEGV: Fatal Python error: Segmentation fault"
 DECODED = "decoded a batch of 8 and 2 single tokens with Q4_K_M weights"
 
 
+def pytest_configure(config: pytest.Config) -> None:
+    """A test process is held to a core of its own; pytest-xdist's controller is not (it runs no test, and ``-n auto``
+    counts the cores it may use: pinned, it made one worker)."""
+    if os.environ.get(cores.WORKER_ENV) or not getattr(config.option, "numprocesses", None):
+        cores.pin_to_own_core()
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Tests marked ``slow`` (soaks, minutes) run only when asked: ``-m slow`` or ``SSD_CHAT_SLOW_TESTS=1``
-    (installer tests have their own opt-in, ``SSD_CHAT_INSTALLER_TESTS=1``)."""
+    """A test of the real pair is ``long`` too (README's quick command leaves them to CI's second pass). Tests marked
+    ``slow`` (soaks, minutes) run only when asked: ``-m slow`` or ``SSD_CHAT_SLOW_TESTS=1`` (installer tests have
+    their own opt-in, ``SSD_CHAT_INSTALLER_TESTS=1``)."""
+    for item in items:
+        if "realmodels" in item.keywords:
+            item.add_marker(pytest.mark.long)
     if os.environ.get("SSD_CHAT_SLOW_TESTS") == "1" or "slow" in str(config.getoption("markexpr") or ""):
         return
     skip = pytest.mark.skip(reason="slow: run with -m slow or SSD_CHAT_SLOW_TESTS=1")

@@ -114,9 +114,10 @@ def hold_write_lock(path: Path) -> subprocess.Popen[str]:
 
 
 def release(proc: subprocess.Popen[str]) -> None:
-    assert proc.stdin is not None
+    assert proc.stdin is not None and proc.stdout is not None
     proc.stdin.close()
     proc.wait(timeout=30)
+    proc.stdout.close()
 
 
 def test_a_current_history_opens_while_another_process_writes(data_dir: Path) -> None:
@@ -186,4 +187,4 @@ def test_the_app_waits_for_the_user_before_it_exits(tmp_path: Path) -> None:
             proc.wait(timeout=3)  # the dialog is modal and waits; before, the process ended at once
     finally:
         proc.kill()
-        proc.wait()
+        proc.communicate()  # reaped, its pipe closed

@@ -15,7 +15,7 @@ from engine.cli.main import main
 from engine.tiny.models import TinyPair
 from tests.rpc_helpers import needs_rpc
 
-pytestmark = [needs_rpc, pytest.mark.timeout(600)]
+pytestmark = [pytest.mark.long, needs_rpc, pytest.mark.timeout(600)]
 
 MODES = ("ar", "sd", "ssd", "lookup", "auto")
 N = 12  # tokens per reply: a few rounds in every mode

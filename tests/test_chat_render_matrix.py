@@ -25,6 +25,8 @@ from engine.chat import rendering, sandbox
 from engine.chat.format import template_format
 from engine.core.backend import Model
 
+pytestmark = pytest.mark.long
+
 CLOCK = datetime(2026, 1, 2, 3, 4, 5)  # strftime_now's time in both renders
 BOS, EOS = "<s>", "</s>"  # the same special-token texts for both renders
 N_TEMPLATES = 70  # the sdist's models/templates/*.jinja (the folder's 71st file is its README)

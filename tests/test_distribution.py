@@ -22,6 +22,8 @@ from engine.core.context import Context, ContextParams
 from engine.core.sampling import to_dist
 from tests.tiny_models import TinyPair
 
+pytestmark = pytest.mark.long
+
 N_SAMPLES = 1500
 PROMPT = [1, 3, 4, 5]  # <s> a b c
 ENDED = -1  # category: the reply ended (EOS) before this position

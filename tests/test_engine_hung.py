@@ -28,7 +28,7 @@ from tests.server_helpers import client, error_of, serve, wait_until
 from tests.test_serve_engine_process import LONG, health
 from tests.tiny_models import TinyPair
 
-pytestmark = pytest.mark.timeout(180)
+pytestmark = [pytest.mark.long, pytest.mark.timeout(180)]
 
 DEADLINE_S = 3.0  # the deadlines under test: the child beats every second, so three missed beats end it
 LATE_S = 10.0  # past the deadline, the most its end may take on a loaded 2-core host (a watch, a kill, a reap)

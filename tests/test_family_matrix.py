@@ -19,6 +19,8 @@ from engine.core.sampling import SamplingParams
 from engine.speculative.exactness import first_difference
 from engine.tiny.synthetic import Shape, cached_tokenizer, write_llama
 
+pytestmark = pytest.mark.long
+
 N_TOKENS = 24
 TARGET, DRAFT = Shape(n_layer=2, n_embd=32, n_head=2, n_head_kv=2, n_ff=64), Shape(n_layer=1, n_embd=32, n_head=2,
                                                                                        n_head_kv=2, n_ff=64)

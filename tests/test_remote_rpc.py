@@ -29,7 +29,7 @@ from engine.tiny.models import TinyPair
 from tests.rpc_helpers import address, end, free_port, generate_argv, needs_rpc, rpc_server, start_server
 from tests.server_helpers import client, serve, wait_until
 
-pytestmark = [needs_rpc, pytest.mark.timeout(300)]
+pytestmark = [pytest.mark.long, needs_rpc, pytest.mark.timeout(300)]
 
 MODES = ("ar", "sd", "ssd", "lookup", "auto")
 N = 32  # tokens per reply: several rounds in every mode
