@@ -12,7 +12,8 @@ from pathlib import Path
 import pytest
 
 from engine.cli.main import main
-from engine.core.options import cpu_cores
+from engine.core.options import DRAFT_THREADS, THREADS
+from tests.cores import ALL_CORES
 from tests.tiny_models import TinyPair
 
 
@@ -52,7 +53,9 @@ def test_threads_beyond_the_machine(tiny: TinyPair, capsys: pytest.CaptureFixtur
     argv = ["generate", "--target", str(tiny.target), "--draft", str(tiny.draft_same), "--prompt", "hi", flag,
             "100000"]
     line = one_error(capsys, argv)
-    assert f"{noun} must be between 0 and {cpu_cores()}" in line and "100000" in line
+    cores = (THREADS if flag == "--threads" else DRAFT_THREADS).maximum
+    assert cores == max(1, len(ALL_CORES))  # the machine's cores, read before this test process was held to one
+    assert f"{noun} must be between 0 and {cores}" in line and "100000" in line
 
 
 def test_unreadable_model_file(tiny: TinyPair, tmp_path: Path) -> None:
