@@ -182,6 +182,12 @@ class CostModel(VerifyTimes, PoolFigures):
         right = [self.top1.get(TOP1_PRIOR)] * k + [self.next_guess.get(a)]
         return sum(p * (1 - (1 - r) ** f) for p, r, f in zip(probs, right, counts, strict=True) if f > 0)
 
+    def best_case(self, plan: Plan) -> float:
+        """Tokens per second ``plan`` would reach with every draft token accepted (and, for ssd, every tree hit)."""
+        if plan.mode == Mode.AR:
+            return 1.0 / self.t_verify(1)
+        return (plan.k + 1) / (self.outcome_time(plan, hit=True) if plan.mode == Mode.SSD else self.round_time(plan))
+
     def raw_rate(self, plan: Plan) -> float:
         """Tokens per second the component figures predict (no correction from measured rounds)."""
         tokens = 1.0 if plan.mode == Mode.AR else self.expected_tokens(plan.k)

@@ -92,7 +92,7 @@ class AutoPlanner(PoolTurns):
         probes: list[Plan] = []
         if 1 not in m.verify or m.stale:  # unmeasured, or read back from disk (a busy hour's figure)
             probes.append(Plan(Mode.AR))
-        if not self.draft:
+        if not self.draft or self._hopeless():
             return probes
         if m.draft_token.value is None:
             probes += [Plan(Mode.SD, self.k)] * PROBE_ROUNDS
@@ -196,6 +196,9 @@ class AutoPlanner(PoolTurns):
 
     def _choose(self) -> Plan:
         self._probing = None
+        if self._probe and self._probe[0].mode in DRAFTING and not self._remeasure and self._hopeless():
+            self._probe.clear()  # the probe's first round measured enough to know it cannot pay
+            self.held = self.hold
         if self._probe:
             plan = self._probe.pop(0)
             self._probing = plan
@@ -224,6 +227,15 @@ class AutoPlanner(PoolTurns):
         self._plan_probe(best_by_mode, rate)
         self.hold = FAR_HOLD_ROUNDS if self._far_ahead(best_by_mode, rate) else HOLD_ROUNDS
         return self.plan
+
+    def _hopeless(self) -> bool:
+        """Whether a draft token and a verify of several rows are timed and no drafting plan could beat ar even
+        with every draft token accepted and every tree hit: a draft token and a row cost what an ar round does."""
+        m = self.model
+        if m.draft_token.value is None or sum(e.value is not None for e in m.verify.values()) < 2:
+            return False
+        ar = m.rate(AR)
+        return all(m.best_case(p) <= ar for p in self.candidates() if p.mode in DRAFTING)
 
     def _far_ahead(self, best_by_mode: dict[str, Plan], rate: dict[Plan, float]) -> bool:
         """Whether the plan is ar, no probe is due, and every other mode is predicted below PROBE_IF_WITHIN of it."""

@@ -1,0 +1,54 @@
+"""Issue 63 item 2 on simulated machines: probing stops where a row and a draft token cost what an ar round does.
+Deterministic: no model, no clock."""
+
+from __future__ import annotations
+
+import pytest
+
+from engine.sim import bench as simbench
+from engine.sim.profiles import PROFILES
+from engine.speculative.costmodel import CostModel
+from engine.speculative.plan import AR, Plan
+from engine.speculative.planner import AutoPlanner
+
+SEEDS = range(10)
+
+
+def _first_over_ar(name: str, length: int, seed: int) -> float:
+    p = PROFILES[name]
+    return simbench.run_auto(p, 1, length, seed=seed).rates[0] / simbench.run_fixed(p, AR, 1, length, seed).rates[0]
+
+
+def _sd_rounds(trace: list[str]) -> list[int]:
+    """The drafted tokens of each sd round in a first reply's trace (mode:drafted:accepted)."""
+    return [int(t.split(":")[1]) for t in trace if t.startswith("sd:")]
+
+
+def test_where_a_draft_token_costs_what_an_ar_round_does_one_probe_round_settles_on_ar() -> None:
+    """gpu-target-cpu-draft (a 3.3 ms target verify, an 18 ms draft token): no draft can pay even if every token is
+    accepted, which the first sd round shows; the second probe round (0.07 s, a twelfth of the reply) is not run."""
+    run = simbench.run_auto(PROFILES["gpu-target-cpu-draft"], replies=1)
+    assert _sd_rounds(run.trace) == [4]
+    assert not any(t.startswith("ssd:") for t in run.trace)
+    ratios = [_first_over_ar("gpu-target-cpu-draft", simbench.LENGTH, s) for s in SEEDS]
+    assert min(ratios) >= 0.9  # 0.852 at the lowest with both probe rounds
+
+
+def _model(verify: dict[int, float], draft_token: float) -> CostModel:
+    m = CostModel()
+    for _ in range(4):
+        for w, t in verify.items():
+            m.add_verify(w, t)
+        m.draft_token.add(draft_token)
+    return m
+
+
+@pytest.mark.parametrize(("draft_token", "hopeless"), [(0.071, True), (0.02, False)])
+def test_drafting_is_hopeless_only_where_a_row_and_a_draft_token_cost_an_ar_round(draft_token: float,
+                                                                                   hopeless: bool) -> None:
+    """A 70 ms verify of one row or two (a GPU 50 ms away): a 71 ms draft token cannot pay at any acceptance, a
+    20 ms one can."""
+    planner = AutoPlanner(_model({1: 0.070, 2: 0.0702}, draft_token), 4)
+    assert planner._hopeless() is hopeless
+    best = max((p for p in planner.candidates() if p.mode != "ar"), key=planner.model.best_case)
+    assert (planner.model.best_case(best) <= planner.model.rate(Plan("ar"))) is hopeless
