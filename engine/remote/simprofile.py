@@ -31,10 +31,12 @@ SUMMARY_SHARE = 0.86
 CHAT_SHARE = 0.57
 
 
-def remote_verify(rtt_ms: float, bandwidth_bps: float = BANDWIDTH_BPS) -> tuple[tuple[int, float], ...]:
-    """``(width, seconds)`` of one verify with the target ``rtt_ms`` away (a simulated machine's verify times)."""
+def remote_verify(rtt_ms: float, bandwidth_bps: float = BANDWIDTH_BPS,
+                  compute_ms: tuple[tuple[int, float], ...] = COMPUTE_MS) -> tuple[tuple[int, float], ...]:
+    """``(width, seconds)`` of one verify with the target ``rtt_ms`` away (a simulated machine's verify times), the
+    remote device's decode taking ``compute_ms`` by width (the RPC server on this host's CPU unless given)."""
     per_row = (UP_BYTES_PER_ROW + DOWN_BYTES_PER_ROW) * 8 / bandwidth_bps
-    return tuple((w, (ms + rtt_ms) / 1000 + w * per_row) for w, ms in COMPUTE_MS)
+    return tuple((w, (ms + rtt_ms) / 1000 + w * per_row) for w, ms in compute_ms)
 
 
 def new_shape_seconds(rtt_ms: float) -> float:

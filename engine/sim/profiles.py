@@ -16,6 +16,10 @@ def _ms(*points: tuple[int, float]) -> tuple[tuple[int, float], ...]:
     return tuple((w, t / 1000) for w, t in points)
 
 
+def _ms_of(m: Machine) -> tuple[tuple[int, float], ...]:
+    return tuple((w, t * 1000) for w, t in m.verify)
+
+
 # Fitted to measured figures: the H200 runs of the synthetic pair (160- and 64-layer targets) and the 2-core CPU
 # scenarios A, B and C of the real pair (docs/benchmarks.md).
 H200_DEEP = Machine("h200-deep", _ms((1, 7.4), (5, 13.9), (9, 16.3), (17, 21.0)), 1.3e-3, 0.12,
@@ -44,6 +48,12 @@ RPC_CODE = Regime("rpc-code", position_acceptance(remote.CODE_SHARE, decay=1.0),
 RPC_SUMMARY = Regime("rpc-summary", position_acceptance(remote.SUMMARY_SHARE, decay=1.0), depth_decay=1.0)
 # hard runs fitted to chat's share (0.59 simulated) and as near its one-branch hit rate as runs allow (0.48 simulated)
 RPC_CHAT = Regime("rpc-chat", 0.98, depth_decay=1.0, hard_share=0.15, hard_run=4.0, hard_accept=0.2)
+
+# The same link to a GPU server (gpu-membound's widths: a row costs next to nothing there), the draft at home on one
+# CPU thread as above: a draft token (71 ms) costs what an ar round over the link does (70 ms), so ar is the best plan
+RPC_GPU_50MS = Machine("rpc-gpu-50ms", remote.remote_verify(50.0, compute_ms=_ms_of(GPU_MEMBOUND)),
+                       remote.DRAFT_TOKEN_S, CPU_B.level_slope, host_s=2e-3, noise=0.1,
+                       new_shape_s=remote.new_shape_seconds(50.0))
 
 # scenario R's chat-poem: 0.21 of a 4-token draft accepted (engine/bench/remote.py), where ar is the best plan
 RPC_POEM = Regime("rpc-poem", position_acceptance(0.21))
@@ -92,5 +102,6 @@ PROFILES = {p.name: p for p in (
     Profile("rpc-cpu-50ms-mixed", RPC_CPU_50MS, RPC_CODE, "code, code, chat, summary",
             then=(RPC_CODE, RPC_CHAT, RPC_SUMMARY)),
     Profile("rpc-cpu-50ms-poem", RPC_CPU_50MS, RPC_POEM, "a chat the draft seldom guesses, 50 ms away"),
+    Profile("rpc-gpu-50ms", RPC_GPU_50MS, RPC_GREEDY, "the target on a GPU 50 ms away, the draft on 1 thread here"),
     *TAILS,
 )}

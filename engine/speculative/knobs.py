@@ -10,6 +10,9 @@ from __future__ import annotations
 K_MAX = 8  # the longest draft auto weighs (at acceptance 0.7 a ninth token adds about 1 %), and the positions
 # whose acceptance is learnt apart (the last one: it and any deeper)
 PROBE_ROUNDS = 2  # rounds a probe runs: one round's acceptance is a coin, two halve the chance of a false zero
+# Over RPC a first sd probe drafts this many tokens: each verify width new to the remote context first builds its
+# graph (four round trips), and one more row than ar's is the cheapest verify that times what a row costs
+REMOTE_PROBE_K = 1
 FIRST_PROBE_ROUNDS = 8  # a reply's first rounds re-plan the first probes (what the probes measured may open others)
 
 # -- deciding -------------------------------------------------------------------------------------------

@@ -29,6 +29,7 @@ from .knobs import (
     PROBE_CATCHUP_SHARE,
     PROBE_IF_WITHIN,
     PROBE_ROUNDS,
+    REMOTE_PROBE_K,
     SWITCH_GAIN,
     UNTRIED_GAIN,
 )
@@ -200,7 +201,7 @@ class AutoPlanner(PoolTurns):
             self._probe.clear()  # the probe's first round measured enough to know it cannot pay
             self.held = self.hold
         if self._probe:
-            plan = self._probe.pop(0)
+            plan = self._sized(self._probe.pop(0))
             self._probing = plan
             self.why = f"probe {plan}"
             if not self._probe:
@@ -227,6 +228,12 @@ class AutoPlanner(PoolTurns):
         self._plan_probe(best_by_mode, rate)
         self.hold = FAR_HOLD_ROUNDS if self._far_ahead(best_by_mode, rate) else HOLD_ROUNDS
         return self.plan
+
+    def _sized(self, probe: Plan) -> Plan:
+        """A first sd probe as it runs: over RPC (a verify built its graph over the link) at REMOTE_PROBE_K."""
+        if probe.mode != Mode.SD or self._remeasure or not self.adaptive or not self.model.remote:
+            return probe
+        return Plan(Mode.SD, min(probe.k, REMOTE_PROBE_K))
 
     def _hopeless(self) -> bool:
         """Whether a draft token and a verify of several rows are timed and no drafting plan could beat ar even

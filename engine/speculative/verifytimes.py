@@ -94,6 +94,11 @@ class VerifyTimes:
                 if i < len(known) and known[i][0] == width:
                     known[i] = (width, e.get(0.0))  # (measured since the memory was read: n > 0)
 
+    @property
+    def remote(self) -> bool:
+        """Whether a verify has built its graph over a link (only a remote target's builds are reported)."""
+        return bool(self._builds) or self.build.value is not None
+
     def build_cost(self) -> float:
         """Seconds a verify's graph build adds, as measured (0 before any: a CPU's build costs next to nothing)."""
         return max(0.0, self.build.get(0.0))
