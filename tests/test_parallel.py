@@ -62,6 +62,25 @@ def test_each_reply_is_its_reply_alone(engines: tuple[Engine, Engine], tiny: Tin
     assert many._rounds.decodes > 0 and many._rounds.rows > many._rounds.decodes  # rounds were shared
 
 
+def test_a_shared_decode_lists_its_sequences_in_order(engines: tuple[Engine, Engine],
+                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    """llama.cpp splits a batch over separate KV streams where the sequence ids fall back: one decode per row."""
+    _, many = engines
+    ctx = many.target_ctx
+    decode = ctx.decode_out
+    shared: list[list[int]] = []
+
+    def recording(tokens: list[int], positions: list[int], seq_ids: object = 0, outputs: object = None) -> object:
+        if isinstance(seq_ids, list) and len(set(seq_ids)) > 1:
+            shared.append(seq_ids)
+        return decode(tokens, positions, seq_ids, outputs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(ctx, "decode_out", recording)
+    prompts = _prompts(REPLIES, many.target_model.n_vocab)
+    _together(many, prompts, [GenerationParams(mode="ar", max_tokens=N_TOKENS) for _ in prompts])
+    assert shared and all(seqs == sorted(seqs) for seqs in shared)
+
+
 def test_a_seeded_sampled_reply_is_the_same_beside_others(engines: tuple[Engine, Engine]) -> None:
     solo, many = engines
     prompts = _prompts(REPLIES, solo.target_model.n_vocab)

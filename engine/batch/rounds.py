@@ -80,6 +80,9 @@ class SharedRounds:
 
     def _decode(self, batch: list[_Ask]) -> None:
         """One decode of every ask in ``batch`` (on the decoding thread, the context's lock held: Slots.run)."""
+        # in sequence order: llama.cpp splits a batch over separate KV streams wherever the sequence ids fall
+        # back (rows of sequences 3, 2, 1, 0: four decodes of one row each)
+        batch = sorted(batch, key=lambda ask: ask.target.seq)
         ctx = batch[0].target.ctx
         t0 = time.perf_counter()
         try:
