@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 from engine import Engine, EngineConfig, GenerationParams
+from engine.batch.rounds import pieces
 from engine.core.sampling import SamplingParams
 from engine.errors import EngineError
 from tests.tiny_models import TinyPair
@@ -62,9 +63,16 @@ def test_each_reply_is_its_reply_alone(engines: tuple[Engine, Engine], tiny: Tin
     assert many._rounds.decodes > 0 and many._rounds.rows > many._rounds.decodes  # rounds were shared
 
 
+def test_a_round_is_decoded_in_pieces_of_consecutive_sequences() -> None:
+    assert pieces([3, 0, 1, 2], 3) == [[0, 1, 2], [3]]
+    assert pieces([3, 1, 0], 3) == [[0, 1], [3]]
+    assert pieces([2, 0], 8) == [[0], [2]]
+    assert pieces([5, 4, 3, 2, 1, 0], 4) == [[0, 1, 2, 3], [4, 5]]
+
+
 def test_a_shared_decode_lists_its_sequences_in_order(engines: tuple[Engine, Engine],
                                                       monkeypatch: pytest.MonkeyPatch) -> None:
-    """llama.cpp splits a batch over separate KV streams where the sequence ids fall back: one decode per row."""
+    """llama.cpp splits a batch over separate KV streams where the sequence ids are not consecutive ones."""
     _, many = engines
     ctx = many.target_ctx
     decode = ctx.decode_out
@@ -78,7 +86,7 @@ def test_a_shared_decode_lists_its_sequences_in_order(engines: tuple[Engine, Eng
     monkeypatch.setattr(ctx, "decode_out", recording)
     prompts = _prompts(REPLIES, many.target_model.n_vocab)
     _together(many, prompts, [GenerationParams(mode="ar", max_tokens=N_TOKENS) for _ in prompts])
-    assert shared and all(seqs == sorted(seqs) for seqs in shared)
+    assert shared and all(seqs == list(range(seqs[0], seqs[0] + len(seqs))) for seqs in shared)
 
 
 def test_a_seeded_sampled_reply_is_the_same_beside_others(engines: tuple[Engine, Engine]) -> None:

@@ -1,9 +1,12 @@
-"""Shared rounds: the next token of every reply running beside others, made in one decode.
+"""Shared rounds: the next token of every reply running beside others, made in decodes shared between them.
 
 Each reply asks from its own thread; the first to ask gathers the others' asks (until every reply in shared
-rounds has asked, or :data:`GATHER_S` has passed) and decodes them as one batch, one row per sequence, the oldest
-asks first. On the CPU a decode takes at most :data:`EXACT_ROWS` rows, which llama.cpp computes as it computes a
-single token, so a greedy reply is the one it makes alone.
+rounds has asked, or :data:`GATHER_S` has passed) and makes the round: every reply gathered gets its next token.
+A round is decoded in pieces of sequences with consecutive ids (:func:`pieces`), one decode each: llama.cpp splits a
+batch over separate KV streams wherever the ids are not consecutive (rows of sequences 0, 1 and 3 cost a decode of
+two rows and one of one), so a piece is what it would decode anyway, and no reply waits a second round for its
+token. On the CPU a piece takes at most :data:`EXACT_ROWS` rows, which llama.cpp computes as it computes a single
+token, so a greedy reply is the one it makes alone.
 """
 
 from __future__ import annotations
@@ -36,8 +39,19 @@ class _Ask:
     done: bool = field(default=False)
 
 
+def pieces(seqs: list[int], width: int) -> list[list[int]]:
+    """``seqs`` in runs of consecutive ids, each cut into pieces of at most ``width``: the decodes of one round."""
+    out: list[list[int]] = []
+    for seq in sorted(seqs):
+        if out and out[-1][-1] == seq - 1 and len(out[-1]) < width:
+            out[-1].append(seq)
+        else:
+            out.append([seq])
+    return out
+
+
 class SharedRounds:
-    """Plain rounds of several replies, one decode for all (see the module's text)."""
+    """Plain rounds of several replies, in decodes shared between them (see the module's text)."""
 
     def __init__(self, slots: Slots, threads: int, *, exact: bool) -> None:
         """``exact``: keep every decode within :data:`EXACT_ROWS` rows (a CPU target)."""
@@ -47,7 +61,7 @@ class SharedRounds:
         self._cond = threading.Condition()
         self._asks: list[_Ask] = []
         self._leading = False
-        self.decodes = 0  # shared decodes made (rows per decode: asks / decodes)
+        self.decodes = 0  # shared decodes made (rows per decode: rows / decodes)
         self.rows = 0
 
     def ar(self, target: Target) -> tuple[Verdict, float]:
@@ -62,13 +76,12 @@ class SharedRounds:
                     continue
                 self._leading = True
                 end = time.monotonic() + GATHER_S
-                want = min(self._slots.shared, self._width)
-                while len(self._asks) < want and (left := end - time.monotonic()) > 0:
+                while len(self._asks) < self._slots.shared and (left := end - time.monotonic()) > 0:
                     self._cond.wait(left)
-                batch, self._asks = self._asks[: self._width], self._asks[self._width :]
+                batch, self._asks = self._asks, []
                 self._cond.release()
                 try:
-                    self._slots.run(functools.partial(self._decode, batch))
+                    self._slots.run(functools.partial(self._round, batch))
                 finally:
                     self._cond.acquire()
                     self._leading = False
@@ -78,11 +91,26 @@ class SharedRounds:
         assert ask.verdict is not None
         return ask.verdict, ask.seconds
 
+    def _round(self, batch: list[_Ask]) -> None:
+        """Every ask in ``batch`` answered, piece by piece (on the decoding thread, the context's lock held:
+        Slots.run); the replies of a piece go on as soon as it is decoded."""
+        by_seq = {ask.target.seq: ask for ask in batch}
+        try:
+            for piece in pieces(list(by_seq), self._width):
+                asks = [by_seq[seq] for seq in piece]
+                self._decode(asks)
+                self._answered(asks)
+        finally:
+            self._answered(batch)
+
+    def _answered(self, asks: list[_Ask]) -> None:
+        with self._cond:
+            for ask in asks:
+                ask.done = True
+            self._cond.notify_all()
+
     def _decode(self, batch: list[_Ask]) -> None:
-        """One decode of every ask in ``batch`` (on the decoding thread, the context's lock held: Slots.run)."""
-        # in sequence order: llama.cpp splits a batch over separate KV streams wherever the sequence ids fall
-        # back (rows of sequences 3, 2, 1, 0: four decodes of one row each)
-        batch = sorted(batch, key=lambda ask: ask.target.seq)
+        """One decode of every ask in ``batch``, a piece: sequences with consecutive ids, in order."""
         ctx = batch[0].target.ctx
         t0 = time.perf_counter()
         try:
@@ -107,7 +135,5 @@ class SharedRounds:
             for ask in batch:
                 ask.error = ask.error or exc
         finally:
-            for ask in batch:
-                ask.done = True
             self.decodes += 1
             self.rows += len(batch)
