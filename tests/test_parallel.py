@@ -70,6 +70,23 @@ def test_a_round_is_decoded_in_pieces_of_consecutive_sequences() -> None:
     assert pieces([5, 4, 3, 2, 1, 0], 4) == [[0, 1, 2, 3], [4, 5]]
 
 
+def test_a_new_reply_takes_a_sequence_next_to_a_busy_one(engines: tuple[Engine, Engine]) -> None:
+    _, many = engines
+    rng = np.random.default_rng(5)
+    fresh = [[1, *rng.integers(3, many.target_model.n_vocab, size=90).tolist()] for _ in range(2)]
+    held = [many._slots.take(fresh[0], 1.0) for _ in range(REPLIES)]
+    for seq in (1, 3, 0, 2):  # the longest idle first: 1, then 3, which is not next to 1
+        many._slots.give(next(t for t in held if t is not None and t.seq == seq))
+    first = many._slots.take(fresh[0], 1.0)
+    second = many._slots.take(fresh[1], 1.0)
+    assert first is not None and second is not None
+    try:
+        assert abs(first.seq - second.seq) == 1
+    finally:
+        many._slots.give(first)
+        many._slots.give(second)
+
+
 def test_a_shared_decode_lists_its_sequences_in_order(engines: tuple[Engine, Engine],
                                                       monkeypatch: pytest.MonkeyPatch) -> None:
     """llama.cpp splits a batch over separate KV streams where the sequence ids are not consecutive ones."""

@@ -61,7 +61,8 @@ class Slots:
         return len(self._busy) <= 1
 
     def take(self, prompt: Sequence[int], timeout: float) -> Target | None:
-        """The free sequence that reuses most of ``prompt`` (the longest idle on a tie); None after ``timeout``."""
+        """The free sequence that reuses most of ``prompt``; on a tie, one next to a busy sequence (a shared round
+        decodes consecutive ids at once: engine.batch.rounds), then the longest idle. None after ``timeout``."""
         end = time.monotonic() + timeout
         with self._cond:
             while len(self._busy) == len(self.targets):
@@ -70,7 +71,8 @@ class Slots:
                     if len(self._busy) == len(self.targets):
                         return None
             free = [t for t in self.targets if t.seq not in self._busy]
-            best = max(free, key=lambda t: (t.kv.reusable(prompt), -self._freed[t.seq]))
+            near = {seq + step for seq in self._busy for step in (-1, 1)}
+            best = max(free, key=lambda t: (t.kv.reusable(prompt), t.seq in near, -self._freed[t.seq]))
             self._busy.add(best.seq)
             return best
 
