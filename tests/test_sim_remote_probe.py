@@ -70,3 +70,16 @@ def test_drafting_is_hopeless_only_where_a_row_and_a_draft_token_cost_an_ar_roun
     assert planner._hopeless() is hopeless
     best = max((p for p in planner.candidates() if p.mode != "ar"), key=planner.model.best_case)
     assert (planner.model.best_case(best) <= planner.model.rate(Plan("ar"))) is hopeless
+
+
+def test_over_rpc_a_pool_draft_of_a_width_not_run_pays_for_its_build() -> None:
+    """rpc-gpu-50ms's rows cost next to nothing, a new width four round trips: a long pool match is cut to the width
+    the context has run unless its extra tokens pay for the build (10 seeds: first replies below 0.95x ar 9 -> 6)."""
+    m = _model({1: 0.070, 2: 0.0702, 5: 0.0705}, 0.071)
+    expected = [1.0, 1.5, 1.8, 2.0, 2.1]  # tokens a pool draft of each length is expected to emit
+    assert m.lookup_length(expected)[0] == 4  # nothing to build (every width measured here ran in this context)
+    m.built = {1, 2}
+    m.build.add(0.2)
+    assert m.lookup_length(expected)[0] == 1
+    m.built.add(5)
+    assert m.lookup_length(expected)[0] == 4
