@@ -73,13 +73,17 @@ def _server(name: str, argv: list[str], port: int, log: Path) -> Iterator[str]:
 
 
 def servers(target: Path, draft: Path, peer: str, ctx: int, threads: int) -> dict[str, tuple[list[str], int]]:
-    """Each server's command line and port: ours (``serve --parallel``) and llama.cpp's, alone and with its draft."""
-    ours, plain, drafted = _port(), _port(), _port()
+    """Each server's command line and port: ours (``serve --parallel``, auto and ar) and llama.cpp's, alone and with its
+    draft."""
+    ours, ours_ar, plain, drafted = _port(), _port(), _port(), _port()
     llama = [peer, "-m", str(target), "-np", str(PLACES), "-c", str(ctx * PLACES), "-t", str(threads),
              "--host", "127.0.0.1", "--no-webui"]
     return {
         "ssd-chat": ([sys.executable, "-m", "engine", "serve", "--target", str(target), "--draft", str(draft),
                       "--parallel", str(PLACES), "--ctx", str(ctx), "--any-model-name", "--port", str(ours)], ours),
+        # every reply in ar: alone too, so a reply beside others is its reply alone token for token
+        "ssd-chat ar": ([sys.executable, "-m", "engine", "serve", "--target", str(target), "--parallel", str(PLACES),
+                         "--ctx", str(ctx), "--any-model-name", "--mode", "ar", "--port", str(ours_ar)], ours_ar),
         "llama.cpp": ([*llama, "--port", str(plain)], plain),
         "llama.cpp+draft": ([*llama, "-md", str(draft), "--spec-draft-n-max", "4", "--port", str(drafted)], drafted),
     }
