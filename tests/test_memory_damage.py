@@ -13,6 +13,7 @@ from engine.speculative import memory
 from engine.speculative.costmodel import CostModel
 from engine.speculative.plan import Plan
 from engine.speculative.planner import AutoPlanner
+from tests.costmodels import measured
 from tests.tiny_models import TinyPair
 
 
@@ -23,12 +24,7 @@ def cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 
 
 def _measured() -> CostModel:
-    m = CostModel()
-    for _ in range(4):
-        m.add_verify(1, 0.03)
-        m.add_verify(5, 0.05)
-        m.draft_token.add(0.01)
-        m.acceptance.add_round(3, 4)
+    m = measured({1: 0.03, 5: 0.05}, 0.01)
     m.observe(Plan("sd", 4), 3.0, 0.09, 3.2, 0.09)
     return m
 

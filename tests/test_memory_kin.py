@@ -17,6 +17,7 @@ from engine.speculative import kin, memory
 from engine.speculative.costmodel import CostModel
 from engine.speculative.knobs import AGE_WEIGHT
 from engine.speculative.plan import Plan
+from tests.costmodels import measured
 
 SETUP = "threads 2 2, GPU layers False False"
 NEARBY = 1.3  # the target's Q5_K_M against its Q4_K_M (bytes), as the simulated machine's verify times below
@@ -36,12 +37,7 @@ def _model(folder: Path, name: str, size: int) -> str:
 
 
 def _measured() -> CostModel:
-    m = CostModel()
-    for _ in range(4):
-        m.add_verify(1, 0.1)
-        m.add_verify(5, 0.2)
-        m.draft_token.add(0.02)
-        m.acceptance.add_round(3, 4)
+    m = measured({1: 0.1, 5: 0.2}, 0.02)
     m.observe(Plan("sd", 4), 3.0, 0.3, 3.2, 0.3)
     m.probe_gap["ssd"] = 256
     return m

@@ -17,6 +17,7 @@ from engine.speculative.planner import AutoPlanner
 from engine.speculative.ssd import SSDOptions
 from engine.speculative.steps import Steps
 from engine.speculative.types import CACHE, JIT, NGRAM, ROUND_SYNC, Draft, RoundResult, TreeStats
+from tests.costmodels import measured
 from tests.spec_fakes import TRUTH, FakeDrafts, FakeTarget, Script
 
 World = Callable[[Plan], RoundResult]
@@ -462,12 +463,8 @@ def test_a_pool_round_off_a_drafting_plan_pays_for_what_the_plan_loses() -> None
 
 def _measured(level: Callable[[int], float]) -> CostModel:
     """A machine measured by earlier replies: a 0.2 s verify, 25 ms draft tokens, tree levels costing ``level``."""
-    m = CostModel()
+    m = measured({1: 0.1, 5: 0.2}, 0.025, rounds=3)
     for _ in range(3):
-        m.add_verify(1, 0.1)
-        m.add_verify(5, 0.2)
-        m.draft_token.add(0.025)
-        m.acceptance.add_round(3, 4)
         m.hit.add(0.5)
         for width in (1, 5, 10):
             m.add_level(width, level(width))

@@ -13,6 +13,7 @@ from engine.speculative.costmodel import CostModel
 from engine.speculative.knobs import REMOTE_PROBE_K
 from engine.speculative.plan import AR, Plan
 from engine.speculative.planner import AutoPlanner
+from tests.costmodels import measured
 
 SEEDS = range(10)
 CHAT_REPLY = 64  # the measured chat reply over the 25 ms-each-way link
@@ -53,12 +54,7 @@ def test_where_a_draft_token_costs_what_an_ar_round_does_one_probe_round_settles
 
 
 def _model(verify: dict[int, float], draft_token: float) -> CostModel:
-    m = CostModel()
-    for _ in range(4):
-        for w, t in verify.items():
-            m.add_verify(w, t)
-        m.draft_token.add(draft_token)
-    return m
+    return measured(verify, draft_token, accepted=None)
 
 
 @pytest.mark.parametrize(("draft_token", "hopeless"), [(0.071, True), (0.02, False)])
