@@ -28,6 +28,9 @@ def cmd_bench(args: argparse.Namespace) -> int:
     if args.scenarios.strip().upper() == "P":  # concurrent requests: our server against llama.cpp's
         from engine.bench.parallel import cmd_parallel
         return cmd_parallel(args)
+    if args.scenarios.strip().upper() == "F":  # first replies from fresh memory, auto against ar
+        from engine.bench.first import cmd_first
+        return cmd_first(args)
     if args.scenarios.strip().upper() == "S":  # simulated machines: no model, no clock
         from engine.sim.bench import cmd_simulated
         return cmd_simulated(seeds=args.seeds)
@@ -55,11 +58,14 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
                      "H alone: tiny recurrent and hybrid pairs (lfm2, mamba; lfm2 with an attention-only draft), "
                      "ar, sd, ssd and auto with the checkpoint's cost per round (engine/bench/recurrent.py). "
                      "P alone: 1, 2 and 4 concurrent streamed requests to serve --parallel 4 and to llama.cpp's "
-                     "llama-server -np 4 with and without the draft (--peer-server; engine/bench/parallel.py).")
+                     "llama-server -np 4 with and without the draft (--peer-server; engine/bench/parallel.py). "
+                     "F alone: first replies from fresh memory, auto against ar: a chat reply with the target "
+                     "behind the last of --delays each way, and a JSON Schema reply here (engine/bench/first.py).")
     p = sub.add_parser("bench", help="benchmark ar, sd, ssd, lookup and auto on the real pair",
                        formatter_class=HelpFormatter, epilog=epilog,
                        description="Measure tokens per second of every mode in hardware scenarios (see below).")
-    p.add_argument("--scenarios", default="A,B,C", help="comma list of A, B, C; or H, O, P, R or S alone (see below)")
+    p.add_argument("--scenarios", default="A,B,C",
+                   help="comma list of A, B, C; or F, H, O, P, R or S alone (see below)")
     add_rpc_argument(p)
     p.add_argument("--delays", default="0,5,25", help="R: milliseconds the proxy adds each way, comma list")
     p.add_argument("--servers", default="1,2", help="R: RPC servers the target's layers are split over, comma list")
