@@ -28,8 +28,6 @@ from app.worker.chat_setup import ChatChoice, ToolCall
 from app.worker.host import EngineHost
 
 MAX_TOOL_ROUNDS = 8  # tool rounds in a row; then the model is asked without tools, so that it answers in text
-# A repeated call's result: the earlier one, after a line that says so (a small model otherwise calls again).
-REPEATED = "This is the same call as before, not run again; its result, as before:\n"
 CAPPED = f"The model called tools {MAX_TOOL_ROUNDS} times in a row; it was asked to answer without them."
 
 
@@ -150,10 +148,11 @@ class ToolTurns(QObject):
             QTimer.singleShot(0, lambda: self._repeat(earlier))
 
     def _repeat(self, earlier: dict[str, str]) -> None:
-        """Repeated calls get their earlier results; nothing is run again."""
+        """Repeated calls get their earlier results as they were (a line saying so, the real 1.5B echoed instead of
+        answering); nothing is run again."""
         for call_id, text in earlier.items():
             if call_id in self.calls and not self.calls[call_id].done:
-                self._finish(call_id, ToolOutcome(REPEATED + text))
+                self._finish(call_id, ToolOutcome(text))
 
     def _run(self, call_id: str) -> None:
         call = self.calls[call_id]
