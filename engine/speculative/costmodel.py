@@ -281,11 +281,11 @@ class CostModel(VerifyTimes, PoolFigures):
         target's context has not run pays its graph's build in the round (over RPC, round trips)."""
         ar = self.correction(AR)
         lookup = self.correction(LOOKUP) if self.measured(LOOKUP) else ar
-        t_verify, build = self.t_verify, self.build_cost()
+        t_verify = self.t_verify
         best, rate = 0, expected[0] / t_verify(1) * ar
         score = rate  # the first length with the highest rate, a draft's rate counted LOOKUP_GAIN lower
         for n in range(1, len(expected)):
-            r = expected[n] / (t_verify(n + 1) + (0.0 if n + 1 in self.built else build)) * lookup
+            r = expected[n] / (t_verify(n + 1) + self.build_for(n + 1)) * lookup
             if r / LOOKUP_GAIN > score:
                 best, rate, score = n, r, r / LOOKUP_GAIN
         return best, rate

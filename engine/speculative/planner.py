@@ -142,7 +142,7 @@ class AutoPlanner(PoolTurns):
         """Seconds ``plan``'s first round adds: its catch-up, and its verify's graph build where the target's context
         has not run its width (over RPC, round trips)."""
         width = plan.k + 1 if plan.mode in DRAFTING else 1
-        return self.catchup(plan) + (0.0 if width in self.model.built else self.model.build_cost())
+        return self.catchup(plan) + self.model.build_for(width)
 
     def _pays(self, plan: Plan, current: float) -> bool:
         """Whether moving to ``plan`` saves more over the rest of the reply than its first round adds."""

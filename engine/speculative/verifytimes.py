@@ -103,6 +103,10 @@ class VerifyTimes:
         """Seconds a verify's graph build adds, as measured (0 before any: a CPU's build costs next to nothing)."""
         return max(0.0, self.build.get(0.0))
 
+    def build_for(self, width: int) -> float:
+        """Seconds a verify of ``width`` adds first: a build where the context has not run the width, else none."""
+        return 0.0 if width in self.built else self.build_cost()
+
     def _learn_build(self, extra: float | None) -> None:
         """One build's ``extra`` seconds (None: none measured this time); then each figure that is still a build's
         verify is that verify less the build's cost, where the cost takes more than TIMING_CLIP's noise off it."""
