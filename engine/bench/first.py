@@ -1,7 +1,7 @@
 """Bench F: first replies from fresh planner memory, auto against ar, where issue 63 measured auto losing.
 
-Two cases, each a new engine with an empty memory folder per reply (ar's reply must not teach auto the machine), the
-order of auto and ar alternating from trial to trial:
+Two cases, each reply on a new engine that neither reads nor keeps a planner memory (ar's reply must not teach auto
+the machine), the order of auto and ar alternating from trial to trial:
 
 - *link*: the real pair's target on one RPC server here behind a proxy adding the last of ``--delays`` each way
   (25 ms by default), the draft and the output layer here, one thread each; scenario R's low-acceptance chat
@@ -16,10 +16,8 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import tempfile
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -27,7 +25,6 @@ from engine import Engine, EngineConfig, GenerationParams, offline
 from engine.core.jsonschema import schema_grammar
 from engine.core.mode import Mode
 from engine.core.sampling import SamplingParams
-from engine.speculative.memory import DIR_ENV
 
 from .remote import CHAT_LOW
 from .remote_link import proxies, servers
@@ -42,23 +39,8 @@ STRUCTURED_PROMPT = ("Describe the Python programming language as JSON: name, la
                      "and five key features.")
 
 
-@contextmanager
-def _fresh_memory() -> Iterator[None]:
-    """Auto's memory in a new empty folder for one engine."""
-    before = os.environ.get(DIR_ENV)
-    with tempfile.TemporaryDirectory() as folder:
-        os.environ[DIR_ENV] = folder
-        try:
-            yield
-        finally:
-            if before is None:
-                os.environ.pop(DIR_ENV, None)
-            else:
-                os.environ[DIR_ENV] = before
-
-
 def _reply(cfg: EngineConfig, prompt: str, mode: Mode, max_tokens: int, grammar: str = "") -> dict[str, Any]:
-    with _fresh_memory(), Engine(cfg) as eng:
+    with Engine(cfg) as eng:
         gen = eng.generate(eng.chat_tokens(prompt), GenerationParams(
             mode=mode, max_tokens=max_tokens, sampling=SamplingParams(temperature=0.0, grammar=grammar))).run()
     s = gen.stats
@@ -93,10 +75,10 @@ def cmd_first(args: argparse.Namespace) -> int:
     out.parent.mkdir(parents=True, exist_ok=True)
     rows: list[dict[str, Any]] = []
     with tempfile.TemporaryDirectory() as logs, servers(1, Path(logs)) as ports, proxies(ports, delay) as links:
-        link = EngineConfig(target, draft, n_ctx=1024, threads=1, draft_threads=1, remember_machine=True,
+        link = EngineConfig(target, draft, n_ctx=1024, threads=1, draft_threads=1,
                             rpc=tuple(p.endpoint for p in links), tensor_split=(1.0,))
         rows += _trials(f"link {delay:g} ms", lambda m: _reply(link, CHAT_LOW["prompt"], m, args.max_tokens), trials)
-    local = EngineConfig(target, draft, n_ctx=1024, threads=args.threads, remember_machine=True)
+    local = EngineConfig(target, draft, n_ctx=1024, threads=args.threads)
     grammar = schema_grammar(SCHEMA)
     rows += _trials("structured", lambda m: _reply(local, STRUCTURED_PROMPT, m, STRUCTURED_TOKENS, grammar), trials)
     print(f"{'case':16} {'auto / ar, mean':>16} {'lowest':>7} {'below 0.95':>10} {'same tokens':>11}")

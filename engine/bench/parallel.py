@@ -78,12 +78,12 @@ def servers(target: Path, draft: Path, peer: str, ctx: int, threads: int) -> dic
     ours, ours_ar, plain, drafted = _port(), _port(), _port(), _port()
     llama = [peer, "-m", str(target), "-np", str(PLACES), "-c", str(ctx * PLACES), "-t", str(threads),
              "--host", "127.0.0.1", "--no-webui"]
+    serve = [sys.executable, "-m", "engine", "serve", "--target", str(target), "--parallel", str(PLACES),
+             "--ctx", str(ctx), "--any-model-name"]
     return {
-        "ssd-chat": ([sys.executable, "-m", "engine", "serve", "--target", str(target), "--draft", str(draft),
-                      "--parallel", str(PLACES), "--ctx", str(ctx), "--any-model-name", "--port", str(ours)], ours),
+        "ssd-chat": ([*serve, "--draft", str(draft), "--port", str(ours)], ours),
         # every reply in ar: alone too, so a reply beside others is its reply alone token for token
-        "ssd-chat ar": ([sys.executable, "-m", "engine", "serve", "--target", str(target), "--parallel", str(PLACES),
-                         "--ctx", str(ctx), "--any-model-name", "--mode", "ar", "--port", str(ours_ar)], ours_ar),
+        "ssd-chat ar": ([*serve, "--mode", "ar", "--port", str(ours_ar)], ours_ar),
         "llama.cpp": ([*llama, "--port", str(plain)], plain),
         "llama.cpp+draft": ([*llama, "-md", str(draft), "--spec-draft-n-max", "4", "--port", str(drafted)], drafted),
     }
